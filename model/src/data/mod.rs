@@ -1,0 +1,1 @@
+//! Loaders for the measured reference data (`../shared/data` or a site's own files).
