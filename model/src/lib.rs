@@ -1,8 +1,19 @@
 //! Every scheduling decision of the energy-aware Slurm bundle.
 //!
 //! Pure Rust: no FFI, no daemon, no I/O beyond reading its own parameter files. The sched
-//! plugin and the trace simulator both call [`planner::plan`] with a [`types::Snapshot`] of what
-//! slurmctld knows, and apply the [`decision::Decision`]s it returns.
+//! plugin and the trace simulator both call [`planner::plan`] (or [`planner::plan_snapshot`])
+//! with what slurmctld knows, and apply the [`decision::Decision`]s it returns.
 
+pub mod carbon;
+pub mod config;
 pub mod data;
+pub mod decision;
+pub mod interference;
+pub mod perf_power;
+pub mod planner;
+pub mod predictor;
+pub mod ranking;
+pub mod sensitivity;
+pub mod state;
 pub mod types;
+pub mod workloads;

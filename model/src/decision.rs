@@ -1,0 +1,130 @@
+//! What the planner answers: decisions a plugin can apply to slurmctld, each with the
+//! explanation an admin reads afterwards (`scontrol show job`, `sacct`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::{EnergyPolicy, JobId, NodeAllocation, NodeIdx};
+
+/// Costs of one placement per scorer, each in 0..1 (lower is better), and their weighted sum.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct ScoreBreakdown {
+    pub energy: f64,
+    pub interference: f64,
+    pub fragmentation: f64,
+    pub carbon: f64,
+    pub node_order: f64,
+    pub total: f64,
+}
+
+/// Start a job now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StartDecision {
+    pub job: JobId,
+    pub policy: EnergyPolicy,
+    pub allocations: Vec<NodeAllocation>,
+    /// GPU clock to apply to every step of the job (MHz); the default clock when not scaled.
+    pub clock_mhz: u32,
+    /// The power limit the clock step was measured under (W), for sites that cap power instead.
+    pub power_limit_w: f64,
+    /// Jobs whose GPUs this job time-shares.
+    pub shares_with: Vec<JobId>,
+    /// Time limit to set (s): the user's, extended by the slowdown the planner imposed.
+    pub time_limit_s: f64,
+    /// Predicted runtime / runtime alone at the default clock.
+    pub predicted_slowdown: f64,
+    /// Predicted GPU power of the job (W, all its GPUs).
+    pub predicted_power_w: f64,
+    /// Predicted energy (J) attributable to the job, over its expected runtime.
+    pub predicted_energy_j: f64,
+    /// Nodes that are suspended and must be resumed for this job.
+    pub wakes: Vec<NodeIdx>,
+    pub score: ScoreBreakdown,
+}
+
+impl StartDecision {
+    /// One-line decision record for the job's admin comment; short and `key=value` so that
+    /// `sacct` output stays greppable. Node names are resolved by the caller.
+    pub fn record(&self, node_names: &[&str]) -> String {
+        let share = if self.shares_with.is_empty() {
+            "none".to_string()
+        } else {
+            self.shares_with.iter().map(|j| j.to_string()).collect::<Vec<_>>().join("+")
+        };
+        format!(
+            "energy:policy={} nodes={} clock={}MHz share={} slow={:.3} pred_w={:.0} pred_kwh={:.3} score=e{:.2}/i{:.2}/f{:.2}/c{:.2}/o{:.2}",
+            self.policy.as_str(),
+            node_names.join(","),
+            self.clock_mhz,
+            share,
+            self.predicted_slowdown,
+            self.predicted_power_w,
+            self.predicted_energy_j / 3.6e6,
+            self.score.energy,
+            self.score.interference,
+            self.score.fragmentation,
+            self.score.carbon,
+            self.score.node_order,
+        )
+    }
+}
+
+/// A blocked high-priority job: these nodes are held for it from `start_s`; nothing of lower
+/// priority may delay it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reservation {
+    pub job: JobId,
+    pub start_s: f64,
+    pub nodes: Vec<NodeIdx>,
+}
+
+/// A job that allowed deferral waits for a cleaner grid.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Deferral {
+    pub job: JobId,
+    pub until_s: f64,
+    pub carbon_now_g_per_kwh: f64,
+    pub carbon_forecast_g_per_kwh: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Decision {
+    Start(StartDecision),
+    Reserve(Reservation),
+    Defer(Deferral),
+}
+
+/// Why a cycle ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CycleEnd {
+    /// Every pending job was considered.
+    Complete,
+    /// `max_jobs_tested` reached; the rest waits for the next cycle.
+    JobLimit,
+    /// `max_cycle_ms` reached.
+    TimeLimit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct CycleStats {
+    pub jobs_tested: usize,
+    pub jobs_started: usize,
+    pub reservations: usize,
+    pub deferrals: usize,
+    pub nodes_scored: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanOutcome {
+    pub decisions: Vec<Decision>,
+    pub end: CycleEnd,
+    pub stats: CycleStats,
+}
+
+impl PlanOutcome {
+    pub fn starts(&self) -> impl Iterator<Item = &StartDecision> {
+        self.decisions.iter().filter_map(|d| if let Decision::Start(s) = d { Some(s) } else { None })
+    }
+    pub fn reservations(&self) -> impl Iterator<Item = &Reservation> {
+        self.decisions.iter().filter_map(|d| if let Decision::Reserve(r) = d { Some(r) } else { None })
+    }
+}

@@ -1,0 +1,568 @@
+//! The energy-aware backfill planner: one scheduling cycle.
+//!
+//! The cycle walks the pending queue in Slurm's priority order:
+//! 1. **defer** a job that allows it when the carbon forecast promises a cleaner hour soon;
+//! 2. **place** it now if a node passes the filter: score the best-fitting feasible nodes (and
+//!    GPUs it could time-share), choose its clock within its slowdown bound, respect the power
+//!    cap, and commit the placement to the cycle's view;
+//! 3. otherwise **reserve**: the first `reservation_depth` blocked jobs get the earliest nodes
+//!    they can have (by running jobs' time limits), and those claims are honoured by every later
+//!    placement, so no job of lower priority delays them (EASY backfill when the depth is 1).
+//!
+//! Reservations are computed lazily, just before the first later job is placed, which keeps
+//! cycles over a full cluster cheap; with `report_reservations` the remaining ones are computed
+//! at the end too, so a plugin can show expected start times.
+//!
+//! The cycle is bounded by a job count (deterministic) and optionally by wall time.
+
+use std::time::Instant;
+
+use crate::config::PlannerConfig;
+use crate::decision::{CycleEnd, CycleStats, Decision, Deferral, PlanOutcome, Reservation, ScoreBreakdown, StartDecision};
+use crate::predictor::Predictor;
+use crate::ranking;
+use crate::state::{Amount, Claim, ClusterView, GpuTenant};
+use crate::types::{EnergyPolicy, JobId, NodeAllocation, NodeIdx, PendingJob, PowerState, Snapshot};
+
+/// Plan one cycle over a snapshot (what a plugin does every cycle).
+pub fn plan_snapshot(s: &Snapshot, cfg: &PlannerConfig, pred: &Predictor) -> PlanOutcome {
+    let mut view = ClusterView::from_snapshot(
+        s,
+        |h| Predictor::family(h.tag.as_deref()),
+        |r| {
+            let gpus: usize = r.allocations.iter().map(|a| a.gpu_indices.len()).sum();
+            let node = r.allocations.first().and_then(|a| s.nodes.get(a.node.0 as usize));
+            let gt = node.and_then(|n| s.gpu_types.get(n.gpu_type));
+            gt.map_or(0.0, |g| 0.75 * g.max_power_w * gpus.max(1) as f64 / gpus.max(1) as f64)
+        },
+    );
+    plan(&mut view, s.now_s, &s.pending, cfg, pred)
+}
+
+/// One candidate placement of a job.
+struct Candidate {
+    allocations: Vec<NodeAllocation>,
+    shares_with: Vec<JobId>,
+    clock_step: usize,
+    clock_mhz: u32,
+    power_limit_w: f64,
+    slowdown: f64,
+    power_w: f64,
+    energy_j: f64,
+    wakes: Vec<NodeIdx>,
+    ready_s: f64,
+    score: ScoreBreakdown,
+}
+
+struct Cycle<'a> {
+    cfg: &'a PlannerConfig,
+    pred: &'a Predictor,
+    now_s: f64,
+    relative_carbon: Option<f64>,
+    gpu_power_now_w: f64,
+    decisions: Vec<Decision>,
+    stats: CycleStats,
+    /// Blocked jobs whose reservation is still to be computed.
+    unreserved: Vec<&'a PendingJob>,
+    reservations_left: usize,
+}
+
+/// Plan one cycle on a view the caller keeps (the simulator). Started jobs are added to the
+/// view; claims of reservations are cleared at the start of the next cycle.
+pub fn plan(view: &mut ClusterView, now_s: f64, pending: &[PendingJob], cfg: &PlannerConfig, pred: &Predictor) -> PlanOutcome {
+    let started = Instant::now();
+    view.clear_claims();
+    let relative_carbon = if cfg.carbon_aware_clocks || cfg.scorers.carbon > 0.0 {
+        pred.carbon.as_ref().map(|c| c.relative_intensity(now_s))
+    } else {
+        None
+    };
+    let mut cycle = Cycle {
+        cfg,
+        pred,
+        now_s,
+        relative_carbon,
+        gpu_power_now_w: if cfg.power_cap_w > 0.0 { predicted_gpu_power_w(view) } else { 0.0 },
+        decisions: Vec::new(),
+        stats: CycleStats::default(),
+        unreserved: Vec::new(),
+        reservations_left: cfg.reservation_depth,
+    };
+    let mut end = CycleEnd::Complete;
+    for job in pending {
+        if cycle.stats.jobs_tested >= cfg.max_jobs_tested {
+            end = CycleEnd::JobLimit;
+            break;
+        }
+        if cfg.max_cycle_ms > 0 && cycle.stats.jobs_tested % 32 == 0 && started.elapsed().as_millis() as u64 >= cfg.max_cycle_ms {
+            end = CycleEnd::TimeLimit;
+            break;
+        }
+        cycle.stats.jobs_tested += 1;
+        if cycle.try_defer(job) {
+            continue;
+        }
+        if cycle.try_start(view, job) {
+            continue;
+        }
+        if cycle.reservations_left > 0 {
+            cycle.reservations_left -= 1;
+            cycle.unreserved.push(job);
+        }
+    }
+    if cfg.report_reservations {
+        cycle.materialize_reservations(view);
+    }
+    PlanOutcome { decisions: cycle.decisions, end, stats: cycle.stats }
+}
+
+/// Predicted GPU power of the cluster now: running jobs at their predicted power, idle GPUs at
+/// idle power.
+fn predicted_gpu_power_w(view: &ClusterView) -> f64 {
+    let mut total = 0.0;
+    for nv in &view.nodes {
+        let idle_w = view.gpu_types.get(nv.node.gpu_type).map_or(0.0, |g| g.idle_power_w);
+        for tenants in &nv.gpus {
+            total += if tenants.is_empty() {
+                if nv.node.power == PowerState::Suspended { 0.0 } else { idle_w }
+            } else {
+                tenants.iter().map(|t| t.power_w).fold(0.0, f64::max)
+            };
+        }
+    }
+    total
+}
+
+impl<'a> Cycle<'a> {
+    fn family(job: &PendingJob) -> Option<String> {
+        Predictor::family(job.hints.tag.as_deref())
+    }
+
+    /// Time limit the job would get, extended by its slowdown bound when it may be slowed.
+    fn extended_limit_s(&self, job: &PendingJob) -> f64 {
+        if self.cfg.extend_time_limits && job.hints.policy != EnergyPolicy::Performance {
+            job.time_limit_s * job.hints.max_slowdown.max(1.0)
+        } else {
+            job.time_limit_s
+        }
+    }
+
+    fn need(job: &PendingJob) -> Amount {
+        let cpus = job.cpus_range.map_or(job.request.cpus_per_node, |(lo, _)| lo);
+        Amount { gpus: job.request.gpus_per_node as i64, cpus: cpus as i64, mem_mb: job.request.mem_mb_per_node as i64 }
+    }
+
+    fn try_defer(&mut self, job: &PendingJob) -> bool {
+        let Some(carbon) = self.pred.carbon.as_ref() else { return false };
+        if !self.cfg.carbon_deferral || job.hints.defer_max_s <= 0.0 || job.hints.policy == EnergyPolicy::Performance {
+            return false;
+        }
+        let deadline = job.submit_time_s + job.hints.defer_max_s.min(self.cfg.hints.max_defer_s);
+        if self.now_s >= deadline {
+            return false;
+        }
+        let now_g = carbon.intensity_at(self.now_s);
+        let (best_t, best_g) = carbon.cleanest_within(self.now_s, deadline - self.now_s);
+        if best_t > self.now_s && best_g < now_g * (1.0 - self.cfg.deferral_min_gain) {
+            self.decisions.push(Decision::Defer(Deferral {
+                job: job.id,
+                until_s: best_t,
+                carbon_now_g_per_kwh: now_g,
+                carbon_forecast_g_per_kwh: best_g,
+            }));
+            self.stats.deferrals += 1;
+            return true;
+        }
+        false
+    }
+
+    /// Compute the reservations of blocked jobs that are still owed one.
+    fn materialize_reservations(&mut self, view: &mut ClusterView) {
+        let owed = std::mem::take(&mut self.unreserved);
+        for job in owed {
+            if let Some(r) = self.reserve(view, job) {
+                self.decisions.push(Decision::Reserve(r));
+                self.stats.reservations += 1;
+            }
+        }
+    }
+
+    /// Earliest nodes for a blocked job, claimed in the view for the rest of the cycle.
+    fn reserve(&self, view: &mut ClusterView, job: &PendingJob) -> Option<Reservation> {
+        let need = Self::need(job);
+        let duration = self.extended_limit_s(job);
+        let resume_s = self.pred.node_power.resume_s;
+        let mut fits: Vec<(f64, usize)> = view
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, nv)| nv.node.available && nv.node.gpus as i64 >= need.gpus && nv.node.cpus as i64 >= need.cpus && nv.node.mem_mb as i64 >= need.mem_mb)
+            .filter_map(|(i, nv)| {
+                let not_before = match nv.node.power {
+                    PowerState::On => self.now_s,
+                    PowerState::Suspended => self.now_s + resume_s,
+                    PowerState::Resuming { ready_at_s } => ready_at_s.max(self.now_s),
+                };
+                nv.earliest_fit(&need, not_before, duration).map(|t| (t, i))
+            })
+            .collect();
+        let k = job.request.nodes.max(1) as usize;
+        if fits.len() < k {
+            return None;
+        }
+        fits.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        fits.truncate(k);
+        let start_s = fits.iter().map(|f| f.0).fold(self.now_s, f64::max);
+        let mut nodes = Vec::with_capacity(k);
+        for (_, i) in &fits {
+            view.nodes[*i].claims.push(Claim { job: job.id, start_s, end_s: start_s + duration, amount: need });
+            nodes.push(NodeIdx(*i as u32));
+        }
+        Some(Reservation { job: job.id, start_s, nodes })
+    }
+
+    /// The clock step for a job on a GPU type, given a slowdown it already suffers (sharing):
+    /// the step with the least predicted energy whose total slowdown stays within the bound.
+    fn choose_clock(&self, job: &PendingJob, gpu_type: usize, view: &ClusterView, extra_slowdown: f64) -> (usize, u32, f64, f64, f64) {
+        let Some(gt) = view.gpu_types.get(gpu_type) else { return (0, 0, 0.0, 1.0, 0.0) };
+        let family = Self::family(job);
+        let family = family.as_deref();
+        let curves = self.pred.curves(&gt.name);
+        let default_step = curves.map_or(0, |c| c.default_step());
+        let at = |step: usize| self.pred.predict_clock(&gt.name, gt.max_power_w, family, step);
+        let default = at(default_step);
+        let default_choice = (default_step, gt.default_clock_mhz, curves.and_then(|c| c.ladder.last()).map_or(gt.max_power_w, |s| s.power_limit_w), default.time_ratio, default.power_w);
+        let Some(curves) = curves else { return default_choice };
+        if !self.cfg.clock_scaling || job.hints.policy == EnergyPolicy::Performance {
+            return default_choice;
+        }
+        let mut bound = job.hints.max_slowdown.max(1.0);
+        if self.cfg.carbon_aware_clocks {
+            if let Some(rel) = self.relative_carbon {
+                // A clean grid: spend less of the slowdown budget (GreenFlow: work when clean).
+                if rel < 1.0 {
+                    bound = 1.0 + (bound - 1.0) * rel.max(0.0);
+                }
+            }
+        }
+        let mut best = default_choice;
+        let mut best_energy = default.time_ratio * default.power_w;
+        for (step, s) in curves.ladder.iter().enumerate() {
+            let p = at(step);
+            if p.time_ratio * extra_slowdown > bound + 1e-9 {
+                continue;
+            }
+            let e = p.time_ratio * p.power_w;
+            if e < best_energy - 1e-9 {
+                best_energy = e;
+                let clock = s.clock_mhz.clamp(gt.min_clock_mhz, gt.max_clock_mhz);
+                best = (step, clock, s.power_limit_w, p.time_ratio, p.power_w);
+            }
+        }
+        best
+    }
+
+    /// Try to start `job` now; on success the placement is committed to the view.
+    fn try_start(&mut self, view: &mut ClusterView, job: &'a PendingJob) -> bool {
+        let k = job.request.nodes.max(1) as usize;
+        let g = job.request.gpus_per_node;
+        let can_share = self.cfg.sharing
+            && job.hints.share_allowed
+            && job.hints.policy != EnergyPolicy::Performance
+            && k == 1
+            && g == 1;
+        let exclusive_possible = view.max_free_gpus() >= g;
+        if !exclusive_possible && !(can_share && view.shareable_nodes().next().is_some()) {
+            return false;
+        }
+        // Later jobs must see the claims of every blocked job before them.
+        if !self.unreserved.is_empty() {
+            self.materialize_reservations(view);
+        }
+        let need = Self::need(job);
+        let end_s = self.now_s + self.extended_limit_s(job);
+        let expected_runtime_s = job.time_limit_s * self.pred.runtime.expected_fraction(job.user);
+        let mut candidates: Vec<Candidate> = Vec::new();
+        if exclusive_possible {
+            let nodes = self.exclusive_nodes(view, &need, end_s, k);
+            self.stats.nodes_scored += nodes.len();
+            if nodes.len() >= k {
+                candidates.extend(nodes.iter().filter_map(|&n| self.score_exclusive(view, job, n, expected_runtime_s)));
+            }
+        }
+        let prefer_sharing = job.hints.policy == EnergyPolicy::Efficiency;
+        if can_share && (candidates.len() < k || prefer_sharing) {
+            candidates.extend(self.shared_candidates(view, job, &need, end_s, expected_runtime_s));
+        }
+        if candidates.len() < k {
+            return false;
+        }
+        candidates.sort_by(|a, b| {
+            a.score.total.total_cmp(&b.score.total).then(a.allocations[0].node.cmp(&b.allocations[0].node))
+        });
+        let chosen = if k == 1 {
+            candidates.swap_remove(0)
+        } else {
+            // Multi-node jobs: the k best exclusive nodes, one clock for all.
+            let mut parts: Vec<Candidate> = candidates.into_iter().filter(|c| c.shares_with.is_empty()).take(k).collect();
+            if parts.len() < k {
+                return false;
+            }
+            let mut merged = parts.remove(0);
+            for p in parts {
+                merged.allocations.extend(p.allocations);
+                merged.wakes.extend(p.wakes);
+                merged.energy_j += p.energy_j;
+                merged.power_w += p.power_w;
+                merged.ready_s = merged.ready_s.max(p.ready_s);
+                merged.score.total += p.score.total;
+            }
+            merged
+        };
+        let mut chosen = chosen;
+        if self.cfg.power_cap_w > 0.0 && !self.fit_power_cap(view, job, &mut chosen) {
+            return false;
+        }
+        self.commit(view, job, chosen);
+        true
+    }
+
+    /// Feasible nodes for an exclusive placement, best-fitting first (or in node order when
+    /// packing is off), at most `max_nodes_scored` (but at least `k`).
+    fn exclusive_nodes(&self, view: &ClusterView, need: &Amount, end_s: f64, k: usize) -> Vec<usize> {
+        let limit = self.cfg.max_nodes_scored.max(k);
+        let g = need.gpus.max(0) as u32;
+        let mut out = Vec::new();
+        if self.cfg.packing {
+            let mut suspended = Vec::new();
+            for free in g..=view.max_free_gpus() {
+                for n in view.nodes_with_free_gpus(free) {
+                    let nv = &view.nodes[n as usize];
+                    if !ranking::filter(nv, need, self.now_s, end_s) {
+                        continue;
+                    }
+                    if nv.node.power == PowerState::Suspended {
+                        suspended.push(n as usize);
+                    } else {
+                        out.push(n as usize);
+                    }
+                    if out.len() >= limit {
+                        return out;
+                    }
+                }
+            }
+            out.extend(suspended.into_iter().take(limit - out.len()));
+        } else {
+            for (i, nv) in view.nodes.iter().enumerate() {
+                if nv.free.gpus >= need.gpus && ranking::filter(nv, need, self.now_s, end_s) {
+                    out.push(i);
+                    if out.len() >= limit {
+                        break;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn ready_time(&self, power: PowerState) -> (f64, bool) {
+        match power {
+            PowerState::On => (self.now_s, false),
+            PowerState::Suspended => (self.now_s + self.pred.node_power.resume_s, true),
+            PowerState::Resuming { ready_at_s } => (ready_at_s.max(self.now_s), false),
+        }
+    }
+
+    fn score_exclusive(&self, view: &ClusterView, job: &PendingJob, n: usize, runtime_s: f64) -> Option<Candidate> {
+        let nv = &view.nodes[n];
+        let gt = view.gpu_types.get(nv.node.gpu_type)?;
+        let g = job.request.gpus_per_node;
+        let (gpus, aligned) = ranking::choose_gpus(nv, g, self.cfg.packing)?;
+        let (step, clock_mhz, power_limit_w, slowdown, power_w) = self.choose_clock(job, nv.node.gpu_type, view, 1.0);
+        let np = &self.pred.node_power;
+        let gpu_energy = g as f64 * power_w * runtime_s * slowdown;
+        let wake = ranking::wake_energy_j(nv, g, runtime_s, np.base_w, gt.idle_power_w, np.resume_s);
+        let reference = g as f64 * gt.max_power_w * runtime_s + (np.base_w + nv.node.gpus as f64 * gt.idle_power_w) * runtime_s + np.base_w * np.resume_s;
+        let free_after = (nv.free.gpus.max(0) as u32).saturating_sub(g);
+        let (ready_s, wakes) = self.ready_time(nv.node.power);
+        let score = ranking::weigh(
+            &self.cfg.scorers,
+            ScoreBreakdown {
+                energy: ranking::energy_cost(gpu_energy + wake, reference),
+                interference: 0.0,
+                fragmentation: ranking::fragmentation_cost(nv.node.gpus, free_after, aligned),
+                carbon: ranking::carbon_cost(self.relative_carbon),
+                node_order: ranking::node_order_cost(n, view.nodes.len()),
+                total: 0.0,
+            },
+        );
+        let cpus = self.choose_cpus(job, nv.free.cpus.max(0) as u32);
+        Some(Candidate {
+            allocations: vec![NodeAllocation { node: NodeIdx(n as u32), gpu_indices: gpus, cpus, mem_mb: job.request.mem_mb_per_node }],
+            shares_with: Vec::new(),
+            clock_step: step,
+            clock_mhz,
+            power_limit_w,
+            slowdown,
+            power_w: power_w * g as f64,
+            energy_j: gpu_energy + wake,
+            wakes: if wakes { vec![NodeIdx(n as u32)] } else { Vec::new() },
+            ready_s,
+            score,
+        })
+    }
+
+    /// CPUs for the job on a node with `free_cpus` free: by measured sensitivity within the
+    /// job's allowed range (Synergy), else its request.
+    fn choose_cpus(&self, job: &PendingJob, free_cpus: u32) -> u32 {
+        let request = job.request.cpus_per_node;
+        let (Some((lo, hi)), true, Some(model)) = (job.cpus_range, self.cfg.cpu_by_sensitivity, self.pred.sensitivity.as_ref()) else {
+            return job.cpus_range.map_or(request, |(lo, _)| request.max(lo).min(free_cpus.max(lo)));
+        };
+        let family = Self::family(job);
+        let hi = hi.min(free_cpus).max(lo);
+        model.choose_cpus(family.as_deref(), job.request.gpus_per_node, lo, hi, request.clamp(lo, hi)).0
+    }
+
+    /// GPUs this (single-GPU) job could time-share: one per partner family, the lowest node
+    /// first, on nodes without reservation claims, when both predicted slowdowns are acceptable.
+    fn shared_candidates(&mut self, view: &ClusterView, job: &PendingJob, need: &Amount, end_s: f64, runtime_s: f64) -> Vec<Candidate> {
+        let family = Self::family(job);
+        let share_need = Amount { gpus: 0, ..*need };
+        let mut seen_families: Vec<Option<String>> = Vec::new();
+        let mut out = Vec::new();
+        let mut looked = 0;
+        let shareable: Vec<u32> = view.shareable_nodes().collect();
+        for n in shareable {
+            if looked >= self.cfg.max_nodes_scored {
+                break;
+            }
+            let nv = &view.nodes[n as usize];
+            if !nv.claims.is_empty() || !ranking::filter(nv, &share_need, self.now_s, end_s) {
+                continue;
+            }
+            looked += 1;
+            self.stats.nodes_scored += 1;
+            let Some(gt) = view.gpu_types.get(nv.node.gpu_type) else { continue };
+            for (gi, tenants) in nv.gpus.iter().enumerate() {
+                let [tenant] = tenants.as_slice() else { continue };
+                if !tenant.share_allowed || seen_families.contains(&tenant.family) {
+                    continue;
+                }
+                let p = self.pred.interference.predict(family.as_deref(), tenant.family.as_deref());
+                let limit_new = job.hints.max_slowdown.min(self.cfg.sharing_max_slowdown);
+                let limit_tenant = tenant.max_slowdown.min(self.cfg.sharing_max_slowdown);
+                if p.slowdown_a > limit_new || p.slowdown_b > limit_tenant {
+                    continue;
+                }
+                seen_families.push(tenant.family.clone());
+                let (step, clock_mhz, power_limit_w, clock_slowdown, power_w) = self.choose_clock(job, nv.node.gpu_type, view, p.slowdown_a);
+                let slowdown = p.slowdown_a * clock_slowdown;
+                // Energy attributable to this job: the pair's power over its (slower) run, in
+                // proportion to its share of the pair's progress.
+                let pair_power = power_w.max(tenant.power_w);
+                let (na, nb) = (1.0 / p.slowdown_a, 1.0 / p.slowdown_b);
+                let energy_j = pair_power * runtime_s * slowdown * na / (na + nb);
+                let np = &self.pred.node_power;
+                let reference = gt.max_power_w * runtime_s + (np.base_w + nv.node.gpus as f64 * gt.idle_power_w) * runtime_s + np.base_w * np.resume_s;
+                let score = ranking::weigh(
+                    &self.cfg.scorers,
+                    ScoreBreakdown {
+                        energy: ranking::energy_cost(energy_j, reference),
+                        interference: ranking::interference_cost(p.slowdown_a, p.slowdown_b, self.cfg.sharing_max_slowdown),
+                        fragmentation: ranking::fragmentation_cost(nv.node.gpus, nv.free.gpus.max(0) as u32, true),
+                        carbon: ranking::carbon_cost(self.relative_carbon),
+                        node_order: ranking::node_order_cost(n as usize, view.nodes.len()),
+                        total: 0.0,
+                    },
+                );
+                let cpus = self.choose_cpus(job, nv.free.cpus.max(0) as u32);
+                out.push(Candidate {
+                    allocations: vec![NodeAllocation { node: NodeIdx(n), gpu_indices: vec![gi as u8], cpus, mem_mb: job.request.mem_mb_per_node }],
+                    shares_with: vec![tenant.job],
+                    clock_step: step,
+                    clock_mhz,
+                    power_limit_w,
+                    slowdown,
+                    power_w: pair_power - tenant.power_w,
+                    energy_j,
+                    wakes: Vec::new(),
+                    ready_s: self.now_s,
+                    score,
+                });
+            }
+        }
+        out
+    }
+
+    /// Lower the clock until the cluster's predicted GPU power stays under the cap.
+    fn fit_power_cap(&self, view: &ClusterView, job: &PendingJob, c: &mut Candidate) -> bool {
+        let cap = self.cfg.power_cap_w;
+        let gpus: f64 = c.allocations.iter().map(|a| a.gpu_indices.len() as f64).sum();
+        let Some(node) = c.allocations.first().map(|a| &view.nodes[a.node.0 as usize]) else { return false };
+        let Some(gt) = view.gpu_types.get(node.node.gpu_type) else { return false };
+        let idle_w = gt.idle_power_w;
+        let delta = |power_w: f64| if c.shares_with.is_empty() { power_w - idle_w * gpus } else { power_w };
+        if self.gpu_power_now_w + delta(c.power_w) <= cap {
+            return true;
+        }
+        let Some(curves) = self.pred.curves(&gt.name) else { return false };
+        let family = Self::family(job);
+        for step in (0..c.clock_step).rev() {
+            let p = self.pred.predict_clock(&gt.name, gt.max_power_w, family.as_deref(), step);
+            let power = p.power_w * gpus;
+            if self.gpu_power_now_w + delta(power) <= cap {
+                let s = curves.ladder[step];
+                let base_slowdown = c.slowdown / self.pred.predict_clock(&gt.name, gt.max_power_w, family.as_deref(), c.clock_step).time_ratio;
+                c.clock_step = step;
+                c.clock_mhz = s.clock_mhz.clamp(gt.min_clock_mhz, gt.max_clock_mhz);
+                c.power_limit_w = s.power_limit_w;
+                c.slowdown = base_slowdown * p.time_ratio;
+                c.power_w = power;
+                return true;
+            }
+        }
+        false
+    }
+
+    fn commit(&mut self, view: &mut ClusterView, job: &PendingJob, c: Candidate) {
+        let slowed = c.slowdown > 1.0 + 1e-9 || !c.shares_with.is_empty();
+        let time_limit_s = if self.cfg.extend_time_limits && slowed {
+            job.time_limit_s * job.hints.max_slowdown.max(c.slowdown).max(1.0)
+        } else {
+            job.time_limit_s
+        };
+        let tenant = GpuTenant {
+            job: job.id,
+            share_allowed: job.hints.share_allowed && self.cfg.sharing && c.allocations.len() == 1 && job.request.gpus_per_node == 1,
+            max_slowdown: job.hints.max_slowdown,
+            family: Self::family(job),
+            clock_mhz: c.clock_mhz,
+            power_w: c.power_w / job.request.total_gpus().max(1) as f64,
+        };
+        view.add_job(job.id, &c.allocations, c.ready_s + time_limit_s, &tenant);
+        for w in &c.wakes {
+            view.set_power(*w, PowerState::Resuming { ready_at_s: c.ready_s });
+        }
+        if self.cfg.power_cap_w > 0.0 {
+            let idle = view.nodes[c.allocations[0].node.0 as usize].node.gpu_type;
+            let idle_w = view.gpu_types.get(idle).map_or(0.0, |g| g.idle_power_w);
+            self.gpu_power_now_w += if c.shares_with.is_empty() { c.power_w - idle_w * job.request.total_gpus() as f64 } else { c.power_w };
+        }
+        self.stats.jobs_started += 1;
+        self.decisions.push(Decision::Start(StartDecision {
+            job: job.id,
+            policy: job.hints.policy,
+            allocations: c.allocations,
+            clock_mhz: c.clock_mhz,
+            power_limit_w: c.power_limit_w,
+            shares_with: c.shares_with,
+            time_limit_s,
+            predicted_slowdown: c.slowdown,
+            predicted_power_w: c.power_w,
+            predicted_energy_j: c.energy_j,
+            wakes: c.wakes,
+            score: c.score,
+        }));
+    }
+}

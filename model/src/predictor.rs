@@ -1,0 +1,101 @@
+//! Everything the planner predicts with, in one place: GPU clock/power curves, pair
+//! interference, CPU sensitivity, the carbon signal, node power, and what history taught about
+//! how long jobs really run compared with their time limits.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::carbon::CarbonSignal;
+use crate::data::DataError;
+use crate::data::gavel::load_gavel;
+use crate::data::synergy::load_synergy;
+use crate::interference::InterferenceModel;
+use crate::perf_power::{GpuCurves, PerfPowerModel, Prediction};
+use crate::sensitivity::SensitivityModel;
+use crate::workloads::{canonical_family, zeus_network};
+
+/// Power of a node apart from its GPUs, and what waking it costs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodePower {
+    /// CPUs, memory, fans, NICs of a powered-on node (W).
+    pub base_w: f64,
+    /// A node powered down by Slurm's power saving (BMC only, W).
+    pub suspended_w: f64,
+    /// Time from resume request to a usable node (s).
+    pub resume_s: f64,
+}
+
+impl Default for NodePower {
+    fn default() -> Self {
+        NodePower { base_w: 250.0, suspended_w: 10.0, resume_s: 300.0 }
+    }
+}
+
+/// Ratio of real runtime to time limit, learnt per user (running mean with a prior).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RuntimeHistory {
+    per_user: BTreeMap<u32, (f64, f64)>,
+}
+
+/// Before any history: jobs are expected to use this fraction of their time limit.
+pub const PRIOR_RUNTIME_FRACTION: f64 = 0.5;
+const PRIOR_RUNTIME_WEIGHT: f64 = 3.0;
+
+impl RuntimeHistory {
+    pub fn observe(&mut self, user: u32, runtime_s: f64, time_limit_s: f64) {
+        if time_limit_s > 0.0 && runtime_s >= 0.0 {
+            let e = self.per_user.entry(user).or_insert((0.0, 0.0));
+            e.0 += (runtime_s / time_limit_s).min(1.0);
+            e.1 += 1.0;
+        }
+    }
+
+    pub fn expected_fraction(&self, user: u32) -> f64 {
+        let (sum, n) = self.per_user.get(&user).copied().unwrap_or((0.0, 0.0));
+        (sum + PRIOR_RUNTIME_FRACTION * PRIOR_RUNTIME_WEIGHT) / (n + PRIOR_RUNTIME_WEIGHT)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Predictor {
+    pub perf: PerfPowerModel,
+    pub interference: InterferenceModel,
+    pub sensitivity: Option<SensitivityModel>,
+    pub carbon: Option<CarbonSignal>,
+    pub node_power: NodePower,
+    pub runtime: RuntimeHistory,
+}
+
+impl Predictor {
+    /// Load and fit everything from a data directory laid out like `../shared/data`
+    /// (`zeus/`, `gavel/`, `synergy/`). The carbon signal is attached separately.
+    pub fn from_data_dir(dir: &Path, interference_gpu: &str) -> Result<Predictor, DataError> {
+        let perf = PerfPowerModel::fit_from_dir(dir)?;
+        let gavel = load_gavel(&dir.join("gavel").join("simulation_throughputs.json"))?;
+        let interference = InterferenceModel::from_gavel(&gavel, interference_gpu);
+        let synergy_path = dir.join("synergy").join("cpu_mem_sensitivity.csv");
+        let sensitivity = if synergy_path.exists() { Some(SensitivityModel::new(load_synergy(&synergy_path)?)) } else { None };
+        Ok(Predictor { perf, interference, sensitivity, carbon: None, node_power: NodePower::default(), runtime: RuntimeHistory::default() })
+    }
+
+    pub fn curves(&self, gpu_type: &str) -> Option<&GpuCurves> {
+        self.perf.curves(gpu_type)
+    }
+
+    /// Workload family of a tag, as the models name it.
+    pub fn family(tag: Option<&str>) -> Option<String> {
+        tag.map(canonical_family)
+    }
+
+    /// Prediction at clock step `step` of `gpu_type`; unknown GPU types run at their default
+    /// clock at 75 % of their maximum power (no curve, no scaling).
+    pub fn predict_clock(&self, gpu_type: &str, max_power_w: f64, family: Option<&str>, step: usize) -> Prediction {
+        match self.curves(gpu_type) {
+            Some(c) => c.predict(family.and_then(zeus_network), step),
+            None => Prediction { time_ratio: 1.0, power_w: 0.75 * max_power_w },
+        }
+    }
+}
