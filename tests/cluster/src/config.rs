@@ -1,0 +1,362 @@
+//! What a test asks for (`ClusterConfig`) and the configuration files that follow from it:
+//! slurm.conf, gres.conf and slurmdbd.conf, with every path under the cluster's base dir.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// What kind of cluster to start. `ClusterConfig::default()` is 3 nodes with 4 fake GPUs each,
+/// sched/backfill and accounting through slurmdbd.
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// Number of slurmd (nodes `n1`..`nN`), all on this host.
+    pub nodes: u32,
+    /// Fake GPUs per node (`gres/gpu`); 0 for none.
+    pub gpus_per_node: u32,
+    /// CPUs Slurm believes each node has (`SlurmdParameters=config_overrides` lets it exceed the
+    /// real machine).
+    pub cpus_per_node: u32,
+    /// `RealMemory` of each node, in MB.
+    pub mem_mb_per_node: u64,
+    /// Directory searched before Slurm's own plugin directory (`PluginDir=<this>:<stock>`).
+    pub plugin_dir: Option<PathBuf>,
+    /// `SchedulerType`.
+    pub sched_type: String,
+    /// `SchedulerParameters`, if any.
+    pub scheduler_parameters: Option<String>,
+    /// Lines appended to slurm.conf after the generated ones.
+    pub extra_slurm_conf: Vec<String>,
+    /// Files written next to slurm.conf after the generated ones (name, content): e.g.
+    /// `plugstack.conf`, the bundle's `energy.toml`; a `gres.conf` here replaces the generated one.
+    pub extra_files: Vec<(String, String)>,
+    /// Run MariaDB and slurmdbd and account jobs (`sacct`). Without it the cluster starts faster
+    /// but `sacct` has nothing to show.
+    pub with_accounting: bool,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            nodes: 3,
+            gpus_per_node: 4,
+            cpus_per_node: 4,
+            mem_mb_per_node: 4096,
+            plugin_dir: None,
+            sched_type: "sched/backfill".to_string(),
+            scheduler_parameters: None,
+            extra_slurm_conf: Vec::new(),
+            extra_files: Vec::new(),
+            with_accounting: true,
+        }
+    }
+}
+
+pub(crate) const CLUSTER_NAME: &str = "testcluster";
+pub(crate) const DB_NAME: &str = "slurm_acct_db";
+pub(crate) const DB_USER: &str = "slurm";
+
+/// Where everything of one cluster lives, all under `base`.
+#[derive(Clone, Debug)]
+pub(crate) struct Layout {
+    pub base: PathBuf,
+    pub etc: PathBuf,
+    pub log: PathBuf,
+    pub run: PathBuf,
+    pub state: PathBuf,
+    pub spool: PathBuf,
+    pub dev: PathBuf,
+    pub jobs: PathBuf,
+    pub munge_dir: PathBuf,
+    pub mysql_data: PathBuf,
+    pub tmp: PathBuf,
+}
+
+impl Layout {
+    pub fn new(base: &Path) -> Layout {
+        Layout {
+            base: base.to_path_buf(),
+            etc: base.join("etc"),
+            log: base.join("log"),
+            run: base.join("run"),
+            state: base.join("state"),
+            spool: base.join("spool"),
+            dev: base.join("dev"),
+            jobs: base.join("jobs"),
+            munge_dir: base.join("munge"),
+            mysql_data: base.join("mysql"),
+            tmp: base.join("tmp"),
+        }
+    }
+
+    pub fn all_dirs(&self) -> [&Path; 10] {
+        [
+            &self.etc,
+            &self.log,
+            &self.run,
+            &self.state,
+            &self.spool,
+            &self.dev,
+            &self.jobs,
+            &self.munge_dir,
+            &self.mysql_data,
+            &self.tmp,
+        ]
+    }
+
+    pub fn slurm_conf(&self) -> PathBuf {
+        self.etc.join("slurm.conf")
+    }
+    pub fn munge_socket(&self) -> PathBuf {
+        self.munge_dir.join("munge.socket")
+    }
+    pub fn munge_key(&self) -> PathBuf {
+        self.munge_dir.join("munge.key")
+    }
+    pub fn db_socket(&self) -> PathBuf {
+        self.run.join("mysqld.sock")
+    }
+    pub fn gpu_device(&self, index: u32) -> PathBuf {
+        self.dev.join(format!("nvidia{index}"))
+    }
+    pub fn slurmctld_log(&self) -> PathBuf {
+        self.log.join("slurmctld.log")
+    }
+    pub fn slurmd_log(&self, node: &str) -> PathBuf {
+        self.log.join(format!("slurmd-{node}.log"))
+    }
+    pub fn slurmdbd_log(&self) -> PathBuf {
+        self.log.join("slurmdbd.log")
+    }
+    pub fn mariadb_log(&self) -> PathBuf {
+        self.log.join("mariadb.log")
+    }
+    /// Named for munged's `--log-file`, which it only writes when it runs in the background.
+    pub fn munged_log(&self) -> PathBuf {
+        self.log.join("munged.log")
+    }
+    /// Where a daemon's stdout and stderr go.
+    pub fn console(&self, daemon: &str) -> PathBuf {
+        self.log.join(format!("{daemon}.console"))
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Ports {
+    pub slurmctld: u16,
+    pub slurmdbd: u16,
+    pub mysql: u16,
+    pub slurmd: Vec<u16>,
+}
+
+pub(crate) fn node_names(nodes: u32) -> Vec<String> {
+    (1..=nodes).map(|i| format!("n{i}")).collect()
+}
+
+pub(crate) struct SlurmConfInput<'a> {
+    pub cfg: &'a ClusterConfig,
+    pub layout: &'a Layout,
+    pub ports: &'a Ports,
+    pub hostname: &'a str,
+    pub stock_plugin_dir: &'a Path,
+}
+
+pub(crate) fn slurm_conf(input: &SlurmConfInput<'_>) -> String {
+    let SlurmConfInput {
+        cfg,
+        layout: l,
+        ports,
+        hostname,
+        stock_plugin_dir,
+    } = *input;
+    let munge = l.munge_socket();
+    let plugin_dir = match &cfg.plugin_dir {
+        Some(dir) => format!("{}:{}", dir.display(), stock_plugin_dir.display()),
+        None => stock_plugin_dir.display().to_string(),
+    };
+    let mut s = String::new();
+    let mut line = |text: String| {
+        s.push_str(&text);
+        s.push('\n');
+    };
+    line("# Generated by slurm-testcluster.".into());
+    line(format!("ClusterName={CLUSTER_NAME}"));
+    line(format!("SlurmctldHost={hostname}(127.0.0.1)"));
+    line(format!("SlurmctldPort={}", ports.slurmctld));
+    line("SlurmUser=root".into());
+    line("SlurmdUser=root".into());
+    line("AuthType=auth/munge".into());
+    line("CredType=cred/munge".into());
+    line(format!("AuthInfo=socket={}", munge.display()));
+    line(format!("PluginDir={plugin_dir}"));
+    line(format!("StateSaveLocation={}", l.state.display()));
+    line(format!("SlurmdSpoolDir={}/%n", l.spool.display()));
+    line(format!(
+        "SlurmctldPidFile={}/slurmctld.pid",
+        l.run.display()
+    ));
+    line(format!("SlurmdPidFile={}/slurmd-%n.pid", l.run.display()));
+    line(format!("SlurmctldLogFile={}", l.slurmctld_log().display()));
+    line(format!("SlurmdLogFile={}/slurmd-%n.log", l.log.display()));
+    line("SlurmctldDebug=info".into());
+    line("SlurmdDebug=info".into());
+    line("ProctrackType=proctrack/linuxproc".into());
+    line("TaskPlugin=task/none".into());
+    line("SwitchType=switch/none".into());
+    line("MpiDefault=none".into());
+    line("SelectType=select/cons_tres".into());
+    line("SelectTypeParameters=CR_Core".into());
+    line(format!("SchedulerType={}", cfg.sched_type));
+    if let Some(params) = &cfg.scheduler_parameters {
+        line(format!("SchedulerParameters={params}"));
+    }
+    // Nodes may claim more CPUs and memory than this machine has without being drained.
+    line("SlurmdParameters=config_overrides".into());
+    line("ReturnToService=2".into());
+    line("MailProg=/bin/true".into());
+    line("KillWait=5".into());
+    line("InactiveLimit=0".into());
+    // Gathering without storing only makes slurmctld complain.
+    if cfg.with_accounting {
+        line("JobAcctGatherType=jobacct_gather/linux".into());
+    }
+    line("JobCompType=jobcomp/none".into());
+    if cfg.gpus_per_node > 0 {
+        line("GresTypes=gpu".into());
+    }
+    if cfg.with_accounting {
+        line("AccountingStorageType=accounting_storage/slurmdbd".into());
+        line("AccountingStorageHost=127.0.0.1".into());
+        line(format!("AccountingStoragePort={}", ports.slurmdbd));
+        // sacctmgr and sacct find the munge socket here, not in AuthInfo.
+        line(format!("AccountingStoragePass={}", munge.display()));
+        if cfg.gpus_per_node > 0 {
+            line("AccountingStorageTRES=gres/gpu".into());
+        }
+        line("AccountingStoreFlags=job_comment".into());
+    }
+    let gres = if cfg.gpus_per_node > 0 {
+        format!(" Gres=gpu:{}", cfg.gpus_per_node)
+    } else {
+        String::new()
+    };
+    for (name, port) in node_names(cfg.nodes).iter().zip(&ports.slurmd) {
+        line(format!(
+            "NodeName={name} NodeHostname={hostname} NodeAddr=127.0.0.1 Port={port} CPUs={} RealMemory={}{gres} State=UNKNOWN",
+            cfg.cpus_per_node, cfg.mem_mb_per_node
+        ));
+    }
+    line("PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP".into());
+    for extra in &cfg.extra_slurm_conf {
+        line(extra.clone());
+    }
+    s
+}
+
+pub(crate) fn gres_conf(cfg: &ClusterConfig, layout: &Layout) -> String {
+    let mut s = String::from(
+        "# Generated by slurm-testcluster: fake GPUs, shared by every slurmd of this host.\nAutoDetect=off\n",
+    );
+    if cfg.gpus_per_node > 0 {
+        let files = match cfg.gpus_per_node {
+            1 => layout.gpu_device(0).display().to_string(),
+            n => format!("{}/nvidia[0-{}]", layout.dev.display(), n - 1),
+        };
+        let _ = writeln!(s, "Name=gpu File={files}");
+    }
+    s
+}
+
+pub(crate) fn slurmdbd_conf(
+    layout: &Layout,
+    ports: &Ports,
+    hostname: &str,
+    db_password: &str,
+) -> String {
+    let l = layout;
+    format!(
+        "# Generated by slurm-testcluster.\n\
+         AuthType=auth/munge\n\
+         AuthInfo=socket={munge}\n\
+         DbdHost={hostname}\n\
+         DbdAddr=127.0.0.1\n\
+         DbdPort={dbd_port}\n\
+         SlurmUser=root\n\
+         DebugLevel=info\n\
+         LogFile={log}\n\
+         PidFile={run}/slurmdbd.pid\n\
+         StorageType=accounting_storage/mysql\n\
+         StorageHost=127.0.0.1\n\
+         StoragePort={db_port}\n\
+         StorageUser={DB_USER}\n\
+         StoragePass={db_password}\n\
+         StorageLoc={DB_NAME}\n",
+        munge = l.munge_socket().display(),
+        dbd_port = ports.slurmdbd,
+        log = l.slurmdbd_log().display(),
+        run = l.run.display(),
+        db_port = ports.mysql,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input_fixture() -> (ClusterConfig, Layout, Ports) {
+        let cfg = ClusterConfig {
+            plugin_dir: Some("/opt/energy".into()),
+            ..ClusterConfig::default()
+        };
+        let layout = Layout::new(Path::new("/tmp/base"));
+        let ports = Ports {
+            slurmctld: 1000,
+            slurmdbd: 1001,
+            mysql: 1002,
+            slurmd: vec![2001, 2002, 2003],
+        };
+        (cfg, layout, ports)
+    }
+
+    #[test]
+    fn slurm_conf_has_one_line_per_node_and_our_plugin_dir_first() {
+        let (cfg, layout, ports) = input_fixture();
+        let conf = slurm_conf(&SlurmConfInput {
+            cfg: &cfg,
+            layout: &layout,
+            ports: &ports,
+            hostname: "vm",
+            stock_plugin_dir: Path::new("/usr/lib/slurm"),
+        });
+        assert!(conf.contains("PluginDir=/opt/energy:/usr/lib/slurm\n"));
+        assert!(conf.contains("SlurmctldHost=vm(127.0.0.1)\n"));
+        assert!(conf.contains("NodeName=n3 NodeHostname=vm NodeAddr=127.0.0.1 Port=2003 CPUs=4 RealMemory=4096 Gres=gpu:4"));
+        assert_eq!(conf.matches("NodeName=").count(), 3);
+        assert!(conf.contains("AccountingStoragePort=1001\n"));
+    }
+
+    #[test]
+    fn no_accounting_and_no_gpus_leave_their_lines_out() {
+        let (mut cfg, layout, ports) = input_fixture();
+        cfg.with_accounting = false;
+        cfg.gpus_per_node = 0;
+        let conf = slurm_conf(&SlurmConfInput {
+            cfg: &cfg,
+            layout: &layout,
+            ports: &ports,
+            hostname: "vm",
+            stock_plugin_dir: Path::new("/usr/lib/slurm"),
+        });
+        assert!(!conf.contains("AccountingStorage"));
+        assert!(!conf.contains("Gres"));
+    }
+
+    #[test]
+    fn gres_conf_names_character_devices_by_range() {
+        let (cfg, layout, _) = input_fixture();
+        assert!(gres_conf(&cfg, &layout).contains("Name=gpu File=/tmp/base/dev/nvidia[0-3]\n"));
+        let one = ClusterConfig {
+            gpus_per_node: 1,
+            ..cfg
+        };
+        assert!(gres_conf(&one, &layout).contains("Name=gpu File=/tmp/base/dev/nvidia0\n"));
+    }
+}
