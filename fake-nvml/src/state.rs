@@ -2,10 +2,9 @@
 //! (slurmd, slurmstepd, a test) through one text file, and the file lock that serialises it.
 //!
 //! Files in the state directory:
-//! - `state`: the state, `key = value` lines (format below), replaced atomically (write
-//!   `state.tmp`, rename) so a reader never sees half a file;
+//! - `state`: the state, `key = value` lines (format below);
 //! - `state.lock`: taken with `flock` — exclusive around every read-modify-write, shared around
-//!   every read.
+//!   every read, so a reader never sees a half-written file.
 //!
 //! ```text
 //! format = 1
@@ -39,7 +38,6 @@ use crate::model;
 
 pub const STATE_FILE: &str = "state";
 pub const LOCK_FILE: &str = "state.lock";
-const TMP_FILE: &str = "state.tmp";
 const FORMAT: u32 = 1;
 
 /// Makes matching calls fail: `fail = <call>[@<gpu>][:<code>]`.
@@ -378,11 +376,14 @@ impl StateStore {
         let mut state = self.read_unlocked(config)?;
         state.fold_energy(config, now_unix_ns());
         let out = change(&mut state);
-        let tmp = self.dir.join(TMP_FILE);
+        // Rewritten in place: every reader holds the shared lock, so none sees a half-written
+        // file. Overwrite-then-shrink rather than truncate-then-write or rename-over, which
+        // ext4 (auto_da_alloc) turns into a synchronous flush of about a millisecond.
         let write = || -> io::Result<()> {
-            let mut f = File::create(&tmp)?;
-            f.write_all(state.to_text().as_bytes())?;
-            fs::rename(&tmp, self.state_path())
+            let text = state.to_text();
+            let mut f = OpenOptions::new().create(true).truncate(false).write(true).open(self.state_path())?;
+            f.write_all(text.as_bytes())?;
+            f.set_len(text.len() as u64)
         };
         write().map_err(|e| self.error(format!("write: {e}")))?;
         Ok(out)
@@ -422,6 +423,26 @@ mod tests {
         assert_eq!(back, s);
         let e = State::parse("gpu.0.bogus = 1", &config).unwrap_err();
         assert!(e.contains("unknown GPU field"), "{e}");
+    }
+
+    #[test]
+    fn concurrent_updates_are_not_lost() {
+        let dir = std::env::temp_dir().join(format!("fake-nvml-lock-test-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let store = StateStore::new(&dir);
+        let config = Config::default();
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| {
+                    for _ in 0..25 {
+                        store.update(&config, |s| s.gpus[0].util_gpu_pct += 1).unwrap();
+                        assert!(store.load(&config).is_ok(), "a reader never sees a torn file");
+                    }
+                });
+            }
+        });
+        assert_eq!(store.load(&config).unwrap().gpus[0].util_gpu_pct, 100);
+        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -1,0 +1,23 @@
+//! GPU control for the energy-aware Slurm bundle, shared by its GPU plugin (`gpu_nvml.so`) and
+//! its SPANK plugin.
+//!
+//! - [`GpuControl`] (in `control`): the operations the plugins need — identity, clocks,
+//!   power, energy, utilisation — with units in the names (`_mhz`, `_mw`, `_mj`).
+//! - [`NvmlGpu`] (in `nvml`): the implementation over NVIDIA's NVML via `nvml-wrapper`.
+//! - [`FakeGpus`] (in `fake`): an in-memory implementation for unit tests.
+//! - [`gpu_freq`]: Slurm's `--gpu-freq` grammar and its resolution to clocks.
+//!
+//! Nothing here panics on data from NVML, files or users: every failure is a [`GpuError`]
+//! naming the GPU, the NVML call and the reason.
+
+mod control;
+mod error;
+mod fake;
+pub mod gpu_freq;
+mod nvml;
+mod nvml_clocks;
+
+pub use control::{AppClocksMhz, GpuControl, GpuProcess, MemoryBytes, PowerLimitRangeMw, UtilizationPct};
+pub use error::{GpuError, GpuErrorKind};
+pub use fake::{FakeGpu, FakeGpus};
+pub use nvml::NvmlGpu;
