@@ -97,7 +97,9 @@ apt_updated=0
 apt_update() {
     ((apt_updated)) && return 0
     log "apt-get update"
-    apt-get update -q >&2
+    # A repository that fails to answer should not stop us when the ones we need did: the
+    # checks after each update decide.
+    apt-get update -q >&2 || log "warning: apt-get update reported errors"
     apt_updated=1
 }
 
@@ -175,16 +177,24 @@ if ! tree_complete; then
     }
 
     if ! source_available; then
-        # deb822: every enabled stanza whose Types has 'deb' (and not already 'deb-src') is
-        # copied with Types: deb-src; comment lines are dropped.
+        # Only the repositories that serve slurmctld (as apt-cache policy lists them): a
+        # third-party repository offers no sources and would make the update fail.
+        slurm_uris=$(apt-cache policy slurmctld | awk '$1 ~ /^[0-9]+$/ && $2 ~ /:\/\// { sub(/\/+$/, "", $2); print $2 }' | sort -u)
+        [[ -n $slurm_uris ]] || die "no apt repository of this machine offers slurmctld"
+        # deb822: every enabled stanza whose Types has 'deb' (not already 'deb-src') and whose
+        # URIs serve slurmctld is copied with Types: deb-src; comment lines are dropped.
         deb822=$(
             shopt -s nullglob
             for f in /etc/apt/sources.list.d/*.sources; do
                 [[ $f == "$SRC_DEB822" ]] && continue
-                awk '
-                    BEGIN { RS = ""; FS = "\n" }
+                awk -v uris="$slurm_uris" '
+                    BEGIN {
+                        RS = ""; FS = "\n"
+                        n = split(uris, list, "\n")
+                        for (i = 1; i <= n; i++) wanted[list[i]] = 1
+                    }
                     {
-                        out = ""; deb = 0; enabled = 1
+                        out = ""; deb = 0; enabled = 1; serves = 0
                         for (i = 1; i <= NF; i++) {
                             line = $i
                             if (line ~ /^#/) continue
@@ -193,18 +203,33 @@ if ! tree_complete; then
                                 line = "Types: deb-src"
                             }
                             if (tolower(line) ~ /^enabled:[ \t]*no/) enabled = 0
+                            if (tolower(line) ~ /^uris:/) {
+                                m = split(line, words, /[ \t]+/)
+                                for (j = 2; j <= m; j++) {
+                                    uri = words[j]; sub(/\/+$/, "", uri)
+                                    if (uri in wanted) serves = 1
+                                }
+                            }
                             out = out line "\n"
                         }
-                        if (deb && enabled) printf "%s\n", out
+                        if (deb && enabled && serves) printf "%s\n", out
                     }' "$f"
             done
         )
+        # One-line format: "deb [options] URI suite components".
         oneline=$(
             shopt -s nullglob
             for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
                 [[ $f == "$SRC_ONELINE" ]] && continue
                 [[ -f $f ]] || continue
-                sed -n 's/^[[:space:]]*deb[[:space:]]/deb-src /p' "$f"
+                awk -v uris="$slurm_uris" '
+                    BEGIN { n = split(uris, list, "\n"); for (i = 1; i <= n; i++) wanted[list[i]] = 1 }
+                    $1 == "deb" {
+                        k = 2
+                        if ($2 ~ /^\[/) { while (k <= NF && $k !~ /\]$/) k++; k++ }
+                        uri = $k; sub(/\/+$/, "", uri)
+                        if (uri in wanted) { sub(/^[ \t]*deb/, "deb-src"); print }
+                    }' "$f"
             done
         )
         [[ -n $deb822 || -n $oneline ]] || die "no 'deb' entry in this machine's apt sources to derive a deb-src entry from"

@@ -99,9 +99,11 @@ fn live_cluster_runs_gpu_jobs_and_accounts_them() {
 
     // slurmctld comes back with its state, the nodes register again, and new jobs run.
     let old_ctld = pid_of(&cluster, "slurmctld");
+    let restart_start = Instant::now();
     cluster
         .restart_slurmctld()
         .unwrap_or_else(|e| panic!("restart: {e}"));
+    let restarted = restart_start.elapsed();
     assert_ne!(pid_of(&cluster, "slurmctld"), old_ctld);
     assert!(!pid_exists(old_ctld), "the old slurmctld is still there");
     let after = cluster
@@ -143,7 +145,9 @@ fn live_cluster_runs_gpu_jobs_and_accounts_them() {
             "slurmd n3"
         ]
     );
+    let stop_start = Instant::now();
     cluster.stop().unwrap_or_else(|e| panic!("stop: {e}"));
+    let stopped = stop_start.elapsed();
     for (name, pid) in &pids {
         assert!(
             !pid_exists(*pid),
@@ -151,8 +155,10 @@ fn live_cluster_runs_gpu_jobs_and_accounts_them() {
         );
     }
     println!(
-        "live cluster: start-to-idle {:.1} s, whole test {:.1} s",
+        "live cluster: start-to-idle {:.1} s, slurmctld restart {:.1} s, stop {:.1} s, whole test {:.1} s",
         started.as_secs_f64(),
+        restarted.as_secs_f64(),
+        stopped.as_secs_f64(),
         test_start.elapsed().as_secs_f64()
     );
 }
