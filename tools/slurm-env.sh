@@ -145,7 +145,7 @@ marker_content() {
 tree_complete() {
     local f
     for f in configure debian/changelog config.h slurm/slurm.h slurm/slurm_version.h \
-        src/slurmctld/slurmctld.h src/common/gres.h; do
+        src/slurmctld/slurmctld.h src/common/xmalloc.h; do
         [[ -s $TREE/$f ]] || return 1
     done
     # slurm_version.h must describe the installed release (22.05.8 -> 0x160508).

@@ -28,6 +28,10 @@ pub struct ClusterConfig {
     /// Files written next to slurm.conf after the generated ones (name, content): e.g.
     /// `plugstack.conf`, the bundle's `energy.toml`; a `gres.conf` here replaces the generated one.
     pub extra_files: Vec<(String, String)>,
+    /// Environment added to every Slurm daemon (slurmdbd, slurmctld, slurmd; slurmstepd inherits
+    /// slurmd's): e.g. `LD_LIBRARY_PATH` pointing at a fake `libnvidia-ml.so`, or
+    /// `FAKE_NVML_STATE_DIR`.
+    pub daemon_env: Vec<(String, String)>,
     /// Run MariaDB and slurmdbd and account jobs (`sacct`). Without it the cluster starts faster
     /// but `sacct` has nothing to show.
     pub with_accounting: bool,
@@ -45,6 +49,7 @@ impl Default for ClusterConfig {
             scheduler_parameters: None,
             extra_slurm_conf: Vec::new(),
             extra_files: Vec::new(),
+            daemon_env: Vec::new(),
             with_accounting: true,
         }
     }

@@ -229,7 +229,8 @@ impl LocalCluster {
                     .map(str::to_string));
             }
             if self.cfg.with_accounting {
-                let state = self.sacct(job, "State")?;
+                // slurmdbd may be catching up; a failed query is just "not yet".
+                let state = self.sacct(job, "State").unwrap_or_default();
                 let state = state.split_whitespace().next().unwrap_or_default();
                 if is_terminal(state) {
                     return Ok(Some(state.to_string()));
@@ -261,7 +262,7 @@ impl LocalCluster {
     /// after the job ends) and returns `sacct`'s State for it.
     pub fn wait_accounted(&self, job: u32, timeout: Duration) -> Result<String, ClusterError> {
         let found = poll(timeout, POLL, || {
-            let state = self.sacct(job, "State")?;
+            let state = self.sacct(job, "State").unwrap_or_default();
             let first = state.split_whitespace().next().unwrap_or_default();
             Ok(is_terminal(first).then(|| state.clone()))
         })?;
@@ -351,7 +352,8 @@ impl LocalCluster {
         &self.cfg
     }
 
-    /// The daemons that are running now, as (name, pid), in start order.
+    /// The daemons started and not yet stopped, as (name, pid), in start order: `munged`,
+    /// `mariadbd`, `slurmdbd`, `slurmctld`, `slurmd n1`, ...
     pub fn pids(&self) -> Vec<(String, u32)> {
         self.daemons
             .iter()
@@ -428,6 +430,13 @@ impl LocalCluster {
             }
         }
         cmd.envs(self.env()).current_dir(&self.layout.base);
+        Ok(cmd)
+    }
+
+    /// A Slurm daemon's command: [`Self::daemon_command`] plus `ClusterConfig::daemon_env`.
+    fn slurm_daemon_command(&self, prog: &str) -> Result<Command, ClusterError> {
+        let mut cmd = self.daemon_command(prog)?;
+        cmd.envs(self.cfg.daemon_env.iter().map(|(k, v)| (k, v)));
         Ok(cmd)
     }
 
@@ -581,7 +590,7 @@ impl LocalCluster {
     }
 
     fn start_slurmdbd(&mut self) -> Result<(), ClusterError> {
-        let mut cmd = self.daemon_command("slurmdbd")?;
+        let mut cmd = self.slurm_daemon_command("slurmdbd")?;
         cmd.arg("-D");
         let index = self.spawn("slurmdbd", cmd, Some(self.layout.slurmdbd_log()))?;
         self.wait_ready(index, "answering sacctmgr", |c| {
@@ -601,7 +610,7 @@ impl LocalCluster {
     /// `fresh`: the first start, with no state to recover (`-c`, which spares the log a page of
     /// "could not open state file" errors).
     fn spawn_slurmctld(&self, fresh: bool) -> Result<Daemon, ClusterError> {
-        let mut cmd = self.daemon_command("slurmctld")?;
+        let mut cmd = self.slurm_daemon_command("slurmctld")?;
         cmd.arg("-D");
         if fresh {
             cmd.arg("-c");
@@ -639,7 +648,7 @@ impl LocalCluster {
     }
 
     fn start_slurmd(&mut self, node: &str) -> Result<(), ClusterError> {
-        let mut cmd = self.daemon_command("slurmd")?;
+        let mut cmd = self.slurm_daemon_command("slurmd")?;
         cmd.args(["-D", "-N", node]);
         self.spawn(
             &format!("slurmd {node}"),
@@ -774,6 +783,16 @@ impl LocalCluster {
         let _ = poll(Duration::from_secs(20), POLL, || {
             Ok(list().is_empty().then_some(()))
         });
+    }
+}
+
+impl std::fmt::Debug for LocalCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalCluster")
+            .field("base_dir", &self.layout.base)
+            .field("nodes", &self.cfg.nodes)
+            .field("daemons", &self.pids())
+            .finish()
     }
 }
 

@@ -200,9 +200,18 @@ fn cluster_without_accounting_runs_jobs() {
         nodes: 3,
         gpus_per_node: 2,
         with_accounting: false,
+        daemon_env: vec![("TESTCLUSTER_PROBE".into(), "daemon-env".into())],
         ..ClusterConfig::default()
     };
     let cluster = LocalCluster::start(cfg).unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+    // daemon_env reaches the Slurm daemons (and only them).
+    for (name, pid) in cluster.pids() {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let has_probe = environ
+            .split(|&b| b == 0)
+            .any(|var| var == b"TESTCLUSTER_PROBE=daemon-env");
+        assert_eq!(has_probe, name != "munged", "{name}");
+    }
     let names: Vec<String> = cluster.pids().into_iter().map(|(name, _)| name).collect();
     assert_eq!(
         names,
