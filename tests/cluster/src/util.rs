@@ -104,7 +104,7 @@ pub(crate) fn short_hostname() -> Result<String, ClusterError> {
     Ok(short)
 }
 
-/// Hex string from the kernel's random source, for the munge key and the database password.
+/// Bytes from the kernel's random source: the munge key.
 pub(crate) fn random_bytes(count: usize) -> Result<Vec<u8>, ClusterError> {
     let mut bytes = vec![0u8; count];
     fs::File::open("/dev/urandom")
@@ -113,6 +113,7 @@ pub(crate) fn random_bytes(count: usize) -> Result<Vec<u8>, ClusterError> {
     Ok(bytes)
 }
 
+/// A random hex string: the database password.
 pub(crate) fn random_hex(bytes: usize) -> Result<String, ClusterError> {
     Ok(random_bytes(bytes)?
         .iter()
