@@ -190,20 +190,20 @@ impl PlannerConfig {
 
     /// Reject values that would make the planner misbehave, naming the key (`planner.<key>`).
     pub fn validate(&self) -> Result<(), ConfigError> {
-        check(self.reservation_depth <= 10_000, "planner.reservation_depth", "must be at most 10000")?;
-        check(self.max_jobs_tested >= 1, "planner.max_jobs_tested", "must be at least 1")?;
-        check(self.max_nodes_scored >= 1, "planner.max_nodes_scored", "must be at least 1")?;
+        check(self.reservation_depth <= 10_000, "reservation_depth", "must be at most 10000")?;
+        check(self.max_jobs_tested >= 1, "max_jobs_tested", "must be at least 1")?;
+        check(self.max_nodes_scored >= 1, "max_nodes_scored", "must be at least 1")?;
         check(
             self.sharing_max_slowdown.is_finite() && self.sharing_max_slowdown >= 1.0,
-            "planner.sharing_max_slowdown",
+            "sharing_max_slowdown",
             "must be a ratio >= 1.0",
         )?;
         check(
             self.deferral_min_gain.is_finite() && (0.0..1.0).contains(&self.deferral_min_gain),
-            "planner.deferral_min_gain",
+            "deferral_min_gain",
             "must be a fraction in [0, 1)",
         )?;
-        check(self.power_cap_w.is_finite() && self.power_cap_w >= 0.0, "planner.power_cap_w", "must be >= 0 (0 = no cap)")?;
+        check(self.power_cap_w.is_finite() && self.power_cap_w >= 0.0, "power_cap_w", "must be >= 0 (0 = no cap)")?;
         let w = &self.scorers;
         for (key, v) in [
             ("scorers.energy", w.energy),

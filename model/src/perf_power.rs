@@ -8,12 +8,13 @@
 //! power_w(f)    = p_floor + (p_full - p_floor) * f^alpha
 //! ```
 //!
-//! Zeus varied the *power limit*, not the clock; under a power limit the GPU lowers its clock
-//! until it fits, so each measured point is (time, power) at an unknown clock. [`fit_sweep`]
-//! recovers the clock of each point from its time ratio for a given `beta`, then fits `alpha` and
-//! `p_floor` to the measured powers by least squares, and keeps the `beta` with the smallest
-//! power error. The mean recovered clock fraction at each power limit across all sweeps of a GPU
-//! type gives that type's clock ladder: the clocks the planner chooses from.
+//! Zeus varied the *power limit*, not the clock. Under a limit the GPU lowers its clock until it
+//! fits; a fully clock-bound job then slows by exactly `1 / f`. So the clock a limit settles at
+//! is read off the most clock-sensitive workloads: `f(limit) = 1 / p90(time ratio at limit)`
+//! over all sweeps of the GPU type. Those limits and clocks form the GPU's **clock ladder**, the
+//! settings the planner chooses from. Per workload class, `beta` is then the least-squares fit
+//! of `time_ratio - 1 = beta (1/f - 1)` over the class's measured points, and `alpha`, `p_floor`
+//! the least-squares fit of the measured powers (grid over `alpha`, closed form for `p_floor`).
 //!
 //! This module predicts; it must never be used as the simulator's ground truth.
 
@@ -53,77 +54,63 @@ impl CurveParams {
     }
 }
 
-/// Result of fitting one sweep.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FittedSweep {
-    pub network: String,
-    pub params: CurveParams,
-    /// (power limit in W, recovered clock fraction) for each measured point.
-    pub clock_fracs: Vec<(f64, f64)>,
-    /// Root-mean-square error of the fitted power (W).
-    pub power_rms_w: f64,
-}
+/// A measured point normalised to its sweep: (clock fraction of its limit, time ratio, power W).
+type Point = (f64, f64, f64);
 
-/// Clock fraction at which `params` predicts the time ratio `ratio`.
-fn clock_frac_for_time_ratio(beta: f64, ratio: f64) -> f64 {
-    if ratio <= 1.0 || beta <= 0.0 {
-        return 1.0;
-    }
-    (beta / (ratio - 1.0 + beta)).clamp(0.05, 1.0)
-}
-
-/// Fit [`CurveParams`] to one Zeus sweep (see the module docs). Deterministic grid search.
-pub fn fit_sweep(sweep: &ZeusSweep) -> Option<FittedSweep> {
-    let full = sweep.points.iter().max_by(|a, b| a.power_limit_w.total_cmp(&b.power_limit_w))?;
-    if full.time_per_epoch_s <= 0.0 || full.average_power_w <= 0.0 {
+/// Least-squares fit of [`CurveParams`] to measured points at known clock fractions.
+pub fn fit_points(points: &[Point], power_full_w: f64) -> Option<CurveParams> {
+    if points.is_empty() || power_full_w <= 0.0 {
         return None;
     }
-    let p_full = full.average_power_w;
+    // beta: time_ratio - 1 = beta * (1/f - 1), through the origin.
+    let (mut num, mut den) = (0.0, 0.0);
+    for (f, r, _) in points {
+        let x = 1.0 / f - 1.0;
+        num += x * (r - 1.0);
+        den += x * x;
+    }
+    let beta = if den > 1e-12 { (num / den).clamp(0.0, 1.0) } else { 0.0 };
     let mut best: Option<(f64, CurveParams)> = None;
-    for beta_step in 1..=50 {
-        let beta = beta_step as f64 * 0.02;
-        let fracs: Vec<f64> = sweep
-            .points
-            .iter()
-            .map(|p| clock_frac_for_time_ratio(beta, p.time_per_epoch_s / full.time_per_epoch_s))
-            .collect();
-        for alpha_step in 5..=40 {
-            let alpha = alpha_step as f64 * 0.1;
-            // Closed-form least squares for p_floor given f and alpha:
-            // p_i - p_full * x_i = p_floor * (1 - x_i), x_i = f_i^alpha.
-            let (mut num, mut den) = (0.0, 0.0);
-            for (p, f) in sweep.points.iter().zip(&fracs) {
-                let x = f.powf(alpha);
-                num += (p.average_power_w - p_full * x) * (1.0 - x);
-                den += (1.0 - x) * (1.0 - x);
-            }
-            let p_floor = if den > 1e-12 { (num / den).clamp(0.0, p_full) } else { p_full * 0.3 };
-            let params = CurveParams { beta, alpha, power_floor_w: p_floor, power_full_w: p_full };
-            let err: f64 = sweep
-                .points
-                .iter()
-                .zip(&fracs)
-                .map(|(p, f)| (params.power_w(*f) - p.average_power_w).powi(2))
-                .sum();
-            if best.as_ref().is_none_or(|(e, _)| err < *e - 1e-12) {
-                best = Some((err, params));
-            }
+    for alpha_step in 2..=80 {
+        let alpha = alpha_step as f64 * 0.1;
+        // p_i - p_full * x_i = p_floor * (1 - x_i), x_i = f_i^alpha.
+        let (mut num, mut den) = (0.0, 0.0);
+        for (f, _, p) in points {
+            let x = f.powf(alpha);
+            num += (p - power_full_w * x) * (1.0 - x);
+            den += (1.0 - x) * (1.0 - x);
+        }
+        let power_floor_w = if den > 1e-12 { (num / den).clamp(0.0, power_full_w) } else { power_full_w };
+        let params = CurveParams { beta, alpha, power_floor_w, power_full_w };
+        let err: f64 = points.iter().map(|(f, _, p)| (params.power_w(*f) - p).powi(2)).sum();
+        if best.as_ref().is_none_or(|(e, _)| err < *e - 1e-12) {
+            best = Some((err, params));
         }
     }
-    let (err, params) = best?;
-    let clock_fracs = sweep
+    best.map(|(_, p)| p)
+}
+
+/// Normalise a sweep's points against its highest limit, with the ladder's clock per limit.
+fn sweep_points(sweep: &ZeusSweep, ladder: &[ClockStep]) -> Option<(Vec<Point>, f64)> {
+    let full = sweep.points.iter().max_by(|a, b| a.power_limit_w.total_cmp(&b.power_limit_w))?;
+    if full.time_per_epoch_s <= 0.0 {
+        return None;
+    }
+    let pts = sweep
         .points
         .iter()
-        .map(|p| {
-            (p.power_limit_w, clock_frac_for_time_ratio(params.beta, p.time_per_epoch_s / full.time_per_epoch_s))
+        .filter_map(|p| {
+            let step = ladder.iter().find(|s| (s.power_limit_w - p.power_limit_w).abs() < 0.5)?;
+            Some((step.clock_frac, p.time_per_epoch_s / full.time_per_epoch_s, p.average_power_w))
         })
         .collect();
-    Some(FittedSweep {
-        network: sweep.network.clone(),
-        params,
-        clock_fracs,
-        power_rms_w: (err / sweep.points.len() as f64).sqrt(),
-    })
+    Some((pts, full.average_power_w))
+}
+
+/// Fit one sweep on a ladder (used to check the model against single measured sweeps).
+pub fn fit_sweep(sweep: &ZeusSweep, ladder: &[ClockStep]) -> Option<CurveParams> {
+    let (pts, full_w) = sweep_points(sweep, ladder)?;
+    fit_points(&pts, full_w)
 }
 
 /// One setting the planner may choose: a clock, and the power limit it was measured under.
@@ -147,71 +134,69 @@ pub struct GpuCurves {
     pub gpu: String,
     /// Ascending clocks; the last step is the default (full) clock.
     pub ladder: Vec<ClockStep>,
-    /// Curve per workload class (Zeus network name), median of its sweeps' parameters.
+    /// Curve per workload class (Zeus network name), fitted over all its sweeps.
     pub classes: BTreeMap<String, CurveParams>,
-    /// Curve for jobs of unknown class: median over every sweep.
+    /// Curve for jobs of unknown class: fitted over every sweep.
     pub generic: CurveParams,
-    pub sweeps: Vec<FittedSweep>,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { 0.5 * (v[n / 2 - 1] + v[n / 2]) }
-}
-
-fn median_params(ps: &[CurveParams]) -> CurveParams {
-    CurveParams {
-        beta: median(ps.iter().map(|p| p.beta).collect()),
-        alpha: median(ps.iter().map(|p| p.alpha).collect()),
-        power_floor_w: median(ps.iter().map(|p| p.power_floor_w).collect()),
-        power_full_w: median(ps.iter().map(|p| p.power_full_w).collect()),
-    }
 }
 
 impl GpuCurves {
-    /// Fit every sweep of one GPU type; `max_clock_mhz` turns clock fractions into MHz.
-    pub fn fit(gpu: &str, sweeps: &[ZeusSweep], max_clock_mhz: u32) -> Option<GpuCurves> {
-        let fitted: Vec<FittedSweep> = sweeps.iter().filter_map(fit_sweep).collect();
-        if fitted.is_empty() {
-            return None;
-        }
-        let mut by_limit: BTreeMap<i64, Vec<f64>> = BTreeMap::new();
-        for f in &fitted {
-            for (limit, frac) in &f.clock_fracs {
-                by_limit.entry(limit.round() as i64).or_default().push(*frac);
+    /// The clock ladder of a GPU type from its sweeps (see the module docs).
+    pub fn ladder(sweeps: &[ZeusSweep], max_clock_mhz: u32) -> Vec<ClockStep> {
+        let mut ratios: BTreeMap<i64, Vec<f64>> = BTreeMap::new();
+        for s in sweeps {
+            let Some(full) = s.points.iter().max_by(|a, b| a.power_limit_w.total_cmp(&b.power_limit_w)) else { continue };
+            if full.time_per_epoch_s <= 0.0 {
+                continue;
+            }
+            for p in &s.points {
+                ratios.entry(p.power_limit_w.round() as i64).or_default().push(p.time_per_epoch_s / full.time_per_epoch_s);
             }
         }
-        let mut ladder: Vec<ClockStep> = by_limit
-            .iter()
-            .map(|(limit, fracs)| {
-                let frac = (fracs.iter().sum::<f64>() / fracs.len() as f64).clamp(0.05, 1.0);
-                ClockStep { clock_mhz: (frac * max_clock_mhz as f64).round() as u32, clock_frac: frac, power_limit_w: *limit as f64 }
+        let mut ladder: Vec<ClockStep> = ratios
+            .into_iter()
+            .map(|(limit, mut r)| {
+                r.sort_by(f64::total_cmp);
+                let p90 = r[((r.len() as f64 * 0.9).ceil() as usize).clamp(1, r.len()) - 1];
+                let frac = (1.0 / p90.max(1.0)).clamp(0.05, 1.0);
+                ClockStep { clock_mhz: (frac * max_clock_mhz as f64).round() as u32, clock_frac: frac, power_limit_w: limit as f64 }
             })
             .collect();
-        // The top step is the default clock by definition.
         if let Some(top) = ladder.last_mut() {
             top.clock_frac = 1.0;
             top.clock_mhz = max_clock_mhz;
         }
-        // A clock ladder must be monotonic; drop steps that are not strictly below the next.
-        let mut monotonic: Vec<ClockStep> = Vec::with_capacity(ladder.len());
+        // A ladder must rise strictly: drop a step not below the one above it.
+        let mut rising: Vec<ClockStep> = Vec::with_capacity(ladder.len());
         for step in ladder.into_iter().rev() {
-            if monotonic.last().is_none_or(|next: &ClockStep| step.clock_frac < next.clock_frac) {
-                monotonic.push(step);
+            if rising.last().is_none_or(|above: &ClockStep| step.clock_frac < above.clock_frac) {
+                rising.push(step);
             }
         }
-        monotonic.reverse();
-        let mut per_class: BTreeMap<String, Vec<CurveParams>> = BTreeMap::new();
-        for f in &fitted {
-            per_class.entry(f.network.clone()).or_default().push(f.params);
+        rising.reverse();
+        rising
+    }
+
+    /// Fit every sweep of one GPU type; `max_clock_mhz` turns clock fractions into MHz.
+    pub fn fit(gpu: &str, sweeps: &[ZeusSweep], max_clock_mhz: u32) -> Option<GpuCurves> {
+        let ladder = Self::ladder(sweeps, max_clock_mhz);
+        if ladder.is_empty() {
+            return None;
         }
-        let classes = per_class.iter().map(|(k, v)| (k.clone(), median_params(v))).collect();
-        let all: Vec<CurveParams> = fitted.iter().map(|f| f.params).collect();
-        Some(GpuCurves { gpu: gpu.to_string(), ladder: monotonic, classes, generic: median_params(&all), sweeps: fitted })
+        let mut per_class: BTreeMap<String, (Vec<Point>, Vec<f64>)> = BTreeMap::new();
+        let mut all: (Vec<Point>, Vec<f64>) = (Vec::new(), Vec::new());
+        for s in sweeps {
+            let Some((pts, full_w)) = sweep_points(s, &ladder) else { continue };
+            let e = per_class.entry(s.network.clone()).or_default();
+            e.0.extend(pts.iter().copied());
+            e.1.push(full_w);
+            all.0.extend(pts);
+            all.1.push(full_w);
+        }
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let classes = per_class.iter().filter_map(|(k, (pts, fulls))| Some((k.clone(), fit_points(pts, mean(fulls))?))).collect();
+        let generic = fit_points(&all.0, mean(&all.1))?;
+        Some(GpuCurves { gpu: gpu.to_string(), ladder, classes, generic })
     }
 
     pub fn params(&self, class: Option<&str>) -> &CurveParams {

@@ -147,9 +147,11 @@ impl<'a> Cycle<'a> {
         }
     }
 
+    /// What must be free on each node: the request as submitted. A job with a CPU range may
+    /// end up with fewer CPUs only when it is predicted to lose nothing by it (see
+    /// [`Cycle::choose_cpus`]), never because the node was short.
     fn need(job: &PendingJob) -> Amount {
-        let cpus = job.cpus_range.map_or(job.request.cpus_per_node, |(lo, _)| lo);
-        Amount { gpus: job.request.gpus_per_node as i64, cpus: cpus as i64, mem_mb: job.request.mem_mb_per_node as i64 }
+        Amount { gpus: job.request.gpus_per_node as i64, cpus: job.request.cpus_per_node as i64, mem_mb: job.request.mem_mb_per_node as i64 }
     }
 
     fn try_defer(&mut self, job: &PendingJob) -> bool {
@@ -396,7 +398,7 @@ impl<'a> Cycle<'a> {
                 total: 0.0,
             },
         );
-        let cpus = self.choose_cpus(job, nv.free.cpus.max(0) as u32);
+        let cpus = self.choose_cpus(job, nv, g);
         Some(Candidate {
             allocations: vec![NodeAllocation { node: NodeIdx(n as u32), gpu_indices: gpus, cpus, mem_mb: job.request.mem_mb_per_node }],
             shares_with: Vec::new(),
@@ -412,16 +414,22 @@ impl<'a> Cycle<'a> {
         })
     }
 
-    /// CPUs for the job on a node with `free_cpus` free: by measured sensitivity within the
-    /// job's allowed range (Synergy), else its request.
-    fn choose_cpus(&self, job: &PendingJob, free_cpus: u32) -> u32 {
+    /// CPUs for the job on `nv`: by measured sensitivity within the job's allowed range
+    /// (Synergy), else its request. Extra CPUs come only from the node's spare ones: the
+    /// GPU-proportional share of every GPU still free on the node stays available, so a job
+    /// that gets more than its share never starves the next one.
+    fn choose_cpus(&self, job: &PendingJob, nv: &crate::state::NodeView, gpus_taken: u32) -> u32 {
         let request = job.request.cpus_per_node;
         let (Some((lo, hi)), true, Some(model)) = (job.cpus_range, self.cfg.cpu_by_sensitivity, self.pred.sensitivity.as_ref()) else {
-            return job.cpus_range.map_or(request, |(lo, _)| request.max(lo).min(free_cpus.max(lo)));
+            return request;
         };
+        let per_gpu = if nv.node.gpus > 0 { nv.node.cpus / nv.node.gpus } else { 0 };
+        let free_gpus_after = (nv.free.gpus.max(0) as u32).saturating_sub(gpus_taken);
+        let spare = (nv.free.cpus.max(0) as u32).saturating_sub(request).saturating_sub(free_gpus_after * per_gpu);
+        let hi = hi.min(request + spare).max(request);
+        let lo = lo.min(request);
         let family = Self::family(job);
-        let hi = hi.min(free_cpus).max(lo);
-        model.choose_cpus(family.as_deref(), job.request.gpus_per_node, lo, hi, request.clamp(lo, hi)).0
+        model.choose_cpus(family.as_deref(), job.request.gpus_per_node, lo, hi, request).0
     }
 
     /// GPUs this (single-GPU) job could time-share: one per partner family, the lowest node
@@ -476,7 +484,7 @@ impl<'a> Cycle<'a> {
                         total: 0.0,
                     },
                 );
-                let cpus = self.choose_cpus(job, nv.free.cpus.max(0) as u32);
+                let cpus = self.choose_cpus(job, nv, 0);
                 out.push(Candidate {
                     allocations: vec![NodeAllocation { node: NodeIdx(n), gpu_indices: vec![gi as u8], cpus, mem_mb: job.request.mem_mb_per_node }],
                     shares_with: vec![tenant.job],

@@ -1,1 +1,140 @@
-fn main() {}
+//! `slurm-energy`: command-line tools of the energy-aware Slurm bundle.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use model::data::default_data_dir;
+use tools::report;
+use tools::sim::Workload;
+use tools::sim::policies::{ALL, IDEAS, Policy, Setup};
+use tools::sim::spec::ClusterSpec;
+
+#[derive(Parser)]
+#[command(name = "slurm-energy", version, about = "Tools of the energy-aware Slurm plugin bundle for GPU clusters")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Replay a job trace through the planner under several policies and compare energy,
+    /// carbon and job completion times.
+    ///
+    /// Ground truth (how fast and at what power jobs run, alone, shared or at a lower clock)
+    /// comes from measured data (Gavel, Zeus, Synergy, V100 logs); the planner only sees what
+    /// slurmctld would see: time limits, hints and its own predictions.
+    Simulate(SimulateArgs),
+}
+
+#[derive(Args)]
+struct SimulateArgs {
+    /// Trace CSV: the Philly trace as published, or the generic format
+    /// (submit_time_s,duration_s,num_gpus[,job_type,user,num_cpus,mem_gb,priority]; see
+    /// docs/trace-format.md). Default: <data>/traces/philly.csv.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Cluster spec (TOML). Default: etc/cluster-philly.toml (compiled in).
+    #[arg(long)]
+    cluster: Option<PathBuf>,
+    /// Carbon-intensity CSV (Time,Carbon Intensity). Default: the spec's [carbon] file.
+    #[arg(long)]
+    carbon: Option<PathBuf>,
+    /// Directory of the measured data (zeus/, gavel/, synergy/, carbon/, traces/).
+    /// Default: $SLURM_ENERGY_DATA, else ../shared/data next to the project.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Policies to run, comma-separated: slurm, slurm-powersave, eaco, powerflow, greenflow,
+    /// synergy, energy. Default: all.
+    #[arg(long, value_delimiter = ',')]
+    policies: Vec<String>,
+    /// Also run the `energy` policy with each of its ideas switched off in turn.
+    #[arg(long)]
+    ablation: bool,
+    /// Replay only the first N jobs (by submit time).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Seed for every random draw (job types, time limits, hints).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Worker threads (one policy per thread).
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Write the results as JSON (one object per policy under "policies").
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write SVG plots into this directory (JCT CDF, energy by category, cluster power).
+    #[arg(long)]
+    plots: Option<PathBuf>,
+}
+
+fn simulate(a: SimulateArgs) -> Result<(), String> {
+    let data_dir = a.data.unwrap_or_else(default_data_dir);
+    let trace_path = a.trace.unwrap_or_else(|| data_dir.join("traces").join("philly.csv"));
+    let spec = ClusterSpec::load(a.cluster.as_deref()).map_err(|e| e.to_string())?;
+    let policies: Vec<Policy> = if a.policies.is_empty() {
+        ALL.to_vec()
+    } else {
+        a.policies.iter().map(|p| Policy::parse(p.trim())).collect::<Result<_, _>>()?
+    };
+    let mut setups: Vec<Setup> = policies.iter().map(|p| Setup::for_policy(*p, &spec)).collect();
+    if a.ablation {
+        setups.extend(IDEAS.iter().filter_map(|idea| Setup::energy_without(idea, &spec)));
+    }
+    let load_start = std::time::Instant::now();
+    let workload = Workload::load(spec, &data_dir, &trace_path, a.carbon.as_deref(), a.jobs, a.seed)?;
+    let load_s = load_start.elapsed().as_secs_f64();
+    let c = &workload.spec.cluster;
+    eprintln!(
+        "slurm-energy: {} jobs from {} ({} rejected: larger than the cluster), cluster {} x {} {} GPUs, {} policies, seed {}",
+        workload.prepared.jobs.len(),
+        trace_path.display(),
+        workload.prepared.rejected,
+        c.nodes,
+        c.gpus_per_node,
+        c.gpu_type,
+        setups.len(),
+        a.seed
+    );
+    let run_start = std::time::Instant::now();
+    let results = workload.run_all(&setups, a.threads, std::io::stderr().is_terminal());
+    let run_s = run_start.elapsed().as_secs_f64();
+    print!("{}", report::table(&results, "slurm"));
+    println!("\nload {load_s:.2} s, simulate {run_s:.2} s ({} threads)", a.threads);
+    if let Some(path) = a.json {
+        let extra = serde_json::json!({
+            "trace": trace_path.display().to_string(),
+            "jobs_in_trace": workload.trace.jobs.len(),
+            "seed": a.seed,
+            "nodes": c.nodes,
+            "gpus_per_node": c.gpus_per_node,
+            "gpu_type": c.gpu_type,
+            "simulate_s": run_s,
+        });
+        let text = serde_json::to_string_pretty(&report::json(&results, extra)).map_err(|e| e.to_string())?;
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if let Some(dir) = a.plots {
+        let files = report::write_plots(&results, &dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for f in files {
+            eprintln!("slurm-energy: wrote {}", f.display());
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Simulate(a) => simulate(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("slurm-energy: error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

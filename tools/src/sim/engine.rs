@@ -1,0 +1,507 @@
+//! The discrete-event simulation of one policy over one trace.
+//!
+//! The planner (`model::planner::plan`) sees a [`ClusterView`] and the pending queue, exactly
+//! what a plugin gives it; the engine applies its decisions and then lets *measured* behaviour
+//! ([`Truth`]) decide how fast jobs progress and how much power GPUs draw. Energy is integrated
+//! exactly between events, split at every half hour so that carbon intensity and the power time
+//! series are exact too.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::time::Instant;
+
+use model::carbon::CarbonSignal;
+use model::decision::{Decision, StartDecision};
+use model::planner::plan;
+use model::predictor::Predictor;
+use model::state::ClusterView;
+use model::types::{GpuType, Hints, Node, NodeAllocation, NodeIdx, PendingJob, PowerState, Request};
+
+use super::jobs::SimJob;
+use super::metrics::{Accumulators, RunResult};
+use super::policies::{HintRule, Setup};
+use super::spec::ClusterSpec;
+use super::truth::Truth;
+
+/// Early-stage observation of a shared run (EaCO): after this long, the measured slowdowns of
+/// the pair are fed back into the interference history.
+pub const EARLY_OBSERVATION_S: f64 = 600.0;
+/// Integration step boundary (s): carbon intensity and the power series change only here.
+const SLICE_S: f64 = 1800.0;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum EventKind {
+    Arrival(usize),
+    Finish(usize, u64),
+    Wake,
+    SuspendCheck(usize, u64),
+    NodeReady(usize),
+    Observe(usize, usize),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Event {
+    at_s: f64,
+    seq: u64,
+    kind: EventKind,
+}
+
+impl PartialEq for Event {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Event {}
+impl PartialOrd for Event {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Event {
+    // Min-heap on (time, seq).
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.at_s.total_cmp(&self.at_s).then(o.seq.cmp(&self.seq))
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Running {
+    allocations: Vec<NodeAllocation>,
+    power_limit_w: f64,
+    cpus_per_node: u32,
+    start_s: f64,
+    ready_s: f64,
+    time_limit_s: f64,
+    remaining_work_s: f64,
+    rate: f64,
+    last_s: f64,
+    version: u64,
+    partner: Option<usize>,
+}
+
+pub struct Engine<'a> {
+    setup: &'a Setup,
+    spec: &'a ClusterSpec,
+    truth: &'a Truth,
+    jobs: &'a [SimJob],
+    pred: Predictor,
+    carbon: Option<CarbonSignal>,
+    view: ClusterView,
+    heap: BinaryHeap<Event>,
+    seq: u64,
+    now_s: f64,
+    pending: Vec<PendingJob>,
+    started: Vec<bool>,
+    wake_at: Vec<f64>,
+    running: Vec<Option<Running>>,
+    /// Jobs on each GPU of each node (at most two).
+    tenants: Vec<Vec<Vec<usize>>>,
+    gpu_power_w: Vec<Vec<f64>>,
+    node_power: Vec<PowerState>,
+    idle_epoch: Vec<u64>,
+    acc: Accumulators,
+}
+
+impl<'a> Engine<'a> {
+    pub fn new(setup: &'a Setup, spec: &'a ClusterSpec, truth: &'a Truth, jobs: &'a [SimJob], pred: Predictor, carbon: Option<CarbonSignal>) -> Engine<'a> {
+        let c = &spec.cluster;
+        let gpu_type = GpuType {
+            name: c.gpu_type.clone(),
+            default_clock_mhz: spec.gpu.default_clock_mhz,
+            min_clock_mhz: spec.gpu.min_clock_mhz,
+            max_clock_mhz: spec.gpu.max_clock_mhz,
+            idle_power_w: spec.gpu.idle_power_w,
+            max_power_w: spec.gpu.max_power_w,
+        };
+        let nodes: Vec<Node> = (0..c.nodes)
+            .map(|i| Node {
+                name: format!("n{:04}", i + 1),
+                gpu_type: 0,
+                gpus: c.gpus_per_node,
+                cpus: c.cpus_per_node,
+                mem_mb: (c.mem_gb_per_node * 1024.0) as u64,
+                power: PowerState::On,
+                available: true,
+            })
+            .collect();
+        let n = nodes.len();
+        let g = c.gpus_per_node as usize;
+        let mut pred = pred;
+        pred.carbon = if setup.planner.carbon_deferral || setup.planner.carbon_aware_clocks || setup.planner.scorers.carbon > 0.0 { carbon.clone() } else { None };
+        pred.node_power.base_w = spec.power.node_base_w;
+        pred.node_power.suspended_w = spec.power.node_suspended_w;
+        pred.node_power.resume_s = spec.power.resume_s;
+        let mut e = Engine {
+            setup,
+            spec,
+            truth,
+            jobs,
+            pred,
+            carbon,
+            view: ClusterView::new(vec![gpu_type], nodes),
+            heap: BinaryHeap::new(),
+            seq: 0,
+            now_s: 0.0,
+            pending: Vec::new(),
+            started: vec![false; jobs.len()],
+            wake_at: vec![f64::NAN; jobs.len()],
+            running: vec![None; jobs.len()],
+            tenants: vec![vec![Vec::new(); g]; n],
+            gpu_power_w: vec![vec![spec.gpu.idle_power_w; g]; n],
+            node_power: vec![PowerState::On; n],
+            idle_epoch: vec![0; n],
+            acc: Accumulators::new(n),
+        };
+        e.acc.idle_w = spec.gpu.idle_power_w * (n * g) as f64;
+        e.acc.base_w = spec.power.node_base_w * n as f64;
+        for (i, j) in jobs.iter().enumerate() {
+            e.push(j.submit_s, EventKind::Arrival(i));
+        }
+        if setup.power_saving {
+            for node in 0..n {
+                e.push(spec.power.suspend_after_idle_s, EventKind::SuspendCheck(node, 0));
+            }
+        }
+        e
+    }
+
+    fn push(&mut self, at_s: f64, kind: EventKind) {
+        self.seq += 1;
+        self.heap.push(Event { at_s, seq: self.seq, kind });
+    }
+
+    /// Run to the end; `on_progress(done_jobs)` is called now and then.
+    pub fn run(mut self, mut on_progress: impl FnMut(u64)) -> RunResult {
+        let wall = Instant::now();
+        let mut finished_reported = 0;
+        while let Some(ev) = self.heap.pop() {
+            self.advance(ev.at_s);
+            let mut replan = self.handle(ev.kind);
+            while let Some(next) = self.heap.peek() {
+                if next.at_s > self.now_s {
+                    break;
+                }
+                let Some(next) = self.heap.pop() else { break };
+                replan |= self.handle(next.kind);
+            }
+            if replan && !self.pending.is_empty() {
+                self.cycle();
+            }
+            if self.acc.finished - finished_reported >= 1000 {
+                finished_reported = self.acc.finished;
+                on_progress(finished_reported);
+            }
+        }
+        on_progress(self.acc.finished);
+        let carbon_used = self.carbon.is_some();
+        let total_gpus = self.spec.cluster.nodes * self.spec.cluster.gpus_per_node;
+        self.acc.finish(&self.setup.name, total_gpus, wall.elapsed().as_secs_f64(), carbon_used)
+    }
+
+    /// Integrate power from `now_s` to `t_s`.
+    fn advance(&mut self, t_s: f64) {
+        while self.now_s < t_s {
+            let slice_end = ((self.now_s / SLICE_S).floor() + 1.0) * SLICE_S;
+            let until = slice_end.min(t_s);
+            let dt = until - self.now_s;
+            let g = self.carbon.as_ref().map_or(0.0, |c| c.intensity_at(self.now_s));
+            self.acc.integrate(self.now_s, dt, g);
+            self.now_s = until;
+        }
+    }
+
+    fn handle(&mut self, kind: EventKind) -> bool {
+        match kind {
+            EventKind::Arrival(i) => {
+                let pj = self.pending_job(i);
+                let key = |p: &PendingJob| (std::cmp::Reverse(p.priority), p.submit_time_s.to_bits(), p.id);
+                let at = self.pending.partition_point(|p| key(p) <= key(&pj));
+                self.pending.insert(at, pj);
+                true
+            }
+            EventKind::Finish(i, version) => {
+                if self.running[i].as_ref().is_some_and(|r| r.version == version) {
+                    self.finish(i);
+                    true
+                } else {
+                    false
+                }
+            }
+            EventKind::Wake => true,
+            EventKind::SuspendCheck(node, epoch) => {
+                if self.idle_epoch[node] == epoch && self.view.nodes[node].is_idle() && self.node_power[node] == PowerState::On {
+                    self.set_node_power(node, PowerState::Suspended);
+                }
+                false
+            }
+            EventKind::NodeReady(node) => {
+                if matches!(self.node_power[node], PowerState::Resuming { .. }) {
+                    self.set_node_power(node, PowerState::On);
+                    if self.view.nodes[node].is_idle() {
+                        self.schedule_suspend(node);
+                    }
+                }
+                false
+            }
+            EventKind::Observe(a, b) => {
+                let still = self.running[a].as_ref().is_some_and(|r| r.partner == Some(b));
+                if still {
+                    let (na, nb) = self.truth.pair(&self.jobs[a].truth, &self.jobs[b].truth);
+                    let (fa, fb) = (&self.jobs[a].user_hints.tag, &self.jobs[b].user_hints.tag);
+                    if let (Some(fa), Some(fb)) = (fa, fb) {
+                        self.pred.interference.observe(fa, fb, 1.0 / na, 1.0 / nb);
+                    }
+                }
+                false
+            }
+        }
+    }
+
+    fn hints_for(&self, j: &SimJob) -> Hints {
+        match &self.setup.hints {
+            HintRule::Users => j.user_hints.clone(),
+            HintRule::Fixed(h) => Hints { tag: j.user_hints.tag.clone(), ..h.clone() },
+        }
+    }
+
+    fn pending_job(&self, i: usize) -> PendingJob {
+        let j = &self.jobs[i];
+        let cpus_range = if self.setup.cpu_flexible && j.cpu_flexible && self.setup.planner.cpu_by_sensitivity {
+            Some(((j.cpus_per_node / 2).max(1), (j.cpus_per_node * 3).min(self.spec.cluster.cpus_per_node)))
+        } else {
+            None
+        };
+        PendingJob {
+            id: j.id,
+            user: j.user,
+            priority: j.priority,
+            submit_time_s: j.submit_s,
+            request: Request { nodes: j.nodes, gpus_per_node: j.gpus_per_node, cpus_per_node: j.cpus_per_node, mem_mb_per_node: j.mem_mb_per_node },
+            time_limit_s: j.time_limit_s,
+            hints: self.hints_for(j),
+            cpus_range,
+        }
+    }
+
+    fn cycle(&mut self) {
+        let t0 = Instant::now();
+        let outcome = plan(&mut self.view, self.now_s, &self.pending, &self.setup.planner, &self.pred);
+        self.acc.cycles += 1;
+        self.acc.cycle_time_s += t0.elapsed().as_secs_f64();
+        let mut any_started = false;
+        for d in outcome.decisions {
+            match d {
+                Decision::Start(s) => {
+                    any_started = true;
+                    self.start(s);
+                }
+                Decision::Defer(df) => {
+                    let i = df.job.0 as usize - 1;
+                    if self.wake_at[i] != df.until_s {
+                        self.wake_at[i] = df.until_s;
+                        self.push(df.until_s, EventKind::Wake);
+                    }
+                }
+                Decision::Reserve(_) => {}
+            }
+        }
+        if any_started {
+            let started = &self.started;
+            self.pending.retain(|p| !started[p.id.0 as usize - 1]);
+        }
+    }
+
+    fn start(&mut self, s: StartDecision) {
+        let i = s.job.0 as usize - 1;
+        self.started[i] = true;
+        for w in &s.wakes {
+            let node = w.0 as usize;
+            let ready = self.now_s + self.spec.power.resume_s;
+            self.set_node_power(node, PowerState::Resuming { ready_at_s: ready });
+            self.push(ready, EventKind::NodeReady(node));
+        }
+        let ready_s = s
+            .allocations
+            .iter()
+            .map(|a| match self.node_power[a.node.0 as usize] {
+                PowerState::Resuming { ready_at_s } => ready_at_s,
+                _ => self.now_s,
+            })
+            .fold(self.now_s, f64::max);
+        let job = &self.jobs[i];
+        let mut partner = None;
+        for a in &s.allocations {
+            let node = a.node.0 as usize;
+            self.idle_epoch[node] += 1;
+            for &g in &a.gpu_indices {
+                let t = &mut self.tenants[node][g as usize];
+                if let Some(&other) = t.first() {
+                    partner = Some(other);
+                }
+                t.push(i);
+            }
+        }
+        self.running[i] = Some(Running {
+            allocations: s.allocations.clone(),
+            power_limit_w: s.power_limit_w,
+            cpus_per_node: s.allocations.first().map_or(job.cpus_per_node, |a| a.cpus),
+            start_s: self.now_s,
+            ready_s,
+            time_limit_s: s.time_limit_s,
+            remaining_work_s: job.duration_s,
+            rate: 1.0,
+            last_s: ready_s,
+            version: 0,
+            partner,
+        });
+        if let Some(p) = partner {
+            self.settle(p);
+            if let Some(r) = self.running[p].as_mut() {
+                r.partner = Some(i);
+            }
+            self.push(self.now_s + EARLY_OBSERVATION_S, EventKind::Observe(i, p));
+            self.acc.shared_starts += 1;
+        }
+        self.acc.record_start(job, ready_s, s.clock_mhz, s.wakes.len());
+        self.refresh_rate(i);
+        if let Some(p) = partner {
+            self.refresh_rate(p);
+        }
+        for a in &s.allocations {
+            for &g in &a.gpu_indices {
+                self.refresh_gpu(a.node.0 as usize, g as usize);
+            }
+        }
+    }
+
+    /// Bring a running job's remaining work up to now.
+    fn settle(&mut self, i: usize) {
+        let now = self.now_s;
+        if let Some(r) = self.running[i].as_mut() {
+            if now > r.last_s {
+                r.remaining_work_s = (r.remaining_work_s - r.rate * (now - r.last_s)).max(0.0);
+                r.last_s = now;
+            }
+        }
+    }
+
+    /// The measured speed of a job now (work seconds per second), and a new finish event.
+    fn refresh_rate(&mut self, i: usize) {
+        self.settle(i);
+        let Some(r) = self.running[i].as_ref() else { return };
+        let job = &self.jobs[i];
+        let (limit_w, share) = match r.partner.and_then(|p| self.running[p].as_ref().map(|pr| (p, pr))) {
+            Some((p, pr)) => (r.power_limit_w.max(pr.power_limit_w), self.truth.pair(&job.truth, &self.jobs[p].truth).0),
+            None => (r.power_limit_w, 1.0),
+        };
+        let (time_ratio, _) = self.truth.alone(&job.truth, limit_w);
+        let proportional = ((self.spec.cluster.cpus_per_node * job.gpus_per_node) as f64 / self.spec.cluster.gpus_per_node as f64).round() as u32;
+        let cpu = self.truth.cpu_factor(&job.truth, job.gpus_per_node * job.nodes, r.cpus_per_node, proportional.max(1));
+        let rate = (share * cpu / time_ratio).max(1e-6);
+        let finish_at = r.last_s.max(r.ready_s) + r.remaining_work_s / rate;
+        let version = r.version + 1;
+        if let Some(r) = self.running[i].as_mut() {
+            r.rate = rate;
+            r.version = version;
+        }
+        self.push(finish_at, EventKind::Finish(i, version));
+    }
+
+    fn finish(&mut self, i: usize) {
+        self.settle(i);
+        let Some(r) = self.running[i].take() else { return };
+        let job = &self.jobs[i];
+        self.view.remove_job(job.id);
+        let end_s = self.now_s;
+        let runtime = end_s - r.ready_s;
+        self.pred.runtime.observe(job.user, runtime, job.time_limit_s);
+        self.acc.record_finish(job, r.start_s, r.ready_s, end_s, r.time_limit_s);
+        if std::env::var_os("SIM_DEBUG").is_some() && (end_s - job.submit_s) > 3.0 * job.duration_s + 86400.0 { eprintln!("DBG {} job {} gpus {}x{} submit {:.0} start {:.0} ready {:.0} end {:.0} dur {:.0} limit {:.0} cpus {} rate {:.3} partner {:?}", self.setup.name, job.id, job.nodes, job.gpus_per_node, job.submit_s, r.start_s, r.ready_s, end_s, job.duration_s, r.time_limit_s, r.cpus_per_node, r.rate, r.partner); }
+        for a in &r.allocations {
+            let node = a.node.0 as usize;
+            for &g in &a.gpu_indices {
+                self.tenants[node][g as usize].retain(|t| *t != i);
+                self.refresh_gpu(node, g as usize);
+            }
+            if self.view.nodes[node].is_idle() {
+                self.idle_epoch[node] += 1;
+                self.schedule_suspend(node);
+            }
+        }
+        if let Some(p) = r.partner {
+            if let Some(pr) = self.running[p].as_mut() {
+                pr.partner = None;
+            }
+            self.refresh_rate(p);
+            if let Some(pr) = self.running[p].as_ref() {
+                let allocs = pr.allocations.clone();
+                for a in &allocs {
+                    for &g in &a.gpu_indices {
+                        self.refresh_gpu(a.node.0 as usize, g as usize);
+                    }
+                }
+            }
+        }
+    }
+
+    fn schedule_suspend(&mut self, node: usize) {
+        if self.setup.power_saving {
+            let epoch = self.idle_epoch[node];
+            self.push(self.now_s + self.spec.power.suspend_after_idle_s, EventKind::SuspendCheck(node, epoch));
+        }
+    }
+
+    fn powered(state: PowerState) -> bool {
+        !matches!(state, PowerState::Suspended)
+    }
+
+    fn set_node_power(&mut self, node: usize, state: PowerState) {
+        let old = self.node_power[node];
+        if Self::powered(old) != Self::powered(state) {
+            let p = &self.spec.power;
+            let (from, to) = if Self::powered(state) { (p.node_suspended_w, p.node_base_w) } else { (p.node_base_w, p.node_suspended_w) };
+            self.acc.base_w += to - from;
+        }
+        self.node_power[node] = state;
+        self.view.set_power(NodeIdx(node as u32), state);
+        for g in 0..self.tenants[node].len() {
+            self.refresh_gpu(node, g);
+        }
+    }
+
+    /// Recompute the measured power of one GPU and move it between the accumulators.
+    fn refresh_gpu(&mut self, node: usize, g: usize) {
+        let old = self.gpu_power_w[node][g];
+        let was_busy = self.acc.gpu_busy[node * 64 + g];
+        let tenants = &self.tenants[node][g];
+        let (power, busy) = match tenants.as_slice() {
+            [] => (if Self::powered(self.node_power[node]) { self.truth.idle_gpu_w } else { 0.0 }, false),
+            [a] => {
+                let limit = self.running[*a].as_ref().map_or(0.0, |r| r.power_limit_w);
+                (self.truth.alone(&self.jobs[*a].truth, limit).1, true)
+            }
+            [a, b, ..] => {
+                let la = self.running[*a].as_ref().map_or(0.0, |r| r.power_limit_w);
+                let lb = self.running[*b].as_ref().map_or(0.0, |r| r.power_limit_w);
+                let limit = la.max(lb);
+                let (ja, jb) = (&self.jobs[*a].truth, &self.jobs[*b].truth);
+                let p = (self.truth.alone(ja, limit).1, self.truth.alone(jb, limit).1);
+                (self.truth.shared_power_w(p, self.truth.pair(ja, jb)), true)
+            }
+        };
+        if was_busy {
+            self.acc.active_w -= old;
+            self.acc.busy_gpus -= 1.0;
+        } else {
+            self.acc.idle_w -= old;
+        }
+        if busy {
+            self.acc.active_w += power;
+            self.acc.busy_gpus += 1.0;
+        } else {
+            self.acc.idle_w += power;
+        }
+        self.acc.gpu_busy[node * 64 + g] = busy;
+        self.gpu_power_w[node][g] = power;
+    }
+}

@@ -1,0 +1,178 @@
+//! What a run measured: energy by category, carbon, job completion times, waits, utilisation,
+//! and the cluster's power over time.
+
+use serde::Serialize;
+
+use super::jobs::SimJob;
+
+const J_PER_KWH: f64 = 3.6e6;
+const BIN_S: f64 = 3600.0;
+
+/// Running sums kept by the engine.
+pub struct Accumulators {
+    /// Power now (W) of GPUs running jobs, of idle GPUs on powered nodes, and of node bases.
+    pub active_w: f64,
+    pub idle_w: f64,
+    pub base_w: f64,
+    pub busy_gpus: f64,
+    pub gpu_busy: Vec<bool>,
+    active_j: f64,
+    idle_j: f64,
+    base_j: f64,
+    carbon_g: f64,
+    busy_gpu_s: f64,
+    power_bins_j: Vec<f64>,
+    jct_s: Vec<f64>,
+    wait_s: Vec<f64>,
+    pub finished: u64,
+    pub shared_starts: u64,
+    pub cycles: u64,
+    pub cycle_time_s: f64,
+    clock_sum_mhz: f64,
+    starts: u64,
+    wakes: u64,
+    over_limit: u64,
+    slowdown_sum: f64,
+    last_end_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Metrics {
+    pub jobs: u64,
+    pub energy_kwh: f64,
+    pub gpu_energy_kwh: f64,
+    pub idle_energy_kwh: f64,
+    pub base_energy_kwh: f64,
+    pub carbon_kg: f64,
+    pub mean_jct_s: f64,
+    pub p50_jct_s: f64,
+    pub p99_jct_s: f64,
+    pub mean_wait_s: f64,
+    pub makespan_s: f64,
+    pub gpu_utilization: f64,
+    /// Mean of (runtime / runtime alone at default clock).
+    pub mean_slowdown: f64,
+    pub shared_starts: u64,
+    pub mean_clock_mhz: f64,
+    pub node_resumes: u64,
+    /// Jobs that ran past their (possibly extended) time limit: Slurm would have killed them.
+    pub over_time_limit: u64,
+    pub planner_cycles: u64,
+    pub mean_cycle_us: f64,
+    pub wall_s: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub name: String,
+    pub metrics: Metrics,
+    /// (days since start, cluster power in kW averaged over the hour).
+    pub power_kw: Vec<(f64, f64)>,
+    /// Sorted job completion times (s).
+    pub jct_sorted_s: Vec<f64>,
+}
+
+fn percentile_sorted(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
+}
+
+impl Accumulators {
+    pub fn new(nodes: usize) -> Accumulators {
+        Accumulators {
+            active_w: 0.0,
+            idle_w: 0.0,
+            base_w: 0.0,
+            busy_gpus: 0.0,
+            gpu_busy: vec![false; nodes * 64],
+            active_j: 0.0,
+            idle_j: 0.0,
+            base_j: 0.0,
+            carbon_g: 0.0,
+            busy_gpu_s: 0.0,
+            power_bins_j: Vec::new(),
+            jct_s: Vec::new(),
+            wait_s: Vec::new(),
+            finished: 0,
+            shared_starts: 0,
+            cycles: 0,
+            cycle_time_s: 0.0,
+            clock_sum_mhz: 0.0,
+            starts: 0,
+            wakes: 0,
+            over_limit: 0,
+            slowdown_sum: 0.0,
+            last_end_s: 0.0,
+        }
+    }
+
+    /// Add `dt_s` at the current power, starting at `t_s`, at carbon intensity `g_per_kwh`.
+    /// The caller never lets an interval cross an hour boundary.
+    pub fn integrate(&mut self, t_s: f64, dt_s: f64, g_per_kwh: f64) {
+        if dt_s <= 0.0 {
+            return;
+        }
+        let total_w = self.active_w + self.idle_w + self.base_w;
+        self.active_j += self.active_w * dt_s;
+        self.idle_j += self.idle_w * dt_s;
+        self.base_j += self.base_w * dt_s;
+        self.carbon_g += total_w * dt_s / J_PER_KWH * g_per_kwh;
+        self.busy_gpu_s += self.busy_gpus * dt_s;
+        let bin = (t_s / BIN_S).floor().max(0.0) as usize;
+        if self.power_bins_j.len() <= bin {
+            self.power_bins_j.resize(bin + 1, 0.0);
+        }
+        self.power_bins_j[bin] += total_w * dt_s;
+    }
+
+    pub fn record_start(&mut self, _job: &SimJob, _ready_s: f64, clock_mhz: u32, wakes: usize) {
+        self.starts += 1;
+        self.clock_sum_mhz += clock_mhz as f64;
+        self.wakes += wakes as u64;
+    }
+
+    pub fn record_finish(&mut self, job: &SimJob, _start_s: f64, ready_s: f64, end_s: f64, time_limit_s: f64) {
+        self.finished += 1;
+        self.jct_s.push(end_s - job.submit_s);
+        self.wait_s.push(ready_s - job.submit_s);
+        self.slowdown_sum += (end_s - ready_s) / job.duration_s;
+        if end_s - ready_s > time_limit_s + 1e-6 {
+            self.over_limit += 1;
+        }
+        self.last_end_s = self.last_end_s.max(end_s);
+    }
+
+    pub fn finish(mut self, name: &str, total_gpus: u32, wall_s: f64, carbon_used: bool) -> RunResult {
+        self.jct_s.sort_by(f64::total_cmp);
+        let n = self.jct_s.len().max(1) as f64;
+        let makespan = self.last_end_s;
+        let metrics = Metrics {
+            jobs: self.finished,
+            energy_kwh: (self.active_j + self.idle_j + self.base_j) / J_PER_KWH,
+            gpu_energy_kwh: self.active_j / J_PER_KWH,
+            idle_energy_kwh: self.idle_j / J_PER_KWH,
+            base_energy_kwh: self.base_j / J_PER_KWH,
+            carbon_kg: if carbon_used { self.carbon_g / 1000.0 } else { 0.0 },
+            mean_jct_s: self.jct_s.iter().sum::<f64>() / n,
+            p50_jct_s: percentile_sorted(&self.jct_s, 0.50),
+            p99_jct_s: percentile_sorted(&self.jct_s, 0.99),
+            mean_wait_s: self.wait_s.iter().sum::<f64>() / n,
+            makespan_s: makespan,
+            gpu_utilization: if total_gpus > 0 && makespan > 0.0 { self.busy_gpu_s / (total_gpus as f64 * makespan) } else { 0.0 },
+            mean_slowdown: self.slowdown_sum / n,
+            shared_starts: self.shared_starts,
+            mean_clock_mhz: if self.starts > 0 { self.clock_sum_mhz / self.starts as f64 } else { 0.0 },
+            node_resumes: self.wakes,
+            over_time_limit: self.over_limit,
+            planner_cycles: self.cycles,
+            mean_cycle_us: if self.cycles > 0 { self.cycle_time_s / self.cycles as f64 * 1e6 } else { 0.0 },
+            wall_s,
+        };
+        let power_kw = self.power_bins_j.iter().enumerate().map(|(i, j)| ((i as f64 + 0.5) * BIN_S / 86_400.0, j / BIN_S / 1000.0)).collect();
+        RunResult { name: name.to_string(), metrics, power_kw, jct_sorted_s: self.jct_s }
+    }
+}
+

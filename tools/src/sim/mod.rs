@@ -1,0 +1,113 @@
+//! `slurm-energy simulate`: replay a trace through the planner under several policies.
+
+pub mod engine;
+pub mod jobs;
+pub mod metrics;
+pub mod policies;
+pub mod rng;
+pub mod spec;
+pub mod truth;
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use model::carbon::CarbonSignal;
+use model::data::carbon::{days_from_civil, load_carbon};
+use model::predictor::Predictor;
+
+use crate::trace::{Trace, load_trace};
+use engine::Engine;
+use jobs::{PreparedJobs, prepare};
+use metrics::RunResult;
+use policies::Setup;
+use spec::ClusterSpec;
+use truth::Truth;
+
+/// Everything a set of runs shares: jobs, truth, the fitted predictor, the carbon signal.
+pub struct Workload {
+    pub spec: ClusterSpec,
+    pub trace_path: PathBuf,
+    pub trace: Trace,
+    pub prepared: PreparedJobs,
+    pub truth: Truth,
+    pub predictor: Predictor,
+    pub carbon: Option<CarbonSignal>,
+}
+
+/// Where in the carbon series the trace starts: the same day of the year and time of day (the
+/// series is of another year), or 1 January for traces without dates.
+fn carbon_offset_s(trace: &Trace, carbon_start_unix_s: i64) -> f64 {
+    let target = match trace.start_unix_s {
+        Some(start) => {
+            let days = start.div_euclid(86_400);
+            let secs = start.rem_euclid(86_400);
+            // Year of `start`: find the 1 January at or before it.
+            let mut year = 1970 + days / 366;
+            while days_from_civil(year + 1, 1, 1) <= days {
+                year += 1;
+            }
+            let day_of_year = days - days_from_civil(year, 1, 1);
+            (days_from_civil(2020, 1, 1) + day_of_year) * 86_400 + secs
+        }
+        None => days_from_civil(2020, 1, 1) * 86_400,
+    };
+    (target - carbon_start_unix_s) as f64
+}
+
+impl Workload {
+    pub fn load(spec: ClusterSpec, data_dir: &Path, trace_path: &Path, carbon_path: Option<&Path>, max_jobs: Option<usize>, seed: u64) -> Result<Workload, String> {
+        let trace = load_trace(trace_path, max_jobs).map_err(|e| e.to_string())?;
+        let truth = Truth::load(data_dir, &spec.cluster.gpu_type, spec.gpu.idle_power_w).map_err(|e| e.to_string())?;
+        let predictor = Predictor::from_data_dir(data_dir, &spec.cluster.gpu_type).map_err(|e| e.to_string())?;
+        let carbon_file = match carbon_path {
+            Some(p) => Some(p.to_path_buf()),
+            None if spec.carbon.file.is_empty() => None,
+            None => Some(data_dir.join(&spec.carbon.file)),
+        };
+        let carbon = match carbon_file {
+            Some(p) => {
+                let c = load_carbon(&p).map_err(|e| e.to_string())?;
+                let offset = carbon_offset_s(&trace, c.start_unix_s);
+                Some(CarbonSignal::new(c, offset))
+            }
+            None => None,
+        };
+        let prepared = prepare(&trace, &spec, &truth, seed);
+        Ok(Workload { spec, trace_path: trace_path.to_path_buf(), trace, prepared, truth, predictor, carbon })
+    }
+
+    pub fn run_one(&self, setup: &Setup, on_progress: impl FnMut(u64)) -> RunResult {
+        let engine = Engine::new(setup, &self.spec, &self.truth, &self.prepared.jobs, self.predictor.clone(), self.carbon.clone());
+        engine.run(on_progress)
+    }
+
+    /// Run every setup, `threads` at a time, with a progress bar per run on a terminal.
+    pub fn run_all(&self, setups: &[Setup], threads: usize, show_progress: bool) -> Vec<RunResult> {
+        let multi = MultiProgress::with_draw_target(if show_progress { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() });
+        let style = ProgressStyle::with_template("{prefix:>18} [{bar:40}] {pos}/{len} jobs {elapsed}").unwrap_or_else(|_| ProgressStyle::default_bar());
+        let next = AtomicUsize::new(0);
+        let results: Mutex<Vec<Option<RunResult>>> = Mutex::new(vec![None; setups.len()]);
+        let total = self.prepared.jobs.len() as u64;
+        std::thread::scope(|scope| {
+            for _ in 0..threads.max(1) {
+                scope.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(setup) = setups.get(i) else { break };
+                        let bar = multi.add(ProgressBar::new(total));
+                        bar.set_style(style.clone());
+                        bar.set_prefix(setup.name.clone());
+                        let r = self.run_one(setup, |done| bar.set_position(done));
+                        bar.finish();
+                        if let Ok(mut all) = results.lock() {
+                            all[i] = Some(r);
+                        }
+                    }
+                });
+            }
+        });
+        results.into_inner().unwrap_or_default().into_iter().flatten().collect()
+    }
+}

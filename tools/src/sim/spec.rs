@@ -1,0 +1,231 @@
+//! The simulated cluster, read from TOML (`etc/cluster-*.toml`): its nodes, the power figures
+//! that are assumptions rather than measurements, how users set time limits, the mix of energy
+//! hints users give, and the planner configuration of the `energy` policy.
+//!
+//! Every assumption has a default here and a comment in `etc/cluster-philly.toml` that says
+//! where it comes from.
+
+use std::path::{Path, PathBuf};
+
+use model::config::PlannerConfig;
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterSection {
+    pub name: String,
+    pub nodes: u32,
+    pub gpus_per_node: u32,
+    /// GPU type as the data sets name it (`v100`); ground truth exists for `v100`.
+    pub gpu_type: String,
+    pub cpus_per_node: u32,
+    pub mem_gb_per_node: f64,
+}
+
+impl Default for ClusterSection {
+    fn default() -> Self {
+        ClusterSection { name: "philly-v100".into(), nodes: 64, gpus_per_node: 8, gpu_type: "v100".into(), cpus_per_node: 24, mem_gb_per_node: 500.0 }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GpuSection {
+    pub default_clock_mhz: u32,
+    pub min_clock_mhz: u32,
+    pub max_clock_mhz: u32,
+    pub idle_power_w: f64,
+    pub max_power_w: f64,
+}
+
+impl Default for GpuSection {
+    fn default() -> Self {
+        GpuSection { default_clock_mhz: 1530, min_clock_mhz: 135, max_clock_mhz: 1530, idle_power_w: 41.0, max_power_w: 250.0 }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PowerSection {
+    pub node_base_w: f64,
+    pub node_suspended_w: f64,
+    pub resume_s: f64,
+    /// Slurm's `SuspendTime`: idle time after which power saving suspends a node.
+    pub suspend_after_idle_s: f64,
+}
+
+impl Default for PowerSection {
+    fn default() -> Self {
+        PowerSection { node_base_w: 250.0, node_suspended_w: 10.0, resume_s: 300.0, suspend_after_idle_s: 600.0 }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TimeLimitSection {
+    /// Users over-estimate: limit = runtime x a factor drawn log-uniformly from this range ...
+    pub overestimate_min: f64,
+    pub overestimate_max: f64,
+    /// ... rounded up to the next of these popular values (s).
+    pub round_up_to_s: Vec<f64>,
+}
+
+impl Default for TimeLimitSection {
+    fn default() -> Self {
+        let h = 3600.0;
+        TimeLimitSection {
+            overestimate_min: 1.0,
+            overestimate_max: 5.0,
+            round_up_to_s: vec![900.0, 1800.0, h, 2.0 * h, 4.0 * h, 8.0 * h, 12.0 * h, 24.0 * h, 48.0 * h, 72.0 * h, 168.0 * h, 336.0 * h, 720.0 * h, 1440.0 * h],
+        }
+    }
+}
+
+/// Which hints users give (drawn per job, seeded). Applies to the `energy` policy; the papers'
+/// policies ignore hints and apply their own rules.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HintMix {
+    pub performance: f64,
+    pub efficiency: f64,
+    /// Fraction of non-performance jobs that allow GPU sharing.
+    pub share_allowed: f64,
+    /// Slowdown bound of jobs that allow sharing (they accept time slicing).
+    pub share_max_slowdown: f64,
+    /// Fraction of non-performance jobs that allow a deferred start, and by how much.
+    pub deferrable: f64,
+    pub defer_s: f64,
+    /// Fraction of jobs that tag their workload (`--energy-tag`).
+    pub tagged: f64,
+    /// Fraction of jobs whose CPU count the scheduler may choose (Synergy), within
+    /// [request / 2, request x 3].
+    pub cpu_flexible: f64,
+}
+
+impl Default for HintMix {
+    fn default() -> Self {
+        HintMix { performance: 0.1, efficiency: 0.3, share_allowed: 0.5, share_max_slowdown: 1.6, deferrable: 0.1, defer_s: 4.0 * 3600.0, tagged: 0.8, cpu_flexible: 0.8 }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CarbonSection {
+    /// Carbon-intensity CSV, relative to the data directory unless absolute.
+    pub file: String,
+}
+
+impl Default for CarbonSection {
+    fn default() -> Self {
+        CarbonSection { file: "carbon/gb_ci.csv".into() }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterSpec {
+    pub cluster: ClusterSection,
+    pub gpu: GpuSection,
+    pub power: PowerSection,
+    pub time_limits: TimeLimitSection,
+    pub hints: HintMix,
+    pub carbon: CarbonSection,
+    /// Planner configuration of the `energy` policy (the same tables as `energy.toml`).
+    pub planner: PlannerConfig,
+}
+
+/// The spec used for `docs/results.md`, compiled in so that `--cluster` may be omitted.
+pub const DEFAULT_SPEC_TOML: &str = include_str!("../../../etc/cluster-philly.toml");
+pub const DEFAULT_SPEC_NAME: &str = "etc/cluster-philly.toml";
+
+#[derive(Debug)]
+pub struct SpecError {
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+impl std::fmt::Display for SpecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.reason)
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+impl ClusterSpec {
+    pub fn parse(text: &str, path: &Path) -> Result<ClusterSpec, SpecError> {
+        let spec: ClusterSpec = toml::from_str(text).map_err(|e| SpecError { path: path.to_path_buf(), reason: e.to_string().trim_end().to_string() })?;
+        spec.validate().map_err(|reason| SpecError { path: path.to_path_buf(), reason })?;
+        Ok(spec)
+    }
+
+    pub fn load(path: Option<&Path>) -> Result<ClusterSpec, SpecError> {
+        match path {
+            None => ClusterSpec::parse(DEFAULT_SPEC_TOML, Path::new(DEFAULT_SPEC_NAME)),
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|e| SpecError { path: p.to_path_buf(), reason: format!("cannot read: {e}") })?;
+                ClusterSpec::parse(&text, p)
+            }
+        }
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let c = &self.cluster;
+        if c.nodes == 0 || c.gpus_per_node == 0 || c.gpus_per_node > 64 {
+            return Err("cluster.nodes must be >= 1 and cluster.gpus_per_node in 1..=64".into());
+        }
+        if c.cpus_per_node == 0 || c.mem_gb_per_node <= 0.0 {
+            return Err("cluster.cpus_per_node and cluster.mem_gb_per_node must be positive".into());
+        }
+        let g = &self.gpu;
+        if !(g.min_clock_mhz <= g.default_clock_mhz && g.default_clock_mhz <= g.max_clock_mhz) {
+            return Err("gpu: need min_clock_mhz <= default_clock_mhz <= max_clock_mhz".into());
+        }
+        if !(g.idle_power_w >= 0.0 && g.max_power_w > g.idle_power_w) {
+            return Err("gpu: need 0 <= idle_power_w < max_power_w".into());
+        }
+        let p = &self.power;
+        for (k, v) in [("power.node_base_w", p.node_base_w), ("power.node_suspended_w", p.node_suspended_w), ("power.resume_s", p.resume_s), ("power.suspend_after_idle_s", p.suspend_after_idle_s)] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!("{k} must be a finite number >= 0"));
+            }
+        }
+        let t = &self.time_limits;
+        if !(t.overestimate_min >= 1.0 && t.overestimate_max >= t.overestimate_min) {
+            return Err("time_limits: need 1 <= overestimate_min <= overestimate_max".into());
+        }
+        if t.round_up_to_s.is_empty() || t.round_up_to_s.windows(2).any(|w| w[0] >= w[1]) {
+            return Err("time_limits.round_up_to_s must be a non-empty ascending list".into());
+        }
+        let h = &self.hints;
+        for (k, v) in [("hints.performance", h.performance), ("hints.efficiency", h.efficiency), ("hints.share_allowed", h.share_allowed), ("hints.deferrable", h.deferrable), ("hints.tagged", h.tagged), ("hints.cpu_flexible", h.cpu_flexible)] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!("{k} must be a fraction in [0, 1]"));
+            }
+        }
+        if h.performance + h.efficiency > 1.0 {
+            return Err("hints.performance + hints.efficiency must be at most 1".into());
+        }
+        self.planner.validate().map_err(|e| format!("planner.{e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_spec_parses() {
+        let s = ClusterSpec::load(None).expect("default spec");
+        assert!(s.cluster.nodes > 0);
+    }
+
+    #[test]
+    fn errors_name_the_line_and_key() {
+        let e = ClusterSpec::parse("[cluster]\nnodes = 4\nbogus = 1\n", Path::new("x.toml")).unwrap_err();
+        assert!(e.to_string().contains("line 3"), "{e}");
+        assert!(e.to_string().contains("bogus"), "{e}");
+        let e = ClusterSpec::parse("[hints]\nefficiency = 2.0\n", Path::new("x.toml")).unwrap_err();
+        assert!(e.to_string().contains("hints.efficiency"), "{e}");
+    }
+}

@@ -1,0 +1,135 @@
+//! Ground truth of the simulator: how fast and at what power a job *really* runs, alone or
+//! sharing a GPU, at a power limit, with some CPUs. Only measured data answers here:
+//!
+//! - alone, at a power limit: the Zeus sweep drawn for the job (time per epoch and average
+//!   power at that limit, relative to the sweep's highest limit);
+//! - sharing a GPU: Gavel's measured pair throughputs for the two exact job types (batch sizes
+//!   included), normalised to each job's isolated throughput;
+//! - power of a shared GPU: idle power plus each tenant's active power above idle, weighted by
+//!   its normalised throughput in the pair (which reproduces the V100 co-location logs: APS
+//!   102 W and LSTM 188 W alone, 139 W together, for a throughput split near 0.43/0.57);
+//! - CPUs: Synergy's measured throughput at the job's CPU count, relative to the proportional
+//!   share.
+//!
+//! Nothing here calls the planner's fitted models (`model::perf_power`, `model::interference`,
+//! `model::sensitivity`): the planner is scored against data, not against itself.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use model::data::gavel::{GavelThroughputs, load_gavel};
+use model::data::synergy::{SynergyTable, load_synergy};
+use model::data::zeus::{ZeusPoint, ZeusSweep, load_zeus, zeus_sweeps};
+use model::data::DataError;
+use model::workloads::{synergy_model, zeus_network};
+
+use super::rng::Rng;
+
+/// The measured behaviour assigned to one job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobTruth {
+    /// Gavel job type, e.g. `ResNet-50 (batch size 64)`.
+    pub job_type: String,
+    /// Index of the Zeus sweep that stands for this job's clock/power response.
+    pub sweep: usize,
+    pub synergy_model: Option<&'static str>,
+}
+
+pub struct Truth {
+    pub gpu: String,
+    pub idle_gpu_w: f64,
+    sweeps: Vec<ZeusSweep>,
+    sweeps_by_network: BTreeMap<String, Vec<usize>>,
+    gavel: GavelThroughputs,
+    gavel_types: Vec<String>,
+    synergy: Option<SynergyTable>,
+}
+
+/// Normalised throughputs assumed for a pair Gavel could not run together (`[0, 0]`) or
+/// never measured: plain time slicing with no overlap, each job at half speed.
+pub const UNMEASURED_PAIR: (f64, f64) = (0.5, 0.5);
+
+impl Truth {
+    pub fn load(data_dir: &Path, gpu: &str, idle_gpu_w: f64) -> Result<Truth, DataError> {
+        let zeus_path = data_dir.join("zeus").join(format!("summary_power_{gpu}.csv"));
+        let sweeps = zeus_sweeps(&load_zeus(&zeus_path)?);
+        if sweeps.is_empty() {
+            return Err(DataError::file(&zeus_path, "no power sweeps for this GPU type"));
+        }
+        let mut sweeps_by_network: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, s) in sweeps.iter().enumerate() {
+            sweeps_by_network.entry(s.network.clone()).or_default().push(i);
+        }
+        let gavel_path = data_dir.join("gavel").join("simulation_throughputs.json");
+        let gavel = load_gavel(&gavel_path)?;
+        let gavel_types = gavel.job_types(gpu);
+        if gavel_types.is_empty() {
+            return Err(DataError::file(&gavel_path, format!("no job types measured on {gpu}")));
+        }
+        let synergy_path = data_dir.join("synergy").join("cpu_mem_sensitivity.csv");
+        let synergy = if synergy_path.exists() { Some(load_synergy(&synergy_path)?) } else { None };
+        Ok(Truth { gpu: gpu.to_string(), idle_gpu_w, sweeps, sweeps_by_network, gavel, gavel_types, synergy })
+    }
+
+    pub fn job_types(&self) -> &[String] {
+        &self.gavel_types
+    }
+
+    /// Assign measured behaviour to a job of `job_type` (or a type drawn from Gavel's when the
+    /// trace does not say, or names a type Gavel did not measure).
+    pub fn assign(&self, job_type: Option<&str>, rng: &mut Rng) -> JobTruth {
+        let job_type = match job_type {
+            Some(t) if self.gavel_types.iter().any(|g| g == t) => t.to_string(),
+            _ => self.gavel_types[rng.below(self.gavel_types.len())].clone(),
+        };
+        let sweep = match zeus_network(&job_type).and_then(|n| self.sweeps_by_network.get(n)) {
+            Some(list) if !list.is_empty() => list[rng.below(list.len())],
+            _ => rng.below(self.sweeps.len()),
+        };
+        JobTruth { synergy_model: synergy_model(&job_type), job_type, sweep }
+    }
+
+    fn point(&self, sweep: usize, power_limit_w: f64) -> Option<(&ZeusPoint, &ZeusPoint)> {
+        let s = self.sweeps.get(sweep)?;
+        let full = s.points.last()?;
+        let nearest = s.points.iter().min_by(|a, b| (a.power_limit_w - power_limit_w).abs().total_cmp(&(b.power_limit_w - power_limit_w).abs()))?;
+        Some((nearest, full))
+    }
+
+    /// (runtime / runtime at the highest limit, average power in W) alone at `power_limit_w`.
+    pub fn alone(&self, jt: &JobTruth, power_limit_w: f64) -> (f64, f64) {
+        match self.point(jt.sweep, power_limit_w) {
+            Some((p, full)) => (p.time_per_epoch_s / full.time_per_epoch_s, p.average_power_w),
+            None => (1.0, self.idle_gpu_w),
+        }
+    }
+
+    /// Measured normalised throughputs (each relative to running alone) of two jobs sharing.
+    pub fn pair(&self, a: &JobTruth, b: &JobTruth) -> (f64, f64) {
+        match self.gavel.pair_normalised(&self.gpu, &a.job_type, &b.job_type) {
+            Some((na, nb)) if na > 0.0 && nb > 0.0 => (na, nb),
+            _ => UNMEASURED_PAIR,
+        }
+    }
+
+    /// Power of a GPU shared by tenants with alone powers `p` and pair throughputs `n`.
+    pub fn shared_power_w(&self, p: (f64, f64), n: (f64, f64)) -> f64 {
+        let idle = self.idle_gpu_w;
+        idle + n.0 * (p.0 - idle).max(0.0) + n.1 * (p.1 - idle).max(0.0)
+    }
+
+    /// Throughput with `cpus` CPUs relative to the proportional share `proportional_cpus`.
+    pub fn cpu_factor(&self, jt: &JobTruth, gpus: u32, cpus: u32, proportional_cpus: u32) -> f64 {
+        let (Some(table), Some(model)) = (self.synergy.as_ref(), jt.synergy_model) else { return 1.0 };
+        if cpus == proportional_cpus {
+            return 1.0;
+        }
+        let key = table.models().into_iter().filter(|(m, g)| m == model && *g <= gpus.max(1)).map(|(_, g)| g).max();
+        let Some(key) = key else { return 1.0 };
+        let scale = key as f64 / gpus.max(1) as f64;
+        let level = |c: u32| ((c as f64 * scale).floor() as u32).max(1);
+        let lookup = |c: u32| table.throughput(model, key, level(c), 1.0e6).unwrap_or(1.0);
+        let base = lookup(proportional_cpus);
+        if base > 0.0 { lookup(cpus) / base } else { 1.0 }
+    }
+}
