@@ -1,0 +1,157 @@
+//! One scheduling cycle: snapshot under slurmctld's locks -> plan without them -> start the
+//! chosen jobs under the locks again, yielding them when starting takes long.
+//!
+//! Locks are the ones sched/backfill takes (conf read, job write, node write, partition read,
+//! federation read). Planning runs unlocked so RPCs keep flowing; every start looks its job up
+//! again by id and `select_nodes` re-checks resources, so a snapshot that aged during planning
+//! can only make a start fail, never start a job twice.
+
+use std::time::{Duration, Instant};
+
+use model::decision::{CycleEnd, Decision};
+use model::planner::plan_snapshot;
+use model::predictor::Predictor;
+use slurm_bindings::conf::ConfView;
+use slurm_bindings::locks::{LockLevels, SlurmctldLock};
+use slurm_bindings::slurm_log;
+use slurm_bindings::start::StartError;
+
+use crate::LOG;
+use crate::config::Config;
+use crate::snapshot;
+
+/// What one cycle did, for the debug log and for comparison with other schedulers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CycleStats {
+    pub duration: Duration,
+    /// Time spent holding slurmctld's locks (snapshot + starts).
+    pub locked: Duration,
+    pub snapshot: Duration,
+    pub plan: Duration,
+    pub apply: Duration,
+    pub nodes: usize,
+    pub running: usize,
+    pub pending: usize,
+    pub jobs_tested: usize,
+    pub jobs_started: usize,
+    pub start_failures: usize,
+    pub reservations: usize,
+    pub deferrals: usize,
+    pub yields: usize,
+    pub end: CycleEnd,
+}
+
+impl std::fmt::Display for CycleStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        write!(
+            f,
+            "cycle {:.3} ms (locked {:.3}, snapshot {:.3}, plan {:.3}, start {:.3}); nodes {} running {} pending {}; tested {} started {} failed {} reserved {} deferred {} yields {} end {:?}",
+            ms(self.duration),
+            ms(self.locked),
+            ms(self.snapshot),
+            ms(self.plan),
+            ms(self.apply),
+            self.nodes,
+            self.running,
+            self.pending,
+            self.jobs_tested,
+            self.jobs_started,
+            self.start_failures,
+            self.reservations,
+            self.deferrals,
+            self.yields,
+            self.end,
+        )
+    }
+}
+
+pub fn run(cfg: &Config, predictor: &Predictor) -> Result<CycleStats, String> {
+    let started = Instant::now();
+    let lock = SlurmctldLock::acquire(LockLevels::SCHEDULER).map_err(|e| e.to_string())?;
+    let conf = ConfView::read(&lock).map_err(|e| e.to_string())?;
+    LOG.set_debug(cfg.sched.debug || conf.debug_backfill());
+    let now_s = unix_now_s();
+    let built = snapshot::build(&lock, &conf, cfg, now_s).map_err(|e| e.to_string())?;
+    drop(lock);
+    let snapshot_time = started.elapsed();
+
+    let plan_start = Instant::now();
+    let outcome = plan_snapshot(&built.snapshot, &cfg.planner, predictor);
+    let plan_time = plan_start.elapsed();
+
+    let mut stats = CycleStats {
+        duration: Duration::ZERO,
+        locked: snapshot_time,
+        snapshot: snapshot_time,
+        plan: plan_time,
+        apply: Duration::ZERO,
+        nodes: built.snapshot.nodes.len(),
+        running: built.snapshot.running.len(),
+        pending: built.snapshot.pending.len(),
+        jobs_tested: outcome.stats.jobs_tested,
+        jobs_started: 0,
+        start_failures: 0,
+        reservations: outcome.stats.reservations,
+        deferrals: outcome.stats.deferrals,
+        yields: 0,
+        end: outcome.end,
+    };
+    for d in &outcome.decisions {
+        match d {
+            Decision::Reserve(r) => slurm_log!(LOG, debug, "JobId={} reserved from {:.0} s on {} node(s)", r.job, r.start_s - now_s, r.nodes.len()),
+            Decision::Defer(x) => slurm_log!(LOG, debug, "JobId={} deferred {:.0} s for a cleaner grid ({:.0} -> {:.0} g/kWh)", x.job, x.until_s - now_s, x.carbon_now_g_per_kwh, x.carbon_forecast_g_per_kwh),
+            // GPU clocks are applied on the nodes (GPU/SPANK plugins), not by slurmctld.
+            Decision::Reclock(r) => slurm_log!(LOG, debug, "JobId={} reclock to {} MHz not applied (no clock control from slurmctld)", r.job, r.clock_mhz),
+            Decision::Start(_) => {}
+        }
+    }
+
+    let apply_start = Instant::now();
+    if outcome.starts().next().is_some() {
+        let max_locked = Duration::from_millis(cfg.sched.max_lock_ms);
+        let pause = Duration::from_millis(cfg.sched.yield_ms);
+        let mut lock = SlurmctldLock::acquire(LockLevels::SCHEDULER).map_err(|e| e.to_string())?;
+        let mut held_since = Instant::now();
+        for start in outcome.starts() {
+            if held_since.elapsed() >= max_locked {
+                stats.locked += held_since.elapsed();
+                lock.yield_for(pause);
+                stats.yields += 1;
+                held_since = Instant::now();
+            }
+            let mut table_nodes = Vec::with_capacity(start.allocations.len());
+            let mut names = Vec::with_capacity(start.allocations.len());
+            for a in &start.allocations {
+                let i = a.node.0 as usize;
+                if let (Some(&t), Some(n)) = (built.table_index.get(i), built.node_names.get(i)) {
+                    table_nodes.push(t);
+                    names.push(n.as_str());
+                }
+            }
+            let record = start.record(&names);
+            match lock.start_job(start.job.0, &table_nodes, Some(&record)) {
+                Ok(s) => {
+                    stats.jobs_started += 1;
+                    slurm_log!(LOG, info, "started JobId={} on {}: {}", s.job_id, s.nodes, record);
+                }
+                Err(e @ (StartError::NotPending | StartError::AccountingPolicy)) => {
+                    stats.start_failures += 1;
+                    slurm_log!(LOG, debug, "JobId={} not started: {e}", start.job);
+                }
+                Err(e) => {
+                    stats.start_failures += 1;
+                    slurm_log!(LOG, verbose, "JobId={} not started on {}: {e}", start.job, names.join(","));
+                }
+            }
+        }
+        stats.locked += held_since.elapsed();
+    }
+    stats.apply = apply_start.elapsed();
+    stats.duration = started.elapsed();
+    Ok(stats)
+}
+
+fn unix_now_s() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}

@@ -1,0 +1,111 @@
+//! A job's energy hints from its SPANK environment (`sbatch --energy-policy=...` arrives as
+//! `_SLURM_SPANK_OPTION_energy_energy_policy=...`, or `_SLURM_SPANK_OPTION_energy_policy`
+//! depending on how the option is named), with the site's defaults for anything missing.
+//!
+//! The SPANK plugin rejects bad values at submission; a bad value that still gets here (an
+//! older submission, a hand-edited environment) falls back to the default and never blocks.
+
+use model::config::HintDefaults;
+use model::types::{EnergyPolicy, Hints};
+
+const PREFIX: &str = "_SLURM_SPANK_OPTION_energy_";
+
+/// The job's hints: its SPANK options over the configured defaults.
+pub fn from_spank_env<'a>(env: impl IntoIterator<Item = (&'a str, &'a str)>, defaults: &HintDefaults) -> Hints {
+    let mut policy = None;
+    let mut max_slowdown = None;
+    let mut share = None;
+    let mut defer = None;
+    let mut tag = None;
+    for (key, value) in env {
+        let Some(opt) = key.strip_prefix(PREFIX) else { continue };
+        let opt = opt.strip_prefix("energy_").unwrap_or(opt);
+        let value = value.trim();
+        match opt {
+            "policy" => policy = value.parse::<EnergyPolicy>().ok(),
+            "max_slowdown" => max_slowdown = value.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 1.0),
+            "share" => {
+                share = match value {
+                    "allow" => Some(true),
+                    "deny" => Some(false),
+                    _ => None,
+                }
+            }
+            "defer" => defer = parse_duration_s(value),
+            "tag" if !value.is_empty() => tag = Some(value.to_string()),
+            _ => {}
+        }
+    }
+    let policy = policy.unwrap_or(defaults.policy);
+    Hints {
+        policy,
+        max_slowdown: max_slowdown.unwrap_or_else(|| defaults.slowdown_for(policy)).min(defaults.max_slowdown_limit),
+        share_allowed: share.unwrap_or(defaults.share_allowed),
+        defer_max_s: defer.unwrap_or(defaults.defer_s).min(defaults.max_defer_s),
+        tag,
+    }
+}
+
+/// `90` (minutes, as Slurm reads bare times), `30s`, `15m`, `2h`, `1d`.
+pub fn parse_duration_s(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let (num, unit) = match s.char_indices().last()? {
+        (i, c) if c.is_ascii_alphabetic() => (&s[..i], c.to_ascii_lowercase()),
+        _ => (s, 'm'),
+    };
+    let n: f64 = num.trim().parse().ok().filter(|v: &f64| v.is_finite() && *v >= 0.0)?;
+    let scale = match unit {
+        's' => 1.0,
+        'm' => 60.0,
+        'h' => 3600.0,
+        'd' => 86400.0,
+        _ => return None,
+    };
+    Some(n * scale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_hints_give_the_defaults() {
+        let d = HintDefaults::default();
+        assert_eq!(from_spank_env([("PATH", "/bin")], &d), d.default_hints());
+    }
+
+    #[test]
+    fn options_override_defaults_and_stay_within_bounds() {
+        let d = HintDefaults::default();
+        let env = [
+            ("_SLURM_SPANK_OPTION_energy_energy_policy", "efficiency"),
+            ("_SLURM_SPANK_OPTION_energy_energy_share", "allow"),
+            ("_SLURM_SPANK_OPTION_energy_energy_defer", "1000d"),
+            ("_SLURM_SPANK_OPTION_energy_energy_tag", "resnet50"),
+        ];
+        let h = from_spank_env(env, &d);
+        assert_eq!(h.policy, EnergyPolicy::Efficiency);
+        assert_eq!(h.max_slowdown, d.efficiency_max_slowdown);
+        assert!(h.share_allowed);
+        assert_eq!(h.defer_max_s, d.max_defer_s);
+        assert_eq!(h.tag.as_deref(), Some("resnet50"));
+        let h = from_spank_env([("_SLURM_SPANK_OPTION_energy_max_slowdown", "99")], &d);
+        assert_eq!(h.max_slowdown, d.max_slowdown_limit);
+    }
+
+    #[test]
+    fn bad_values_fall_back() {
+        let d = HintDefaults::default();
+        let h = from_spank_env([("_SLURM_SPANK_OPTION_energy_policy", "turbo"), ("_SLURM_SPANK_OPTION_energy_max_slowdown", "0.5")], &d);
+        assert_eq!(h, d.default_hints());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_s("90"), Some(5400.0));
+        assert_eq!(parse_duration_s("30s"), Some(30.0));
+        assert_eq!(parse_duration_s("2h"), Some(7200.0));
+        assert_eq!(parse_duration_s("x"), None);
+        assert_eq!(parse_duration_s("-1h"), None);
+    }
+}

@@ -1,0 +1,260 @@
+//! sched/energy: the energy-aware scheduler plugin for slurmctld (`sched_energy.so`).
+//!
+//! Laid out like Slurm's own sched plugins: the loader's symbols, `init`, `fini`, then the one
+//! API function, `sched_p_reconfig`. `init` reads `energy.toml` next to slurm.conf and starts
+//! the scheduling thread; each cycle ([`cycle`]) turns slurmctld's records into a
+//! `model::types::Snapshot` ([`snapshot`]), asks `model`'s planner, and starts the chosen jobs
+//! through slurmctld's own path. Every decision is `model`'s; this crate only translates.
+//!
+//! Admins must set `SchedulerParameters=sched_interval=-1` (else slurmctld's main scheduler
+//! starts jobs too; `init` warns) and know that heterogeneous jobs are rejected unless
+//! `SchedulerType=sched/backfill`.
+//!
+//! No panic may cross into slurmctld: every `extern "C"` entry and every cycle of the thread
+//! runs under `catch_unwind` and turns a panic into a log line.
+
+pub mod config;
+pub mod cycle;
+pub mod hints;
+pub mod snapshot;
+
+use std::collections::VecDeque;
+use std::ffi::c_int;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use model::predictor::Predictor;
+use slurm_bindings::conf::{ConfView, main_scheduler_disabled};
+use slurm_bindings::{Logger, slurm_log};
+
+use crate::config::Config;
+use crate::cycle::CycleStats;
+
+/// The plugin's type, also the prefix of its log lines.
+pub const PLUGIN_TYPE: &str = "sched/energy";
+
+pub static LOG: Logger = Logger::new(PLUGIN_TYPE);
+
+// ---- The loader's symbols (src/common/plugin.c): NUL-terminated char arrays and the version.
+
+#[unsafe(no_mangle)]
+#[used]
+pub static plugin_name: [u8; 42] = *b"Energy-aware GPU scheduler (slurm-energy)\0";
+
+#[unsafe(no_mangle)]
+#[used]
+pub static plugin_type: [u8; 13] = *b"sched/energy\0";
+
+/// Must equal the running slurmctld's `SLURM_VERSION_NUMBER` (major, minor and micro).
+#[unsafe(no_mangle)]
+#[used]
+pub static plugin_version: u32 = slurm_bindings::SLURM_VERSION_NUMBER;
+
+const SLURM_SUCCESS: c_int = 0;
+const SLURM_ERROR: c_int = -1;
+
+/// Runs an entry point's body; a panic becomes a log line and `on_panic`.
+fn guarded<T>(entry: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(v) => v,
+        Err(panic) => {
+            LOG.error(&format!("{entry}: internal error (panic: {}); ignored", panic_text(&*panic)));
+            on_panic
+        }
+    }
+}
+
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown payload".to_string()
+    }
+}
+
+/// Called by slurmctld when it loads the plugin (from `read_slurm_conf`, with the configuration
+/// write lock held). Non-zero makes slurmctld fail to start.
+#[unsafe(no_mangle)]
+pub extern "C" fn init() -> c_int {
+    guarded("init", SLURM_ERROR, || match start() {
+        Ok(()) => SLURM_SUCCESS,
+        Err(e) => {
+            LOG.error(&e);
+            SLURM_ERROR
+        }
+    })
+}
+
+/// Called when slurmctld unloads the plugin (shutdown, or a SchedulerType change).
+#[unsafe(no_mangle)]
+pub extern "C" fn fini() {
+    guarded("fini", (), stop)
+}
+
+/// `scontrol reconfigure` and friends. slurmctld may hold its configuration write lock here:
+/// take no lock, only ask the thread to re-read the configuration.
+#[unsafe(no_mangle)]
+pub extern "C" fn sched_p_reconfig() -> c_int {
+    guarded("sched_p_reconfig", SLURM_SUCCESS, || {
+        if let Ok(state) = STATE.lock() {
+            if let Some(running) = state.as_ref() {
+                running.shared.reconfig.store(true, Ordering::SeqCst);
+                running.shared.wake.notify_all();
+            }
+        }
+        SLURM_SUCCESS
+    })
+}
+
+// ---- The scheduling thread.
+
+struct Shared {
+    stop: Mutex<bool>,
+    wake: Condvar,
+    reconfig: AtomicBool,
+}
+
+struct Running {
+    shared: Arc<Shared>,
+    handle: JoinHandle<()>,
+}
+
+/// Survives dlclose/dlopen (a plugin that started a thread is never really unloaded), so
+/// `start` resets it and `stop` empties it.
+static STATE: Mutex<Option<Running>> = Mutex::new(None);
+
+/// Statistics of the last cycles, newest last.
+static STATS: Mutex<VecDeque<CycleStats>> = Mutex::new(VecDeque::new());
+
+/// A copy of the statistics kept so far (for comparison runs and tests).
+pub fn recent_stats() -> Vec<CycleStats> {
+    STATS.lock().map(|s| s.iter().cloned().collect()).unwrap_or_default()
+}
+
+fn config_path(conf: &ConfView) -> PathBuf {
+    let slurm_conf = conf
+        .slurm_conf_path
+        .clone()
+        .or_else(|| std::env::var_os("SLURM_CONF").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"));
+    config::path_next_to(&slurm_conf)
+}
+
+fn load_predictor(cfg: &Config) -> Result<Predictor, String> {
+    match &cfg.sched.data_dir {
+        None => Ok(Predictor::default()),
+        Some(dir) => Predictor::from_data_dir(dir, &cfg.sched.interference_gpu)
+            .map_err(|e| format!("sched.data_dir {}: {e}", dir.display())),
+    }
+}
+
+fn start() -> Result<(), String> {
+    stop();
+    // SAFETY: slurmctld calls init() from read_slurm_conf() with its configuration write lock
+    // held, so slurm_conf is stable while we copy from it.
+    let conf = unsafe { ConfView::read_held_by_caller() }.map_err(|e| format!("not running inside slurmctld: {e}"))?;
+    let path = config_path(&conf);
+    let cfg = config::load(&path).map_err(|e| format!("invalid configuration: {e}"))?;
+    let predictor = load_predictor(&cfg).map_err(|e| format!("invalid configuration: {}: {e}", path.display()))?;
+    LOG.set_debug(cfg.sched.debug || conf.debug_backfill());
+    if !main_scheduler_disabled(conf.sched_params.as_deref()) {
+        LOG.error(&format!(
+            "SchedulerParameters ({}) lacks sched_interval=-1: slurmctld's main scheduler will start jobs too, bypassing the energy-aware plan",
+            conf.sched_params.as_deref().unwrap_or("unset")
+        ));
+    }
+    match &cfg.path {
+        Some(p) => slurm_log!(LOG, info, "loaded configuration {} (interval {} s)", p.display(), cfg.sched.interval_s),
+        None => slurm_log!(LOG, info, "no {} found, using defaults (interval {} s)", path.display(), cfg.sched.interval_s),
+    }
+    if let Ok(mut stats) = STATS.lock() {
+        stats.clear();
+    }
+    let shared = Arc::new(Shared { stop: Mutex::new(false), wake: Condvar::new(), reconfig: AtomicBool::new(false) });
+    let thread_shared = Arc::clone(&shared);
+    let handle = std::thread::Builder::new()
+        .name("sched/energy".into())
+        .spawn(move || scheduler_thread(thread_shared, path, cfg, predictor))
+        .map_err(|e| format!("cannot start the scheduling thread: {e}"))?;
+    let mut state = STATE.lock().map_err(|_| "plugin state poisoned".to_string())?;
+    *state = Some(Running { shared, handle });
+    slurm_log!(LOG, info, "{} loaded (Slurm {}), scheduling thread started", PLUGIN_TYPE, slurm_bindings::SLURM_VERSION);
+    Ok(())
+}
+
+fn stop() {
+    let running = match STATE.lock() {
+        Ok(mut state) => state.take(),
+        Err(poisoned) => poisoned.into_inner().take(),
+    };
+    if let Some(running) = running {
+        if let Ok(mut stop) = running.shared.stop.lock() {
+            *stop = true;
+        }
+        running.shared.wake.notify_all();
+        if running.handle.join().is_err() {
+            LOG.error("scheduling thread ended with a panic");
+        }
+        slurm_log!(LOG, info, "scheduling thread stopped");
+    }
+}
+
+/// Sleeps up to `interval`; true when asked to stop.
+fn wait(shared: &Shared, interval: Duration) -> bool {
+    let Ok(guard) = shared.stop.lock() else { return true };
+    if *guard {
+        return true;
+    }
+    match shared.wake.wait_timeout_while(guard, interval, |stop| !*stop && !shared.reconfig.load(Ordering::SeqCst)) {
+        Ok((guard, _)) => *guard,
+        Err(_) => true,
+    }
+}
+
+fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut predictor: Predictor) {
+    loop {
+        if wait(&shared, Duration::from_secs_f64(cfg.sched.interval_s)) {
+            return;
+        }
+        if shared.reconfig.swap(false, Ordering::SeqCst) {
+            guarded("reconfigure", (), || reload(&path, &mut cfg, &mut predictor));
+            continue;
+        }
+        let outcome = catch_unwind(AssertUnwindSafe(|| cycle::run(&cfg, &predictor)));
+        match outcome {
+            Ok(Ok(stats)) => {
+                slurm_log!(LOG, debug, "{stats}");
+                if let Ok(mut kept) = STATS.lock() {
+                    kept.push_back(stats);
+                    while kept.len() > cfg.sched.stats_kept.max(1) {
+                        kept.pop_front();
+                    }
+                }
+            }
+            Ok(Err(e)) => LOG.error(&format!("cycle skipped: {e}")),
+            Err(panic) => LOG.error(&format!("cycle skipped: internal error (panic: {})", panic_text(&*panic))),
+        }
+    }
+}
+
+fn reload(path: &PathBuf, cfg: &mut Config, predictor: &mut Predictor) {
+    match config::load(path).and_then(|new| {
+        load_predictor(&new)
+            .map(|p| (new, p))
+            .map_err(|reason| config::ConfigError { path: path.clone(), line: None, key: Some("sched.data_dir".into()), reason })
+    }) {
+        Ok((new, p)) => {
+            *cfg = new;
+            *predictor = p;
+            LOG.set_debug(cfg.sched.debug);
+            slurm_log!(LOG, info, "reconfigured from {}", path.display());
+        }
+        Err(e) => LOG.error(&format!("reconfigure: {e}; keeping the previous configuration")),
+    }
+}

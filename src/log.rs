@@ -1,0 +1,110 @@
+//! Logging into the daemon's own log, the way Slurm's plugins do it: every line starts with the
+//! plugin's type (`sched/energy: ...`), and a debug switch (the plugin's configuration or a
+//! `DebugFlags` bit, like `DebugFlags=Backfill` for sched/backfill) raises debug lines to info
+//! level so they show without turning the whole daemon to `debug`.
+//!
+//! Outside a Slurm daemon (tests, tools) lines go to stderr.
+
+use std::ffi::CString;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::sys;
+
+/// Slurm's log levels that plugins use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Error,
+    Info,
+    Verbose,
+    Debug,
+    Debug2,
+}
+
+impl Level {
+    fn raw(self) -> i32 {
+        (match self {
+            Level::Error => sys::LOG_LEVEL_ERROR,
+            Level::Info => sys::LOG_LEVEL_INFO,
+            Level::Verbose => sys::LOG_LEVEL_VERBOSE,
+            Level::Debug => sys::LOG_LEVEL_DEBUG,
+            Level::Debug2 => sys::LOG_LEVEL_DEBUG2,
+        }) as i32
+    }
+}
+
+/// A plugin's logger. Meant to live in a `static`.
+pub struct Logger {
+    prefix: &'static str,
+    debug: AtomicBool,
+}
+
+impl Logger {
+    pub const fn new(prefix: &'static str) -> Logger {
+        Logger { prefix, debug: AtomicBool::new(false) }
+    }
+
+    /// Log debug lines at info level (the plugin's debug switch).
+    pub fn set_debug(&self, on: bool) {
+        self.debug.store(on, Ordering::Relaxed);
+    }
+
+    pub fn debug_enabled(&self) -> bool {
+        self.debug.load(Ordering::Relaxed)
+    }
+
+    /// Would a line at `level` reach the log? Lets callers skip building expensive messages.
+    pub fn enabled(&self, level: Level) -> bool {
+        if level >= Level::Debug && self.debug_enabled() {
+            return true;
+        }
+        if crate::api::api().is_err() {
+            return level <= Level::Info;
+        }
+        // SAFETY: reads the daemon's log level through the resolved table; no arguments.
+        unsafe { sys::energy_log_level() >= level.raw() }
+    }
+
+    pub fn log(&self, level: Level, msg: &str) {
+        let (level, tag) = match level {
+            Level::Debug | Level::Debug2 if self.debug_enabled() => (Level::Info, "debug: "),
+            other => (other, ""),
+        };
+        let line = format!("{}: {tag}{msg}", self.prefix);
+        if crate::api::api().is_err() {
+            if level <= Level::Info {
+                eprintln!("{line}");
+            }
+            return;
+        }
+        let line = CString::new(line.replace('\0', "?")).unwrap_or_default();
+        // SAFETY: `line` is a valid NUL-terminated string that outlives the call; the shim
+        // passes it to log_var() as a "%s" argument, never as a format.
+        unsafe { sys::energy_log(level.raw(), line.as_ptr()) }
+    }
+
+    pub fn error(&self, msg: &str) {
+        self.log(Level::Error, msg)
+    }
+    pub fn info(&self, msg: &str) {
+        self.log(Level::Info, msg)
+    }
+    pub fn verbose(&self, msg: &str) {
+        self.log(Level::Verbose, msg)
+    }
+    pub fn debug(&self, msg: &str) {
+        self.log(Level::Debug, msg)
+    }
+}
+
+/// `slurm_log!(LOGGER, info, "x = {}", x)`: formats only when the line would be logged.
+#[macro_export]
+macro_rules! slurm_log {
+    ($logger:expr, error, $($arg:tt)*) => { $logger.error(&format!($($arg)*)) };
+    ($logger:expr, info, $($arg:tt)*) => { $logger.info(&format!($($arg)*)) };
+    ($logger:expr, verbose, $($arg:tt)*) => {
+        if $logger.enabled($crate::log::Level::Verbose) { $logger.verbose(&format!($($arg)*)) }
+    };
+    ($logger:expr, debug, $($arg:tt)*) => {
+        if $logger.enabled($crate::log::Level::Debug) { $logger.debug(&format!($($arg)*)) }
+    };
+}

@@ -1,0 +1,114 @@
+//! Read-only views of slurmctld's node records (`node_record_table_ptr`).
+
+use std::ffi::CStr;
+
+use crate::api::Api;
+use crate::gres;
+use crate::locks::{LockLevel, NotLocked, SlurmctldLock};
+use crate::sys;
+
+/// One node record, valid while the guard that produced it lives.
+#[derive(Clone, Copy)]
+pub struct NodeRef<'a> {
+    rec: &'a sys::node_record_t,
+}
+
+/// # Safety
+/// `p` must be NULL or a NUL-terminated string valid for `'a`.
+pub(crate) unsafe fn opt_str<'a>(p: *const std::ffi::c_char) -> Option<&'a str> {
+    // SAFETY: forwarded contract.
+    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_str().ok()).flatten()
+}
+
+impl<'a> NodeRef<'a> {
+    /// Index in `node_record_table_ptr` (what job bitmaps index).
+    pub fn index(&self) -> usize {
+        self.rec.index as usize
+    }
+
+    pub fn name(&self) -> &'a str {
+        // SAFETY: a node record's name is NULL or a string owned by the record.
+        unsafe { opt_str(self.rec.name) }.unwrap_or("")
+    }
+
+    /// CPUs jobs can use (specialised cores excluded).
+    pub fn cpus(&self) -> u32 {
+        if self.rec.cpus_efctv > 0 { self.rec.cpus_efctv as u32 } else { self.rec.cpus as u32 }
+    }
+
+    /// Memory jobs can use (MB): RealMemory less MemSpecLimit.
+    pub fn memory_mb(&self) -> u64 {
+        self.rec.real_memory.saturating_sub(self.rec.mem_spec_limit)
+    }
+
+    /// The node's `Gres=` as configured (`gpu:4`).
+    pub fn gres(&self) -> &'a str {
+        // SAFETY: strings owned by the record or its config record (NULL-checked).
+        let own = unsafe { opt_str(self.rec.gres) };
+        own.or_else(|| {
+            // SAFETY: config_ptr is NULL or the node's configuration record.
+            let config = unsafe { self.rec.config_ptr.as_ref() }?;
+            // SAFETY: as above.
+            unsafe { opt_str(config.gres) }
+        })
+        .unwrap_or("")
+    }
+
+    pub fn gpus(&self) -> u32 {
+        gres::count(self.gres(), "gpu").min(u32::MAX as u64) as u32
+    }
+
+    /// GRES type of the node's GPUs (`v100` in `gpu:v100:4`), if typed.
+    pub fn gpu_type(&self) -> Option<String> {
+        gres::first_type(self.gres(), "gpu")
+    }
+
+    /// Down, drained or draining, failing, future, not responding, in maintenance or rebooting.
+    pub fn unusable(&self) -> bool {
+        // SAFETY: the shim only reads the record's state fields.
+        unsafe { sys::energy_node_is_unusable(self.rec) }
+    }
+
+    pub fn powered_down(&self) -> bool {
+        // SAFETY: as above.
+        unsafe { sys::energy_node_is_powered_down(self.rec) }
+    }
+
+    pub fn powering_up(&self) -> bool {
+        // SAFETY: as above.
+        unsafe { sys::energy_node_is_powering_up(self.rec) }
+    }
+
+    /// When a node being resumed is expected to be ready (0 when unknown).
+    pub fn boot_time(&self) -> i64 {
+        self.rec.boot_req_time as i64
+    }
+}
+
+/// Number of slots in the node table (some may be empty).
+pub(crate) fn table_len(api: &Api) -> usize {
+    // SAFETY: address of slurmctld's node_record_count (non-NULL after resolve); read under the
+    // node lock by every caller.
+    unsafe { (*api.raw().node_record_count).max(0) as usize }
+}
+
+impl SlurmctldLock {
+    /// Every node, in table order (the order job bitmaps use). Needs the node read lock.
+    pub fn nodes(&self) -> Result<Vec<NodeRef<'_>>, NotLocked> {
+        self.require("node records", |l| l.node, LockLevel::Read)?;
+        let api = self.api();
+        let count = table_len(api);
+        // SAFETY: under the node lock the table pointer and its `count` slots are stable; each
+        // slot is NULL or a valid record.
+        let table = unsafe { *api.raw().node_record_table_ptr };
+        if table.is_null() {
+            return Ok(Vec::new());
+        }
+        Ok((0..count)
+            // SAFETY: `i < count` slots exist (see above).
+            .filter_map(|i| unsafe { (*table.add(i)).as_ref() })
+            .filter(|rec| !rec.name.is_null())
+            .map(|rec| NodeRef { rec })
+            .collect())
+    }
+}

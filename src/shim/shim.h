@@ -1,0 +1,138 @@
+/*
+ * slurm-energy: the C side of the root package's Slurm bindings.
+ *
+ * What lives here is what bindgen cannot express: the prototypes of the Slurm functions we call
+ * turned into *typed* pointers (`__typeof__`), resolved at run time with dlsym(RTLD_DEFAULT)
+ * so that the plugin carries no undefined Slurm symbol at all (a Rust cdylib is linked with
+ * BIND_NOW; slurmctld-only symbols would otherwise make dlopen fail in every other process),
+ * and Slurm's function-like macros (IS_JOB_PENDING, IS_NODE_DRAIN, the logging level check).
+ *
+ * This header is also bindgen's entry point: it pulls in every internal header the plugins need.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef SLURM_ENERGY_SHIM_H
+#define SLURM_ENERGY_SHIM_H
+
+#include "config.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "slurm/slurm.h"
+#include "slurm/slurm_errno.h"
+#include "slurm/slurm_version.h"
+
+#include "src/common/bitstring.h"
+#include "src/common/list.h"
+#include "src/common/log.h"
+#include "src/common/node_conf.h"
+#include "src/common/read_config.h"
+#include "src/common/xmalloc.h"
+#include "src/common/xstring.h"
+#include "src/common/job_resources.h"
+
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 2, 0)
+#include "src/interfaces/gres.h"
+#include "src/interfaces/select.h"
+#else
+#include "src/common/gres.h"
+#include "src/common/select.h"
+#endif
+
+#include "src/slurmctld/slurmctld.h"
+#include "src/slurmctld/locks.h"
+#include "src/slurmctld/job_scheduler.h"
+#include "src/slurmctld/node_scheduler.h"
+#include "src/slurmctld/acct_policy.h"
+#include "src/slurmctld/fed_mgr.h"
+#include "src/slurmctld/srun_comm.h"
+
+/* Functions we call, by their exported names (not the macros that wrap some of them). */
+#define ENERGY_SLURM_FUNCTIONS(X)            \
+	X(log_var)                           \
+	X(get_log_level)                     \
+	X(slurm_xfree)                       \
+	X(xstrdup)                          \
+	X(slurm_strerror)                    \
+	X(list_iterator_create)              \
+	X(list_next)                         \
+	X(list_iterator_destroy)             \
+	X(list_destroy)                      \
+	X(bit_alloc)                         \
+	X(bit_copy)                          \
+	X(bit_test)                          \
+	X(bit_set)                           \
+	X(bit_not)                           \
+	X(bit_or)                            \
+	X(bit_size)                          \
+	X(bit_set_count)                     \
+	X(slurm_bit_free)                    \
+	X(lock_slurmctld)                    \
+	X(unlock_slurmctld)                  \
+	X(find_job_record)                   \
+	X(build_job_queue)                   \
+	X(sort_job_queue)                    \
+	X(select_nodes)                      \
+	X(launch_job)                        \
+	X(srun_allocate)                     \
+	X(acct_policy_job_runnable_state)    \
+	X(acct_policy_job_runnable_pre_select) \
+	X(fed_mgr_job_lock)                  \
+	X(fed_mgr_job_unlock)                \
+	X(fed_mgr_job_start)
+
+/* Data objects we read or write, by address. */
+#define ENERGY_SLURM_DATA(X)                 \
+	X(slurm_conf)                        \
+	X(node_record_table_ptr)             \
+	X(node_record_count)                 \
+	X(job_list)                          \
+	X(last_job_update)
+
+/*
+ * Every Slurm entry point the bundle uses, with the exact type of the running tree's prototype.
+ * Filled by energy_slurm_api_resolve(); a NULL member never survives a successful resolve.
+ */
+typedef struct energy_slurm_api {
+#define ENERGY_FN_MEMBER(name) __typeof__(name) *name;
+#define ENERGY_DATA_MEMBER(name) __typeof__(name) *name;
+	ENERGY_SLURM_FUNCTIONS(ENERGY_FN_MEMBER)
+	ENERGY_SLURM_DATA(ENERGY_DATA_MEMBER)
+#undef ENERGY_FN_MEMBER
+#undef ENERGY_DATA_MEMBER
+} energy_slurm_api_t;
+
+/*
+ * Resolve every member with dlsym(RTLD_DEFAULT, ...). Returns NULL on success, otherwise the
+ * name of the first symbol this process does not define (the table is then unusable). Keeps a
+ * private copy for the shim's own helpers below.
+ */
+extern const char *energy_slurm_api_resolve(energy_slurm_api_t *api);
+
+/* Slurm's info()/debug()/... macros: log `msg` verbatim at `level` when the daemon logs it. */
+extern void energy_log(int level, const char *msg);
+/* The level the daemon logs at (get_log_level()), LOG_LEVEL_INFO before a resolve. */
+extern int energy_log_level(void);
+
+/* Job state macros of slurm_protocol_defs.h. */
+extern bool energy_job_is_pending(const job_record_t *job);
+extern bool energy_job_is_running(const job_record_t *job);
+extern bool energy_job_is_suspended(const job_record_t *job);
+extern bool energy_job_is_completing(const job_record_t *job);
+extern bool energy_job_is_configuring(const job_record_t *job);
+
+/* Node state macros: the node can take no new work (down, drained or draining, fail, future,
+ * not responding, maintenance, rebooting). */
+extern bool energy_node_is_unusable(const node_record_t *node);
+extern bool energy_node_is_powered_down(const node_record_t *node);
+extern bool energy_node_is_powering_up(const node_record_t *node);
+
+/* Values of macros bindgen cannot evaluate or that change between releases. */
+extern uint64_t energy_mem_per_cpu_flag(void);
+extern uint32_t energy_job_flag_backfill(void);
+extern uint64_t energy_debug_flag_backfill(void);
+extern uint16_t energy_cr_memory_flag(void);
+
+#endif /* SLURM_ENERGY_SHIM_H */

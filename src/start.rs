@@ -1,0 +1,221 @@
+//! Starting a pending job through slurmctld's own path, confined to nodes a planner chose.
+//!
+//! The same sequence as sched/backfill's `_start_job` and the main scheduler: accounting policy
+//! pre-check, the federation lock, `select_nodes()` (which applies partitions, reservations, QOS
+//! and association limits, licenses, GRES binding and writes the start to accounting), then
+//! `launch_job()` for batch jobs or `srun_allocate()` for allocations. The job is confined by
+//! ORing every other node into `details->exc_node_bitmap` for the call and restoring the user's
+//! own exclusions afterwards.
+
+use std::ffi::CString;
+
+use crate::api::call;
+use crate::bitmap::Bitmap;
+use crate::job::strerror;
+use crate::locks::{LockLevel, NotLocked, SlurmctldLock};
+use crate::node::table_len;
+use crate::sys;
+
+/// Why a job was not started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartError {
+    NotLocked(NotLocked),
+    /// Gone, or no longer pending.
+    NotPending,
+    /// Heterogeneous job: only sched/backfill may start those.
+    Heterogeneous,
+    /// A QOS or association limit holds it.
+    AccountingPolicy,
+    /// Another cluster of the federation holds its lock.
+    Federation,
+    /// The planner named no node, or a node outside the table.
+    BadNodes,
+    /// `select_nodes` refused.
+    Slurm { code: i32, reason: String },
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::NotLocked(e) => write!(f, "{e}"),
+            StartError::NotPending => write!(f, "job is no longer pending"),
+            StartError::Heterogeneous => write!(f, "heterogeneous jobs are started only by sched/backfill"),
+            StartError::AccountingPolicy => write!(f, "held by an accounting policy (QOS/association limit)"),
+            StartError::Federation => write!(f, "federation job lock not granted"),
+            StartError::BadNodes => write!(f, "no valid node given"),
+            StartError::Slurm { code, reason } => write!(f, "select_nodes: {reason} ({code})"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+impl From<NotLocked> for StartError {
+    fn from(e: NotLocked) -> Self {
+        StartError::NotLocked(e)
+    }
+}
+
+/// A started job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Started {
+    pub job_id: u32,
+    /// Slurm's node list (`n[1-2]`).
+    pub nodes: String,
+}
+
+impl SlurmctldLock {
+    /// Starts pending job `job_id` on (a subset of) `only_nodes` (node table indices) and, once
+    /// it is started, sets its admin comment to `admin_comment`. Needs the job and node write
+    /// locks.
+    pub fn start_job(&mut self, job_id: u32, only_nodes: &[usize], admin_comment: Option<&str>) -> Result<Started, StartError> {
+        self.require("starting a job", |l| l.job, LockLevel::Write)?;
+        self.require("starting a job", |l| l.node, LockLevel::Write)?;
+        let api = self.api();
+        let table = table_len(api);
+        if only_nodes.is_empty() || only_nodes.iter().any(|&n| n >= table) {
+            return Err(StartError::BadNodes);
+        }
+        // SAFETY: lookup under the job write lock.
+        let job = unsafe { call!(api, find_job_record(job_id)) };
+        // SAFETY: NULL or a record we may modify under the job write lock, until we return.
+        let Some(job_rec) = (unsafe { job.as_mut() }) else { return Err(StartError::NotPending) };
+        // SAFETY: the shim reads state fields only.
+        if !unsafe { sys::energy_job_is_pending(job_rec) } || unsafe { sys::energy_job_is_completing(job_rec) } {
+            return Err(StartError::NotPending);
+        }
+        if job_rec.het_job_id != 0 {
+            return Err(StartError::Heterogeneous);
+        }
+        // SAFETY: owned by the record.
+        let Some(details) = (unsafe { job_rec.details.as_mut() }) else { return Err(StartError::NotPending) };
+        // SAFETY: the same pre-check the main scheduler makes, under the same locks.
+        let runnable = unsafe {
+            call!(api, acct_policy_job_runnable_state(job)) || call!(api, acct_policy_job_runnable_pre_select(job, false))
+        };
+        if !runnable {
+            return Err(StartError::AccountingPolicy);
+        }
+
+        // Exclusions for the call: every node but ours, plus the user's own.
+        let mut excluded = Bitmap::new(api, table);
+        for &n in only_nodes {
+            excluded.set(n);
+        }
+        excluded.not();
+        // SAFETY: the user's exclusion bitmap is NULL or owned by the details; we take it over
+        // and put it (or a copy, see below) back before returning.
+        let user_exc = unsafe { Bitmap::from_raw(api, details.exc_node_bitmap) };
+        details.exc_node_bitmap = std::ptr::null_mut();
+        if let Some(user) = &user_exc {
+            excluded.or(&user.as_ref());
+        }
+        details.exc_node_bitmap = excluded.into_raw();
+        let is_array_head = !job_rec.array_recs.is_null();
+
+        // SAFETY: as the main scheduler does before select_nodes; unlocked below on failure.
+        let fed_rc = unsafe { call!(api, fed_mgr_job_lock(job)) };
+        let rc = if fed_rc != 0 {
+            None
+        } else {
+            // SAFETY: select_nodes with the job and node write locks held, test_only=false, no
+            // returned bitmap or message, not at submission: sched/backfill's exact call.
+            Some(unsafe { select_nodes(api, job) })
+        };
+
+        // Put the user's exclusions back (select_nodes may have replaced the bitmap), also on
+        // a new array meta record split off by select_nodes.
+        if is_array_head {
+            // SAFETY: lookup under the job write lock; the base record may differ from `job`.
+            let base = unsafe { call!(api, find_job_record(job_rec.array_job_id)) };
+            if !base.is_null() && base != job {
+                // SAFETY: a distinct record, modifiable under the job write lock.
+                let base = unsafe { &mut *base };
+                // SAFETY: as above.
+                if let (false, Some(bd)) = (base.array_recs.is_null(), unsafe { base.details.as_mut() }) {
+                    // SAFETY: we replace (and free) the bitmap select_nodes copied there.
+                    drop(unsafe { Bitmap::from_raw(api, bd.exc_node_bitmap) });
+                    bd.exc_node_bitmap = user_exc.as_ref().map_or(std::ptr::null_mut(), |u| Bitmap::copy_of(&u.as_ref()).into_raw());
+                }
+            }
+        }
+        // SAFETY: details stays owned by the (still valid) record.
+        if let Some(details) = unsafe { job_rec.details.as_mut() } {
+            // SAFETY: ours to free: the bitmap we installed or whatever replaced it.
+            drop(unsafe { Bitmap::from_raw(api, details.exc_node_bitmap) });
+            details.exc_node_bitmap = user_exc.map_or(std::ptr::null_mut(), Bitmap::into_raw);
+        }
+
+        let Some(rc) = rc else { return Err(StartError::Federation) };
+        if rc != sys::SLURM_SUCCESS as i32 {
+            // SAFETY: releases the federation lock taken above.
+            unsafe { call!(api, fed_mgr_job_unlock(job)) };
+            return Err(StartError::Slurm { code: rc, reason: strerror(api, rc) });
+        }
+        // SAFETY: the job started: record it with the federation, as the main scheduler does.
+        unsafe { call!(api, fed_mgr_job_start(job, job_rec.start_time)) };
+        if let Some(text) = admin_comment {
+            set_admin_comment(api, job_rec, text);
+        }
+        // SAFETY: slurmctld's last_job_update, written under the job write lock.
+        unsafe { *api.raw().last_job_update = now() };
+        if job_rec.batch_flag == 0 {
+            // SAFETY: an allocation: answer the waiting salloc/srun, as sched/backfill does.
+            unsafe { call!(api, srun_allocate(job)) };
+        } else if !unsafe { sys::energy_job_is_configuring(job_rec) } {
+            // SAFETY: a batch job whose nodes are ready: send the launch RPC.
+            unsafe { call!(api, launch_job(job)) };
+        }
+        // SAFETY: node list string owned by the record.
+        let nodes = unsafe { crate::node::opt_str(job_rec.nodes) }.unwrap_or("").to_string();
+        Ok(Started { job_id: job_rec.job_id, nodes })
+    }
+
+    /// Sets a job's admin comment (shown by `scontrol show job` and stored in accounting when
+    /// the job ends). Needs the job write lock.
+    pub fn set_admin_comment(&mut self, job_id: u32, text: &str) -> Result<bool, NotLocked> {
+        self.require("a job's admin comment", |l| l.job, LockLevel::Write)?;
+        let api = self.api();
+        // SAFETY: lookup under the job write lock.
+        let job = unsafe { call!(api, find_job_record(job_id)) };
+        // SAFETY: NULL or a record we may modify under the job write lock.
+        match unsafe { job.as_mut() } {
+            Some(rec) => {
+                set_admin_comment(api, rec, text);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
+/// 22.05's `select_nodes(job, test_only, select_node_bitmap, err_msg, submission, scheduler)`.
+///
+/// # Safety
+/// Job and node write locks held; `job` a valid pending record.
+#[cfg(not(slurm_ge_23_02))]
+unsafe fn select_nodes(api: &crate::Api, job: *mut sys::job_record_t) -> i32 {
+    // SAFETY: forwarded contract.
+    unsafe {
+        call!(api, select_nodes(job, false, std::ptr::null_mut(), std::ptr::null_mut(), false, sys::energy_job_flag_backfill()))
+    }
+}
+
+#[cfg(slurm_ge_23_02)]
+compile_error!("select_nodes() changed after 22.05: add the call for this release in src/start.rs");
+
+fn set_admin_comment(api: &crate::Api, rec: &mut sys::job_record_t, text: &str) {
+    let Ok(text) = CString::new(text.replace('\0', " ")) else { return };
+    // SAFETY: admin_comment is NULL or xmalloc'ed by Slurm: free it with Slurm's allocator and
+    // replace it with an xstrdup copy that Slurm will free in turn.
+    unsafe {
+        let mut old = rec.admin_comment as *mut std::ffi::c_void;
+        call!(api, slurm_xfree(&mut old));
+        rec.admin_comment = call!(api, xstrdup(text.as_ptr()));
+    }
+}
+
+fn now() -> sys::time_t {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as sys::time_t)
+}
+
