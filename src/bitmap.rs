@@ -24,7 +24,7 @@ impl<'a> BitmapRef<'a> {
     pub fn len(&self) -> usize {
         // SAFETY: `ptr` is a valid bitmap for 'a (constructor contract).
         let n = unsafe { call!(self.api, bit_size(self.ptr)) };
-        n.max(0) as usize
+        usize::try_from(n).unwrap_or(0)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -47,7 +47,7 @@ impl<'a> BitmapRef<'a> {
     pub fn count(&self) -> usize {
         // SAFETY: valid bitmap (constructor contract).
         let n = unsafe { call!(self.api, bit_set_count(self.ptr)) };
-        n.max(0) as usize
+        usize::try_from(n).unwrap_or(0)
     }
 
     pub(crate) fn as_ptr(&self) -> *mut sys::bitstr_t {

@@ -92,13 +92,13 @@ impl<'a> JobRef<'a> {
         self.rec.het_job_id != 0
     }
     pub fn submit_time(&self) -> i64 {
-        self.details().map_or(0, |d| d.submit_time as i64)
+        self.details().map_or(0, |d| d.submit_time)
     }
     pub fn start_time(&self) -> i64 {
-        self.rec.start_time as i64
+        self.rec.start_time
     }
     pub fn end_time(&self) -> i64 {
-        self.rec.end_time as i64
+        self.rec.end_time
     }
     pub fn time_limit(&self) -> TimeLimit {
         match self.rec.time_limit {

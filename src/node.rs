@@ -79,9 +79,9 @@ impl<'a> NodeRef<'a> {
         unsafe { sys::energy_node_is_powering_up(self.rec) }
     }
 
-    /// When a node being resumed is expected to be ready (0 when unknown).
-    pub fn boot_time(&self) -> i64 {
-        self.rec.boot_req_time as i64
+    /// When a reboot or resume of the node was requested (0 when none).
+    pub fn boot_req_time(&self) -> i64 {
+        self.rec.boot_req_time
     }
 }
 

@@ -21,7 +21,7 @@ pub mod snapshot;
 use std::collections::VecDeque;
 use std::ffi::c_int;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -243,11 +243,11 @@ fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut pre
     }
 }
 
-fn reload(path: &PathBuf, cfg: &mut Config, predictor: &mut Predictor) {
+fn reload(path: &Path, cfg: &mut Config, predictor: &mut Predictor) {
     match config::load(path).and_then(|new| {
         load_predictor(&new)
             .map(|p| (new, p))
-            .map_err(|reason| config::ConfigError { path: path.clone(), line: None, key: Some("sched.data_dir".into()), reason })
+            .map_err(|reason| config::ConfigError { path: path.to_path_buf(), line: None, key: Some("sched.data_dir".into()), reason })
     }) {
         Ok((new, p)) => {
             *cfg = new;
