@@ -49,11 +49,12 @@ impl CarbonSignal {
     }
 
     /// The cleanest moment in `[now_s, now_s + window_s]` by the forecast, sampled at the
-    /// series step, and its forecast intensity. `now_s` itself is included at its known value.
+    /// starts of the series' steps, and its forecast intensity. `now_s` itself is included at
+    /// its known value.
     pub fn cleanest_within(&self, now_s: f64, window_s: f64) -> (f64, f64) {
         let mut best = (now_s, self.intensity_at(now_s));
         let step = self.trace.step_s.max(60.0);
-        let mut t = now_s + step;
+        let mut t = ((now_s + self.offset_s) / step).floor() * step - self.offset_s + step;
         while t <= now_s + window_s {
             let g = self.forecast(now_s, t);
             if g < best.1 {
@@ -87,7 +88,7 @@ mod tests {
     fn daily_wave(days: usize) -> CarbonTrace {
         // 30-min steps, clean at night (100), dirty by day (300).
         let g = (0..days * 48).map(|i| if (i % 48) < 24 { 100.0 } else { 300.0 }).collect();
-        CarbonTrace { start_unix_s: 0, step_s: 1800.0, g_per_kwh: g, gaps_filled: 0 }
+        CarbonTrace { start_unix_s: 0, step_s: 1800.0, g_per_kwh: g, gaps_filled: 0, finer_samples_skipped: 0 }
     }
 
     #[test]

@@ -103,6 +103,17 @@ pub struct PlannerConfig {
     pub sharing: bool,
     /// Never share when the predicted slowdown of either job exceeds this.
     pub sharing_max_slowdown: f64,
+    /// While the cluster is congested (see `congestion_load`), spend only part of each job's
+    /// slowdown budget on lower clocks: slowing jobs then lengthens every wait (PowerFlow:
+    /// minimise JCT within the budget).
+    pub congestion_aware_clocks: bool,
+    /// The cluster counts as congested when busy GPUs plus the GPUs the queue wants exceed
+    /// this fraction of all GPUs.
+    pub congestion_load: f64,
+    /// While congested, raise running jobs that run below the default clock back to it.
+    pub boost_when_congested: bool,
+    /// Share of a job's slowdown budget the clock may use while the cluster is congested.
+    pub congested_slowdown_share: f64,
     /// Defer jobs that allow it to a cleaner hour (GreenFlow); needs a carbon forecast.
     pub carbon_deferral: bool,
     /// Defer only when the forecast minimum within the allowed window is this much cleaner.
@@ -134,6 +145,10 @@ impl Default for PlannerConfig {
             max_cycle_ms: 0,
             max_nodes_scored: 32,
             clock_scaling: true,
+            congestion_aware_clocks: true,
+            congestion_load: 0.8,
+            congested_slowdown_share: 0.25,
+            boost_when_congested: true,
             sharing: true,
             sharing_max_slowdown: 1.6,
             carbon_deferral: true,
@@ -203,6 +218,8 @@ impl PlannerConfig {
             "deferral_min_gain",
             "must be a fraction in [0, 1)",
         )?;
+        check((0.0..=1.0).contains(&self.congested_slowdown_share), "congested_slowdown_share", "must be a fraction in [0, 1]")?;
+        check(self.congestion_load.is_finite() && self.congestion_load > 0.0, "congestion_load", "must be a fraction > 0")?;
         check(self.power_cap_w.is_finite() && self.power_cap_w >= 0.0, "power_cap_w", "must be >= 0 (0 = no cap)")?;
         let w = &self.scorers;
         for (key, v) in [

@@ -86,11 +86,22 @@ pub struct Deferral {
     pub carbon_forecast_g_per_kwh: f64,
 }
 
+/// Change the GPU clock of a running job (PowerFlow adjusts running jobs' configurations):
+/// when the queue builds up, jobs that were started at a lower clock in a quiet hour are raised
+/// back to the default clock so that the cluster regains its capacity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reclock {
+    pub job: JobId,
+    pub clock_mhz: u32,
+    pub power_limit_w: f64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Decision {
     Start(StartDecision),
     Reserve(Reservation),
     Defer(Deferral),
+    Reclock(Reclock),
 }
 
 /// Why a cycle ended.

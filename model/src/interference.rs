@@ -45,9 +45,9 @@ struct Observed {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InterferenceModel {
-    /// (family a, family b) -> (slowdown a, slowdown b), both orders stored.
-    experiments: BTreeMap<(String, String), (f64, f64)>,
-    history: BTreeMap<(String, String), Observed>,
+    /// family a -> family b -> (slowdown a, slowdown b), both orders stored.
+    experiments: BTreeMap<String, BTreeMap<String, (f64, f64)>>,
+    history: BTreeMap<String, BTreeMap<String, Observed>>,
     fallback_slowdown: f64,
 }
 
@@ -73,7 +73,9 @@ impl InterferenceModel {
     /// Build the experiment table from Gavel's single-GPU pairs on `gpu` (e.g. `"v100"`).
     pub fn from_gavel(gavel: &GavelThroughputs, gpu: &str) -> InterferenceModel {
         let types = gavel.job_types(gpu);
-        let mut sums: BTreeMap<(String, String), (f64, f64, f64)> = BTreeMap::new();
+        // Mean normalised throughput of each family pair over its batch-size variants, then
+        // inverted: averaging slowdowns directly would let one bad variant dominate.
+        let mut sums: BTreeMap<String, BTreeMap<String, (f64, f64, f64)>> = BTreeMap::new();
         let mut all = Vec::new();
         for a in &types {
             for b in &types {
@@ -81,17 +83,19 @@ impl InterferenceModel {
                 if !(na > 0.0 && nb > 0.0 && na.is_finite() && nb.is_finite()) {
                     continue;
                 }
-                let (sa, sb) = (1.0 / na, 1.0 / nb);
-                all.push(sa);
-                let e = sums.entry((canonical_family(a), canonical_family(b))).or_insert((0.0, 0.0, 0.0));
-                e.0 += sa;
-                e.1 += sb;
+                all.push(1.0 / na);
+                let e = sums.entry(canonical_family(a)).or_default().entry(canonical_family(b)).or_insert((0.0, 0.0, 0.0));
+                e.0 += na;
+                e.1 += nb;
                 e.2 += 1.0;
             }
         }
         all.sort_by(f64::total_cmp);
         let fallback_slowdown = if all.is_empty() { 2.0 } else { percentile(&all, 0.75) };
-        let experiments = sums.into_iter().map(|(k, (sa, sb, n))| (k, (sa / n, sb / n))).collect();
+        let experiments = sums
+            .into_iter()
+            .map(|(a, row)| (a, row.into_iter().map(|(b, (na, nb, n))| (b, (n / na, n / nb))).collect()))
+            .collect();
         InterferenceModel { experiments, history: BTreeMap::new(), fallback_slowdown }
     }
 
@@ -99,16 +103,23 @@ impl InterferenceModel {
         self.fallback_slowdown
     }
 
-    /// Predicted slowdowns when a job of family `a` shares a GPU with one of family `b`.
+    /// Predicted slowdowns when a job of family `a` shares a GPU with one of family `b`
+    /// (any spelling of the family: see [`canonical_family`]).
     pub fn predict(&self, a: Option<&str>, b: Option<&str>) -> PairPrediction {
-        let (Some(a), Some(b)) = (a, b) else {
-            return PairPrediction { slowdown_a: self.fallback_slowdown, slowdown_b: self.fallback_slowdown, source: PredictionSource::Fallback };
-        };
-        let key = (canonical_family(a), canonical_family(b));
-        let prior = self.experiments.get(&key).copied();
-        let seen = self.history.get(&key);
+        let a = a.map(canonical_family);
+        let b = b.map(canonical_family);
+        self.predict_canonical(a.as_deref(), b.as_deref())
+    }
+
+    /// [`Self::predict`] for families already in canonical form (no allocation).
+    pub fn predict_canonical(&self, a: Option<&str>, b: Option<&str>) -> PairPrediction {
+        let fallback = PairPrediction { slowdown_a: self.fallback_slowdown, slowdown_b: self.fallback_slowdown, source: PredictionSource::Fallback };
+        let (Some(a), Some(b)) = (a, b) else { return fallback };
+        let prior = self.experiments.get(a).and_then(|row| row.get(b)).copied();
+        let seen = self.history.get(a).and_then(|row| row.get(b)).filter(|o| o.count > 0.0);
         match (prior, seen) {
-            (Some((pa, pb)), Some(o)) if o.count > 0.0 => {
+            (prior, Some(o)) => {
+                let (pa, pb) = prior.unwrap_or((self.fallback_slowdown, self.fallback_slowdown));
                 let n = PRIOR_WEIGHT + o.count;
                 PairPrediction {
                     slowdown_a: (pa * PRIOR_WEIGHT + o.sum_slowdown_a) / n,
@@ -116,17 +127,8 @@ impl InterferenceModel {
                     source: PredictionSource::History,
                 }
             }
-            (None, Some(o)) if o.count > 0.0 => {
-                let f = self.fallback_slowdown;
-                let n = PRIOR_WEIGHT + o.count;
-                PairPrediction {
-                    slowdown_a: (f * PRIOR_WEIGHT + o.sum_slowdown_a) / n,
-                    slowdown_b: (f * PRIOR_WEIGHT + o.sum_slowdown_b) / n,
-                    source: PredictionSource::History,
-                }
-            }
-            (Some((pa, pb)), _) => PairPrediction { slowdown_a: pa, slowdown_b: pb, source: PredictionSource::Experiment },
-            _ => PairPrediction { slowdown_a: self.fallback_slowdown, slowdown_b: self.fallback_slowdown, source: PredictionSource::Fallback },
+            (Some((pa, pb)), None) => PairPrediction { slowdown_a: pa, slowdown_b: pb, source: PredictionSource::Experiment },
+            (None, None) => fallback,
         }
     }
 
@@ -136,15 +138,22 @@ impl InterferenceModel {
             return;
         }
         let (fa, fb) = (canonical_family(a), canonical_family(b));
-        let e = self.history.entry((fa.clone(), fb.clone())).or_default();
+        let e = self.history.entry(fa.clone()).or_default().entry(fb.clone()).or_default();
         e.sum_slowdown_a += slowdown_a;
         e.sum_slowdown_b += slowdown_b;
         e.count += 1.0;
-        let r = self.history.entry((fb, fa)).or_default();
+        let r = self.history.entry(fb).or_default().entry(fa).or_default();
         r.sum_slowdown_a += slowdown_b;
         r.sum_slowdown_b += slowdown_a;
         r.count += 1.0;
     }
+}
+
+/// EaCO's early-stage check: after the first minutes of a shared run, keep the pair together
+/// only if both jobs' observed slowdowns are within their bounds (with `tolerance`, e.g. 0.05
+/// for 5 % measurement slack). Otherwise the newcomer is requeued: it has lost only minutes.
+pub fn keep_sharing(observed_new: f64, bound_new: f64, observed_tenant: f64, bound_tenant: f64, tolerance: f64) -> bool {
+    observed_new <= bound_new * (1.0 + tolerance) && observed_tenant <= bound_tenant * (1.0 + tolerance)
 }
 
 #[cfg(test)]
@@ -154,7 +163,8 @@ mod tests {
     #[test]
     fn history_moves_the_prediction_towards_what_was_seen() {
         let mut m = InterferenceModel::default();
-        m.experiments.insert(("resnet50".into(), "lm".into()), (1.5, 1.2));
+        m.experiments.entry("resnet50".into()).or_default().insert("lm".into(), (1.5, 1.2));
+        m.experiments.entry("lm".into()).or_default().insert("resnet50".into(), (1.2, 1.5));
         let before = m.predict(Some("ResNet-50"), Some("LM"));
         assert_eq!(before.source, PredictionSource::Experiment);
         for _ in 0..20 {
@@ -165,6 +175,13 @@ mod tests {
         assert!(after.slowdown_a < 1.15 && after.slowdown_a > 1.1, "{after:?}");
         // The reverse order learnt too.
         assert!(m.predict(Some("lm"), Some("resnet50")).slowdown_b < 1.15);
+    }
+
+    #[test]
+    fn early_check_requeues_pairs_worse_than_their_bounds() {
+        assert!(keep_sharing(1.3, 1.6, 1.2, 1.6, 0.05));
+        assert!(!keep_sharing(2.0, 1.6, 1.2, 1.6, 0.05));
+        assert!(!keep_sharing(1.3, 1.6, 1.9, 1.6, 0.05));
     }
 
     #[test]

@@ -15,10 +15,11 @@
 //!
 //! The cycle is bounded by a job count (deterministic) and optionally by wall time.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use crate::config::PlannerConfig;
-use crate::decision::{CycleEnd, CycleStats, Decision, Deferral, PlanOutcome, Reservation, ScoreBreakdown, StartDecision};
+use crate::decision::{CycleEnd, CycleStats, Decision, Deferral, PlanOutcome, Reclock, Reservation, ScoreBreakdown, StartDecision};
 use crate::predictor::Predictor;
 use crate::ranking;
 use crate::state::{Amount, Claim, ClusterView, GpuTenant};
@@ -38,6 +39,9 @@ pub fn plan_snapshot(s: &Snapshot, cfg: &PlannerConfig, pred: &Predictor) -> Pla
     );
     plan(&mut view, s.now_s, &s.pending, cfg, pred)
 }
+
+/// (clock step, clock MHz, power limit W, predicted slowdown, predicted power W per GPU).
+type ClockChoice = (usize, u32, f64, f64, f64);
 
 /// One candidate placement of a job.
 struct Candidate {
@@ -65,6 +69,17 @@ struct Cycle<'a> {
     /// Blocked jobs whose reservation is still to be computed.
     unreserved: Vec<&'a PendingJob>,
     reservations_left: usize,
+    /// Request shapes that found no exclusive placement this cycle, with the earliest end that
+    /// failed: resources only shrink and claims only grow during a cycle, so a later job of the
+    /// same shape that would end no earlier fails too. Keeps cycles over long queues cheap.
+    failed_shapes: HashMap<(u32, u32, u32, u64), f64>,
+    /// The same for time-sharing: (family, slowdown bound, CPUs, memory) that found no GPU.
+    failed_shares: HashMap<(Option<String>, u64, u32, u64), f64>,
+    /// Cleanest forecast moment per deferral deadline (rounded to the carbon step).
+    cleanest: HashMap<i64, (f64, f64)>,
+    /// More GPUs are wanted by the queue than are free: jobs will wait, so slowing jobs down
+    /// would lengthen every wait. Balanced jobs then run at the default clock.
+    congested: bool,
 }
 
 /// Plan one cycle on a view the caller keeps (the simulator). Started jobs are added to the
@@ -87,7 +102,22 @@ pub fn plan(view: &mut ClusterView, now_s: f64, pending: &[PendingJob], cfg: &Pl
         stats: CycleStats::default(),
         unreserved: Vec::new(),
         reservations_left: cfg.reservation_depth,
+        failed_shapes: HashMap::new(),
+        failed_shares: HashMap::new(),
+        cleanest: HashMap::new(),
+        congested: cfg.congestion_aware_clocks && {
+            let (mut total, mut busy) = (0i64, 0i64);
+            for n in view.nodes.iter().filter(|n| n.node.available) {
+                total += n.node.gpus as i64;
+                busy += n.node.gpus as i64 - n.free.gpus.max(0);
+            }
+            let wanted: i64 = pending.iter().map(|p| p.request.total_gpus() as i64).sum();
+            (busy + wanted) as f64 > cfg.congestion_load * total as f64
+        },
     };
+    if cycle.congested && cfg.boost_when_congested {
+        cycle.boost_running(view);
+    }
     let mut end = CycleEnd::Complete;
     for job in pending {
         if cycle.stats.jobs_tested >= cfg.max_jobs_tested {
@@ -114,6 +144,21 @@ pub fn plan(view: &mut ClusterView, now_s: f64, pending: &[PendingJob], cfg: &Pl
         cycle.materialize_reservations(view);
     }
     PlanOutcome { decisions: cycle.decisions, end, stats: cycle.stats }
+}
+
+/// The clock step with the least predicted energy whose predicted slowdown stays within
+/// `bound` (the default step when none does better).
+fn lowest_energy_step(curves: &crate::perf_power::GpuCurves, class: Option<&str>, bound: f64) -> (usize, crate::perf_power::Prediction) {
+    let mut best = curves.default_step();
+    let mut best_p = curves.predict(class, best);
+    for step in 0..curves.ladder.len() {
+        let p = curves.predict(class, step);
+        if p.time_ratio <= bound + 1e-9 && p.time_ratio * p.power_w < best_p.time_ratio * best_p.power_w - 1e-9 {
+            best = step;
+            best_p = p;
+        }
+    }
+    (best, best_p)
 }
 
 /// Predicted GPU power of the cluster now: running jobs at their predicted power, idle GPUs at
@@ -154,6 +199,37 @@ impl<'a> Cycle<'a> {
         Amount { gpus: job.request.gpus_per_node as i64, cpus: job.request.cpus_per_node as i64, mem_mb: job.request.mem_mb_per_node as i64 }
     }
 
+    /// Raise running jobs that run below the clock a congested cluster allows them (their
+    /// slowdown budget cut to `congested_slowdown_share`) up to that clock.
+    fn boost_running(&mut self, view: &mut ClusterView) {
+        let mut seen: Vec<JobId> = Vec::new();
+        let mut raise: Vec<(JobId, u32, f64, f64)> = Vec::new();
+        for nv in &view.nodes {
+            let Some(gt) = view.gpu_types.get(nv.node.gpu_type) else { continue };
+            let Some(curves) = self.pred.curves(&gt.name) else { continue };
+            for tenants in &nv.gpus {
+                for t in tenants {
+                    if t.clock_mhz >= gt.default_clock_mhz || seen.contains(&t.job) {
+                        continue;
+                    }
+                    seen.push(t.job);
+                    let bound = 1.0 + (t.max_slowdown.max(1.0) - 1.0) * self.cfg.congested_slowdown_share;
+                    let class = t.family.as_deref().and_then(crate::workloads::zeus_network);
+                    let (step, p) = lowest_energy_step(curves, class, bound);
+                    let s = curves.ladder[step];
+                    let clock = s.clock_mhz.clamp(gt.min_clock_mhz, gt.max_clock_mhz);
+                    if clock > t.clock_mhz {
+                        raise.push((t.job, clock, s.power_limit_w, p.power_w));
+                    }
+                }
+            }
+        }
+        for (job, clock_mhz, power_limit_w, power_w) in raise {
+            view.set_clock(job, clock_mhz, power_w);
+            self.decisions.push(Decision::Reclock(Reclock { job, clock_mhz, power_limit_w }));
+        }
+    }
+
     fn try_defer(&mut self, job: &PendingJob) -> bool {
         let Some(carbon) = self.pred.carbon.as_ref() else { return false };
         if !self.cfg.carbon_deferral || job.hints.defer_max_s <= 0.0 || job.hints.policy == EnergyPolicy::Performance {
@@ -164,7 +240,9 @@ impl<'a> Cycle<'a> {
             return false;
         }
         let now_g = carbon.intensity_at(self.now_s);
-        let (best_t, best_g) = carbon.cleanest_within(self.now_s, deadline - self.now_s);
+        let slot = (deadline / carbon.step_s().max(60.0)).floor() as i64;
+        let now_s = self.now_s;
+        let (best_t, best_g) = *self.cleanest.entry(slot).or_insert_with(|| carbon.cleanest_within(now_s, deadline - now_s));
         if best_t > self.now_s && best_g < now_g * (1.0 - self.cfg.deferral_min_gain) {
             self.decisions.push(Decision::Defer(Deferral {
                 job: job.id,
@@ -225,10 +303,8 @@ impl<'a> Cycle<'a> {
 
     /// The clock step for a job on a GPU type, given a slowdown it already suffers (sharing):
     /// the step with the least predicted energy whose total slowdown stays within the bound.
-    fn choose_clock(&self, job: &PendingJob, gpu_type: usize, view: &ClusterView, extra_slowdown: f64) -> (usize, u32, f64, f64, f64) {
+    fn choose_clock(&self, job: &PendingJob, family: Option<&str>, gpu_type: usize, view: &ClusterView, extra_slowdown: f64) -> ClockChoice {
         let Some(gt) = view.gpu_types.get(gpu_type) else { return (0, 0, 0.0, 1.0, 0.0) };
-        let family = Self::family(job);
-        let family = family.as_deref();
         let curves = self.pred.curves(&gt.name);
         let default_step = curves.map_or(0, |c| c.default_step());
         let at = |step: usize| self.pred.predict_clock(&gt.name, gt.max_power_w, family, step);
@@ -239,6 +315,11 @@ impl<'a> Cycle<'a> {
             return default_choice;
         }
         let mut bound = job.hints.max_slowdown.max(1.0);
+        if self.congested {
+            // Jobs are waiting: every slowdown lengthens their waits, so only part of the
+            // slowdown budget may be spent.
+            bound = 1.0 + (bound - 1.0) * self.cfg.congested_slowdown_share;
+        }
         if self.cfg.carbon_aware_clocks {
             if let Some(rel) = self.relative_carbon {
                 // A clean grid: spend less of the slowdown budget (GreenFlow: work when clean).
@@ -284,17 +365,42 @@ impl<'a> Cycle<'a> {
         let need = Self::need(job);
         let end_s = self.now_s + self.extended_limit_s(job);
         let expected_runtime_s = job.time_limit_s * self.pred.runtime.expected_fraction(job.user);
+        let family = Self::family(job);
+        let shape = (job.request.nodes, g, job.request.cpus_per_node, job.request.mem_mb_per_node);
+        let known_failure = self.failed_shapes.get(&shape).is_some_and(|failed_end| end_s >= *failed_end);
         let mut candidates: Vec<Candidate> = Vec::new();
-        if exclusive_possible {
+        if exclusive_possible && !known_failure {
             let nodes = self.exclusive_nodes(view, &need, end_s, k);
             self.stats.nodes_scored += nodes.len();
             if nodes.len() >= k {
-                candidates.extend(nodes.iter().filter_map(|&n| self.score_exclusive(view, job, n, expected_runtime_s)));
+                // One clock choice per GPU type for this job.
+                let mut clocks: Vec<(usize, ClockChoice)> = Vec::new();
+                for &n in &nodes {
+                    let gt = view.nodes[n].node.gpu_type;
+                    if !clocks.iter().any(|(t, _)| *t == gt) {
+                        clocks.push((gt, self.choose_clock(job, family.as_deref(), gt, view, 1.0)));
+                    }
+                    let clock = clocks.iter().find(|(t, _)| *t == gt).map(|(_, c)| *c);
+                    if let Some(c) = clock.and_then(|clock| self.score_exclusive(view, job, n, expected_runtime_s, clock)) {
+                        candidates.push(c);
+                    }
+                }
+            } else {
+                let e = self.failed_shapes.entry(shape).or_insert(end_s);
+                *e = e.min(end_s);
             }
         }
         let prefer_sharing = job.hints.policy == EnergyPolicy::Efficiency;
         if can_share && (candidates.len() < k || prefer_sharing) {
-            candidates.extend(self.shared_candidates(view, job, &need, end_s, expected_runtime_s));
+            let share_key = (family.clone(), job.hints.max_slowdown.to_bits(), job.request.cpus_per_node, job.request.mem_mb_per_node);
+            if !self.failed_shares.get(&share_key).is_some_and(|failed_end| end_s >= *failed_end) {
+                let shared = self.shared_candidates(view, job, family.as_deref(), &need, end_s, expected_runtime_s);
+                if shared.is_empty() {
+                    let e = self.failed_shares.entry(share_key).or_insert(end_s);
+                    *e = e.min(end_s);
+                }
+                candidates.extend(shared);
+            }
         }
         if candidates.len() < k {
             return false;
@@ -375,12 +481,12 @@ impl<'a> Cycle<'a> {
         }
     }
 
-    fn score_exclusive(&self, view: &ClusterView, job: &PendingJob, n: usize, runtime_s: f64) -> Option<Candidate> {
+    fn score_exclusive(&self, view: &ClusterView, job: &PendingJob, n: usize, runtime_s: f64, clock: ClockChoice) -> Option<Candidate> {
         let nv = &view.nodes[n];
         let gt = view.gpu_types.get(nv.node.gpu_type)?;
         let g = job.request.gpus_per_node;
         let (gpus, aligned) = ranking::choose_gpus(nv, g, self.cfg.packing)?;
-        let (step, clock_mhz, power_limit_w, slowdown, power_w) = self.choose_clock(job, nv.node.gpu_type, view, 1.0);
+        let (step, clock_mhz, power_limit_w, slowdown, power_w) = clock;
         let np = &self.pred.node_power;
         let gpu_energy = g as f64 * power_w * runtime_s * slowdown;
         let wake = ranking::wake_energy_j(nv, g, runtime_s, np.base_w, gt.idle_power_w, np.resume_s);
@@ -434,8 +540,7 @@ impl<'a> Cycle<'a> {
 
     /// GPUs this (single-GPU) job could time-share: one per partner family, the lowest node
     /// first, on nodes without reservation claims, when both predicted slowdowns are acceptable.
-    fn shared_candidates(&mut self, view: &ClusterView, job: &PendingJob, need: &Amount, end_s: f64, runtime_s: f64) -> Vec<Candidate> {
-        let family = Self::family(job);
+    fn shared_candidates(&mut self, view: &ClusterView, job: &PendingJob, family: Option<&str>, need: &Amount, end_s: f64, runtime_s: f64) -> Vec<Candidate> {
         let share_need = Amount { gpus: 0, ..*need };
         let mut seen_families: Vec<Option<String>> = Vec::new();
         let mut out = Vec::new();
@@ -457,14 +562,17 @@ impl<'a> Cycle<'a> {
                 if !tenant.share_allowed || seen_families.contains(&tenant.family) {
                     continue;
                 }
-                let p = self.pred.interference.predict(family.as_deref(), tenant.family.as_deref());
-                let limit_new = job.hints.max_slowdown.min(self.cfg.sharing_max_slowdown);
-                let limit_tenant = tenant.max_slowdown.min(self.cfg.sharing_max_slowdown);
+                // One look per partner family (the lowest node first), accepted or not.
+                seen_families.push(tenant.family.clone());
+                let p = self.pred.interference.predict_canonical(family, tenant.family.as_deref());
+                // Allowing sharing accepts the site's interference bound; the job's own
+                // `max_slowdown` bounds what its clock may add on top.
+                let limit_new = self.cfg.sharing_max_slowdown;
+                let limit_tenant = self.cfg.sharing_max_slowdown;
                 if p.slowdown_a > limit_new || p.slowdown_b > limit_tenant {
                     continue;
                 }
-                seen_families.push(tenant.family.clone());
-                let (step, clock_mhz, power_limit_w, clock_slowdown, power_w) = self.choose_clock(job, nv.node.gpu_type, view, p.slowdown_a);
+                let (step, clock_mhz, power_limit_w, clock_slowdown, power_w) = self.choose_clock(job, family, nv.node.gpu_type, view, p.slowdown_a);
                 let slowdown = p.slowdown_a * clock_slowdown;
                 // Energy attributable to this job: the pair's power over its (slower) run, in
                 // proportion to its share of the pair's progress.

@@ -89,7 +89,7 @@ impl NodeView {
     /// and this cycle's reservation claims.
     pub fn min_free_over(&self, from_s: f64, to_s: f64) -> Amount {
         if self.claims.is_empty() {
-            return self.free;
+            return if self.releases.iter().any(|r| r.at_s <= from_s) { self.free_at(from_s) } else { self.free };
         }
         let mut points: Vec<f64> = vec![from_s];
         points.extend(self.claims.iter().filter(|c| c.start_s > from_s && c.start_s < to_s).map(|c| c.start_s));
@@ -262,6 +262,22 @@ impl ClusterView {
                 if let Some(nv) = self.nodes.get_mut(a.node.0 as usize) {
                     for r in nv.releases.iter_mut().filter(|r| r.job == job) {
                         r.at_s = end_s;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Record a new clock for a running job on all its GPUs.
+    pub fn set_clock(&mut self, job: JobId, clock_mhz: u32, power_w: f64) {
+        let Some(allocs) = self.placements.get(&job) else { return };
+        for a in allocs {
+            let Some(nv) = self.nodes.get_mut(a.node.0 as usize) else { continue };
+            for &g in &a.gpu_indices {
+                if let Some(slot) = nv.gpus.get_mut(g as usize) {
+                    for t in slot.iter_mut().filter(|t| t.job == job) {
+                        t.clock_mhz = clock_mhz;
+                        t.power_w = power_w;
                     }
                 }
             }

@@ -65,9 +65,12 @@ impl std::str::FromStr for EnergyPolicy {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hints {
     pub policy: EnergyPolicy,
-    /// Largest accepted ratio of runtime to the runtime at default clock, alone (>= 1.0).
+    /// Largest accepted ratio of runtime at the chosen clock to the runtime at the default
+    /// clock (>= 1.0).
     pub max_slowdown: f64,
-    /// May the job's GPUs be time-shared with another job?
+    /// May the job's GPUs be time-shared with another job? Allowing it accepts the site's
+    /// interference bound (`sharing_max_slowdown`); the planner shares a job that could run
+    /// alone only when its policy is `efficiency`, otherwise sharing replaces waiting.
     pub share_allowed: bool,
     /// How long the start may be deferred past the moment it could start (seconds, 0 = never).
     pub defer_max_s: f64,

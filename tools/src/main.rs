@@ -68,6 +68,9 @@ struct SimulateArgs {
     /// Write SVG plots into this directory (JCT CDF, energy by category, cluster power).
     #[arg(long)]
     plots: Option<PathBuf>,
+    /// Write one CSV per policy with every job's submit, start and end times into this directory.
+    #[arg(long)]
+    jobs_csv: Option<PathBuf>,
 }
 
 fn simulate(a: SimulateArgs) -> Result<(), String> {
@@ -115,6 +118,9 @@ fn simulate(a: SimulateArgs) -> Result<(), String> {
         });
         let text = serde_json::to_string_pretty(&report::json(&results, extra)).map_err(|e| e.to_string())?;
         std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if let Some(dir) = a.jobs_csv {
+        report::write_job_csvs(&results, &dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
     if let Some(dir) = a.plots {
         let files = report::write_plots(&results, &dir).map_err(|e| format!("{}: {e}", dir.display()))?;

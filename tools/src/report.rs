@@ -107,3 +107,30 @@ pub fn write_plots(results: &[RunResult], dir: &Path) -> std::io::Result<Vec<std
     }
     Ok(written)
 }
+
+/// One CSV per run with every finished job: when it was submitted, started (after any node
+/// resume) and ended, against its runtime alone and its time limit.
+pub fn write_job_csvs(results: &[RunResult], dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for r in results {
+        let mut out = String::from("job,gpus,submit_s,start_s,end_s,wait_s,jct_s,runtime_s,runtime_alone_s,time_limit_s\n");
+        for j in &r.jobs {
+            let _ = writeln!(
+                out,
+                "{},{},{:.0},{:.0},{:.0},{:.0},{:.0},{:.0},{:.0},{:.0}",
+                j.job,
+                j.gpus,
+                j.submit_s,
+                j.start_s,
+                j.end_s,
+                j.start_s - j.submit_s,
+                j.end_s - j.submit_s,
+                j.end_s - j.start_s,
+                j.duration_alone_s,
+                j.time_limit_s
+            );
+        }
+        std::fs::write(dir.join(format!("{}.jobs.csv", r.name)), out)?;
+    }
+    Ok(())
+}

@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use model::carbon::CarbonSignal;
 use model::decision::{Decision, StartDecision};
+use model::interference::keep_sharing;
 use model::planner::plan;
 use model::predictor::Predictor;
 use model::state::ClusterView;
@@ -26,6 +27,8 @@ use super::truth::Truth;
 /// Early-stage observation of a shared run (EaCO): after this long, the measured slowdowns of
 /// the pair are fed back into the interference history.
 pub const EARLY_OBSERVATION_S: f64 = 600.0;
+/// Slack on the slowdown bounds before the early check separates a pair.
+pub const SHARING_TOLERANCE: f64 = 0.05;
 /// Integration step boundary (s): carbon intensity and the power series change only here.
 const SLICE_S: f64 = 1800.0;
 
@@ -245,16 +248,54 @@ impl<'a> Engine<'a> {
             }
             EventKind::Observe(a, b) => {
                 let still = self.running[a].as_ref().is_some_and(|r| r.partner == Some(b));
-                if still {
-                    let (na, nb) = self.truth.pair(&self.jobs[a].truth, &self.jobs[b].truth);
-                    let (fa, fb) = (&self.jobs[a].user_hints.tag, &self.jobs[b].user_hints.tag);
-                    if let (Some(fa), Some(fb)) = (fa, fb) {
-                        self.pred.interference.observe(fa, fb, 1.0 / na, 1.0 / nb);
-                    }
+                if !still {
+                    return false;
                 }
-                false
+                // The first minutes of a shared run, measured (EaCO's early-stage observation).
+                let (na, nb) = self.truth.pair(&self.jobs[a].truth, &self.jobs[b].truth);
+                let (ja, jb) = (&self.jobs[a], &self.jobs[b]);
+                if let (Some(fa), Some(fb)) = (&ja.user_hints.tag, &jb.user_hints.tag) {
+                    self.pred.interference.observe(fa, fb, 1.0 / na, 1.0 / nb);
+                }
+                let bound = self.setup.planner.sharing_max_slowdown;
+                if keep_sharing(1.0 / na, bound, 1.0 / nb, bound, SHARING_TOLERANCE) {
+                    return false;
+                }
+                self.requeue(a);
+                true
             }
         }
+    }
+
+    /// Take a job off its GPUs and put it back in the queue (`scontrol requeue`): its work so
+    /// far is lost, its place in the queue is not.
+    fn requeue(&mut self, i: usize) {
+        let Some(r) = self.running[i].take() else { return };
+        self.view.remove_job(self.jobs[i].id);
+        self.started[i] = false;
+        self.acc.requeues += 1;
+        for a in &r.allocations {
+            let node = a.node.0 as usize;
+            for &g in &a.gpu_indices {
+                self.tenants[node][g as usize].retain(|t| *t != i);
+                self.refresh_gpu(node, g as usize);
+            }
+        }
+        if let Some(p) = r.partner {
+            if let Some(pr) = self.running[p].as_mut() {
+                pr.partner = None;
+            }
+            self.refresh_rate(p);
+            if let Some(pr) = self.running[p].as_ref() {
+                let allocs = pr.allocations.clone();
+                for a in &allocs {
+                    for &g in &a.gpu_indices {
+                        self.refresh_gpu(a.node.0 as usize, g as usize);
+                    }
+                }
+            }
+        }
+        self.handle(EventKind::Arrival(i));
     }
 
     fn hints_for(&self, j: &SimJob) -> Hints {
@@ -303,6 +344,23 @@ impl<'a> Engine<'a> {
                     }
                 }
                 Decision::Reserve(_) => {}
+                Decision::Reclock(rc) => {
+                    let i = rc.job.0 as usize - 1;
+                    if let Some(r) = self.running[i].as_mut() {
+                        r.power_limit_w = rc.power_limit_w;
+                    }
+                    self.refresh_rate(i);
+                    if let Some(p) = self.running[i].as_ref().and_then(|r| r.partner) {
+                        self.refresh_rate(p);
+                    }
+                    let allocs = self.running[i].as_ref().map(|r| r.allocations.clone()).unwrap_or_default();
+                    for a in &allocs {
+                        for &g in &a.gpu_indices {
+                            self.refresh_gpu(a.node.0 as usize, g as usize);
+                        }
+                    }
+                    self.acc.reclocks += 1;
+                }
             }
         }
         if any_started {
@@ -395,7 +453,7 @@ impl<'a> Engine<'a> {
             None => (r.power_limit_w, 1.0),
         };
         let (time_ratio, _) = self.truth.alone(&job.truth, limit_w);
-        let proportional = ((self.spec.cluster.cpus_per_node * job.gpus_per_node) as f64 / self.spec.cluster.gpus_per_node as f64).round() as u32;
+        let proportional = self.spec.cluster.job_cpus_per_gpu * job.gpus_per_node;
         let cpu = self.truth.cpu_factor(&job.truth, job.gpus_per_node * job.nodes, r.cpus_per_node, proportional.max(1));
         let rate = (share * cpu / time_ratio).max(1e-6);
         let finish_at = r.last_s.max(r.ready_s) + r.remaining_work_s / rate;
@@ -486,7 +544,7 @@ impl<'a> Engine<'a> {
                 let limit = la.max(lb);
                 let (ja, jb) = (&self.jobs[*a].truth, &self.jobs[*b].truth);
                 let p = (self.truth.alone(ja, limit).1, self.truth.alone(jb, limit).1);
-                (self.truth.shared_power_w(p, self.truth.pair(ja, jb)), true)
+                (self.truth.shared_power_w(p, self.truth.pair(ja, jb), limit), true)
             }
         };
         if was_busy {

@@ -3,7 +3,7 @@
 //!
 //! - **Shape**: a job of `g` GPUs on nodes of `G` GPUs asks for `ceil(g / G)` nodes with
 //!   `ceil(g / nodes)` GPUs each (`sbatch -N n --gres=gpu:k`); CPUs and memory default to the
-//!   GPU-proportional share of a node.
+//!   spec's per-GPU request.
 //! - **Time limit**: users over-estimate and pick round values (Tsafrir, Etsion and Feitelson,
 //!   "Modeling User Runtime Estimates", JSSPP 2005): limit = duration x a factor drawn
 //!   log-uniformly from the spec's range, rounded up to the next popular value. The planner sees
@@ -88,9 +88,8 @@ pub fn prepare(trace: &Trace, spec: &ClusterSpec, truth: &Truth, seed: u64) -> P
             continue;
         }
         let gpus_per_node = t.num_gpus.div_ceil(nodes);
-        let share = gpus_per_node as f64 / per_node as f64;
-        let cpus_per_node = t.num_cpus.map_or_else(|| ((spec.cluster.cpus_per_node as f64 * share).round() as u32).max(1), |c| c.div_ceil(nodes).max(1));
-        let mem_gb = t.mem_gb.map_or(spec.cluster.mem_gb_per_node * share, |m| m / nodes as f64);
+        let cpus_per_node = t.num_cpus.map_or(spec.cluster.job_cpus_per_gpu * gpus_per_node, |c| c.div_ceil(nodes).clamp(1, spec.cluster.cpus_per_node));
+        let mem_gb = t.mem_gb.map_or(spec.cluster.job_mem_gb_per_gpu * gpus_per_node as f64, |m| (m / nodes as f64).min(spec.cluster.mem_gb_per_node));
         let truth_of = truth.assign(t.job_type.as_deref(), &mut truth_rng);
         let factor = (lo + (hi - lo) * limit_rng.unit()).exp();
         let limit = time_limit_s(t.duration_s, factor, &spec.time_limits.round_up_to_s);
@@ -106,10 +105,7 @@ pub fn prepare(trace: &Trace, spec: &ClusterSpec, truth: &Truth, seed: u64) -> P
         };
         let flexible = policy != EnergyPolicy::Performance;
         let share_allowed = flexible && u_share < mix.share_allowed;
-        let mut max_slowdown = defaults.slowdown_for(policy);
-        if share_allowed {
-            max_slowdown = max_slowdown.max(mix.share_max_slowdown);
-        }
+        let max_slowdown = defaults.slowdown_for(policy);
         let user_hints = Hints {
             policy,
             max_slowdown,

@@ -24,8 +24,11 @@ pub struct Accumulators {
     power_bins_j: Vec<f64>,
     jct_s: Vec<f64>,
     wait_s: Vec<f64>,
+    per_job: Vec<JobRecord>,
     pub finished: u64,
     pub shared_starts: u64,
+    pub requeues: u64,
+    pub reclocks: u64,
     pub cycles: u64,
     pub cycle_time_s: f64,
     clock_sum_mhz: f64,
@@ -53,6 +56,10 @@ pub struct Metrics {
     /// Mean of (runtime / runtime alone at default clock).
     pub mean_slowdown: f64,
     pub shared_starts: u64,
+    /// Shared runs separated by the early-stage check (the newcomer requeued).
+    pub sharing_requeues: u64,
+    /// Running jobs raised back to the default clock when the queue built up.
+    pub reclocks: u64,
     pub mean_clock_mhz: f64,
     pub node_resumes: u64,
     /// Jobs that ran past their (possibly extended) time limit: Slurm would have killed them.
@@ -62,8 +69,22 @@ pub struct Metrics {
     pub wall_s: f64,
 }
 
+/// One finished job, for `--jobs-csv`.
+#[derive(Debug, Clone, Copy)]
+pub struct JobRecord {
+    pub job: u32,
+    pub gpus: u32,
+    pub submit_s: f64,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub duration_alone_s: f64,
+    pub time_limit_s: f64,
+}
+
 #[derive(Debug, Clone)]
 pub struct RunResult {
+    /// Finished jobs in completion order.
+    pub jobs: Vec<JobRecord>,
     pub name: String,
     pub metrics: Metrics,
     /// (days since start, cluster power in kW averaged over the hour).
@@ -96,8 +117,11 @@ impl Accumulators {
             power_bins_j: Vec::new(),
             jct_s: Vec::new(),
             wait_s: Vec::new(),
+            per_job: Vec::new(),
             finished: 0,
             shared_starts: 0,
+            requeues: 0,
+            reclocks: 0,
             cycles: 0,
             cycle_time_s: 0.0,
             clock_sum_mhz: 0.0,
@@ -143,6 +167,15 @@ impl Accumulators {
             self.over_limit += 1;
         }
         self.last_end_s = self.last_end_s.max(end_s);
+        self.per_job.push(JobRecord {
+            job: job.id.0,
+            gpus: job.total_gpus(),
+            submit_s: job.submit_s,
+            start_s: ready_s,
+            end_s,
+            duration_alone_s: job.duration_s,
+            time_limit_s,
+        });
     }
 
     pub fn finish(mut self, name: &str, total_gpus: u32, wall_s: f64, carbon_used: bool) -> RunResult {
@@ -164,6 +197,8 @@ impl Accumulators {
             gpu_utilization: if total_gpus > 0 && makespan > 0.0 { self.busy_gpu_s / (total_gpus as f64 * makespan) } else { 0.0 },
             mean_slowdown: self.slowdown_sum / n,
             shared_starts: self.shared_starts,
+            sharing_requeues: self.requeues,
+            reclocks: self.reclocks,
             mean_clock_mhz: if self.starts > 0 { self.clock_sum_mhz / self.starts as f64 } else { 0.0 },
             node_resumes: self.wakes,
             over_time_limit: self.over_limit,
@@ -172,7 +207,7 @@ impl Accumulators {
             wall_s,
         };
         let power_kw = self.power_bins_j.iter().enumerate().map(|(i, j)| ((i as f64 + 0.5) * BIN_S / 86_400.0, j / BIN_S / 1000.0)).collect();
-        RunResult { name: name.to_string(), metrics, power_kw, jct_sorted_s: self.jct_s }
+        RunResult { jobs: self.per_job, name: name.to_string(), metrics, power_kw, jct_sorted_s: self.jct_s }
     }
 }
 

@@ -106,7 +106,7 @@ impl Setup {
             Policy::Eaco => (
                 PlannerConfig { sharing: true, ..energy_aware },
                 true,
-                hints(EnergyPolicy::Balanced, spec.hints.share_max_slowdown, true, 0.0),
+                hints(EnergyPolicy::Balanced, 1.0, true, 0.0),
                 false,
             ),
             Policy::Powerflow => (

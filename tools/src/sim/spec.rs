@@ -20,11 +20,24 @@ pub struct ClusterSection {
     pub gpu_type: String,
     pub cpus_per_node: u32,
     pub mem_gb_per_node: f64,
+    /// What a job asks for per GPU when the trace does not say (`--cpus-per-gpu`,
+    /// `--mem-per-gpu`); also the share Synergy's measurements are normalised to.
+    pub job_cpus_per_gpu: u32,
+    pub job_mem_gb_per_gpu: f64,
 }
 
 impl Default for ClusterSection {
     fn default() -> Self {
-        ClusterSection { name: "philly-v100".into(), nodes: 64, gpus_per_node: 8, gpu_type: "v100".into(), cpus_per_node: 24, mem_gb_per_node: 500.0 }
+        ClusterSection {
+            name: "philly-v100".into(),
+            nodes: 64,
+            gpus_per_node: 8,
+            gpu_type: "v100".into(),
+            cpus_per_node: 40,
+            mem_gb_per_node: 512.0,
+            job_cpus_per_gpu: 3,
+            job_mem_gb_per_gpu: 62.5,
+        }
     }
 }
 
@@ -88,10 +101,9 @@ impl Default for TimeLimitSection {
 pub struct HintMix {
     pub performance: f64,
     pub efficiency: f64,
-    /// Fraction of non-performance jobs that allow GPU sharing.
+    /// Fraction of non-performance jobs that allow GPU sharing (accepting the planner's
+    /// `sharing_max_slowdown`).
     pub share_allowed: f64,
-    /// Slowdown bound of jobs that allow sharing (they accept time slicing).
-    pub share_max_slowdown: f64,
     /// Fraction of non-performance jobs that allow a deferred start, and by how much.
     pub deferrable: f64,
     pub defer_s: f64,
@@ -104,7 +116,7 @@ pub struct HintMix {
 
 impl Default for HintMix {
     fn default() -> Self {
-        HintMix { performance: 0.1, efficiency: 0.3, share_allowed: 0.5, share_max_slowdown: 1.6, deferrable: 0.1, defer_s: 4.0 * 3600.0, tagged: 0.8, cpu_flexible: 0.8 }
+        HintMix { performance: 0.1, efficiency: 0.3, share_allowed: 0.5, deferrable: 0.1, defer_s: 4.0 * 3600.0, tagged: 0.8, cpu_flexible: 0.8 }
     }
 }
 
@@ -176,6 +188,12 @@ impl ClusterSpec {
         }
         if c.cpus_per_node == 0 || c.mem_gb_per_node <= 0.0 {
             return Err("cluster.cpus_per_node and cluster.mem_gb_per_node must be positive".into());
+        }
+        if c.job_cpus_per_gpu == 0 || c.job_cpus_per_gpu * c.gpus_per_node > c.cpus_per_node {
+            return Err("cluster.job_cpus_per_gpu must be >= 1 and fit gpus_per_node times into cpus_per_node".into());
+        }
+        if !(c.job_mem_gb_per_gpu > 0.0 && c.job_mem_gb_per_gpu * c.gpus_per_node as f64 <= c.mem_gb_per_node) {
+            return Err("cluster.job_mem_gb_per_gpu must be > 0 and fit gpus_per_node times into mem_gb_per_node".into());
         }
         let g = &self.gpu;
         if !(g.min_clock_mhz <= g.default_clock_mhz && g.default_clock_mhz <= g.max_clock_mhz) {

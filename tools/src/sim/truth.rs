@@ -112,10 +112,11 @@ impl Truth {
         }
     }
 
-    /// Power of a GPU shared by tenants with alone powers `p` and pair throughputs `n`.
-    pub fn shared_power_w(&self, p: (f64, f64), n: (f64, f64)) -> f64 {
+    /// Power of a GPU shared by tenants with alone powers `p` and pair throughputs `n`, held
+    /// under the GPU's power limit `limit_w` as the board's power controller does.
+    pub fn shared_power_w(&self, p: (f64, f64), n: (f64, f64), limit_w: f64) -> f64 {
         let idle = self.idle_gpu_w;
-        idle + n.0 * (p.0 - idle).max(0.0) + n.1 * (p.1 - idle).max(0.0)
+        (idle + n.0 * (p.0 - idle).max(0.0) + n.1 * (p.1 - idle).max(0.0)).min(limit_w.max(idle))
     }
 
     /// Throughput with `cpus` CPUs relative to the proportional share `proportional_cpus`.
