@@ -89,7 +89,8 @@ impl HintDefaults {
 pub struct PlannerConfig {
     /// How many blocked high-priority jobs get a reservation (1 = EASY backfill).
     pub reservation_depth: usize,
-    /// Stop a cycle after testing this many pending jobs (deterministic bound).
+    /// Stop a cycle after testing this many pending jobs (deterministic bound; 500 like Slurm's
+    /// `bf_max_job_test` default).
     pub max_jobs_tested: usize,
     /// Stop a cycle after this much wall time (0 = off; the simulator keeps it off so that runs
     /// are reproducible, the plugin keeps it on so a cycle can never hang slurmctld).
@@ -101,6 +102,9 @@ pub struct PlannerConfig {
     pub clock_scaling: bool,
     /// Let jobs that allow it time-share a GPU (EaCO).
     pub sharing: bool,
+    /// Consider sharing for every job that allows it even when a whole GPU is free (otherwise
+    /// only `efficiency` jobs do, and the others share only instead of waiting).
+    pub prefer_sharing: bool,
     /// Never share when the predicted slowdown of either job exceeds this.
     pub sharing_max_slowdown: f64,
     /// While the cluster is congested (see `congestion_load`), spend only part of each job's
@@ -141,7 +145,7 @@ impl Default for PlannerConfig {
     fn default() -> Self {
         PlannerConfig {
             reservation_depth: 4,
-            max_jobs_tested: 5_000,
+            max_jobs_tested: 500,
             max_cycle_ms: 0,
             max_nodes_scored: 32,
             clock_scaling: true,
@@ -150,6 +154,7 @@ impl Default for PlannerConfig {
             congested_slowdown_share: 0.25,
             boost_when_congested: true,
             sharing: true,
+            prefer_sharing: false,
             sharing_max_slowdown: 1.6,
             carbon_deferral: true,
             deferral_min_gain: 0.15,

@@ -40,6 +40,10 @@ pub fn plan_snapshot(s: &Snapshot, cfg: &PlannerConfig, pred: &Predictor) -> Pla
     plan(&mut view, s.now_s, &s.pending, cfg, pred)
 }
 
+/// A request's shape: (nodes, GPUs per node, CPUs per node, memory per node). The few shapes
+/// of a queue are kept in small vectors: a linear scan beats hashing here.
+type Shape = (u32, u32, u32, u64);
+
 /// (clock step, clock MHz, power limit W, predicted slowdown, predicted power W per GPU).
 type ClockChoice = (usize, u32, f64, f64, f64);
 
@@ -62,7 +66,8 @@ struct Cycle<'a> {
     cfg: &'a PlannerConfig,
     pred: &'a Predictor,
     now_s: f64,
-    relative_carbon: Option<f64>,
+    /// Carbon intensity now relative to the day's forecast, computed on first use.
+    relative_carbon: std::cell::OnceCell<Option<f64>>,
     gpu_power_now_w: f64,
     decisions: Vec<Decision>,
     stats: CycleStats,
@@ -72,9 +77,13 @@ struct Cycle<'a> {
     /// Request shapes that found no exclusive placement this cycle, with the earliest end that
     /// failed: resources only shrink and claims only grow during a cycle, so a later job of the
     /// same shape that would end no earlier fails too. Keeps cycles over long queues cheap.
-    failed_shapes: HashMap<(u32, u32, u32, u64), f64>,
+    failed_shapes: Vec<(Shape, f64)>,
     /// The same for time-sharing: (family, slowdown bound, CPUs, memory) that found no GPU.
-    failed_shares: HashMap<(Option<String>, u64, u32, u64), f64>,
+    failed_shares: Vec<(Option<&'a str>, Shape)>,
+    /// `view.max_free_gpus()` and whether any GPU can take a second tenant, refreshed after
+    /// each placement: the per-job test of a long queue must cost next to nothing.
+    max_free_gpus: u32,
+    any_shareable: bool,
     /// Cleanest forecast moment per deferral deadline (rounded to the carbon step).
     cleanest: HashMap<i64, (f64, f64)>,
     /// More GPUs are wanted by the queue than are free: jobs will wait, so slowing jobs down
@@ -87,24 +96,21 @@ struct Cycle<'a> {
 pub fn plan(view: &mut ClusterView, now_s: f64, pending: &[PendingJob], cfg: &PlannerConfig, pred: &Predictor) -> PlanOutcome {
     let started = Instant::now();
     view.clear_claims();
-    let relative_carbon = if cfg.carbon_aware_clocks || cfg.scorers.carbon > 0.0 {
-        pred.carbon.as_ref().map(|c| c.relative_intensity(now_s))
-    } else {
-        None
-    };
     let mut cycle = Cycle {
         cfg,
         pred,
         now_s,
-        relative_carbon,
+        relative_carbon: std::cell::OnceCell::new(),
         gpu_power_now_w: if cfg.power_cap_w > 0.0 { predicted_gpu_power_w(view) } else { 0.0 },
         decisions: Vec::new(),
         stats: CycleStats::default(),
         unreserved: Vec::new(),
         reservations_left: cfg.reservation_depth,
-        failed_shapes: HashMap::new(),
-        failed_shares: HashMap::new(),
+        failed_shapes: Vec::new(),
+        failed_shares: Vec::new(),
         cleanest: HashMap::new(),
+        max_free_gpus: view.max_free_gpus(),
+        any_shareable: view.shareable_nodes().next().is_some(),
         congested: cfg.congestion_aware_clocks && {
             let (mut total, mut busy) = (0i64, 0i64);
             for n in view.nodes.iter().filter(|n| n.node.available) {
@@ -117,6 +123,14 @@ pub fn plan(view: &mut ClusterView, now_s: f64, pending: &[PendingJob], cfg: &Pl
     };
     if cycle.congested && cfg.boost_when_congested {
         cycle.boost_running(view);
+    }
+    // A full cluster with nothing to share and no job that needs no GPU: nothing can start,
+    // and reservations only matter to jobs that could start. Deferral waits for the next cycle.
+    let nothing_fits = view.max_free_gpus() == 0
+        && (!cfg.sharing || view.shareable_nodes().next().is_none())
+        && !pending.iter().any(|p| p.request.gpus_per_node == 0);
+    if nothing_fits && !cfg.report_reservations {
+        return PlanOutcome { decisions: cycle.decisions, end: CycleEnd::Complete, stats: cycle.stats };
     }
     let mut end = CycleEnd::Complete;
     for job in pending {
@@ -179,6 +193,16 @@ fn predicted_gpu_power_w(view: &ClusterView) -> f64 {
 }
 
 impl<'a> Cycle<'a> {
+    fn relative_carbon(&self) -> Option<f64> {
+        *self.relative_carbon.get_or_init(|| {
+            if self.cfg.carbon_aware_clocks || self.cfg.scorers.carbon > 0.0 {
+                self.pred.carbon.as_ref().map(|c| c.relative_intensity(self.now_s))
+            } else {
+                None
+            }
+        })
+    }
+
     fn family(job: &PendingJob) -> Option<String> {
         Predictor::family(job.hints.tag.as_deref())
     }
@@ -321,7 +345,7 @@ impl<'a> Cycle<'a> {
             bound = 1.0 + (bound - 1.0) * self.cfg.congested_slowdown_share;
         }
         if self.cfg.carbon_aware_clocks {
-            if let Some(rel) = self.relative_carbon {
+            if let Some(rel) = self.relative_carbon() {
                 // A clean grid: spend less of the slowdown budget (GreenFlow: work when clean).
                 if rel < 1.0 {
                     bound = 1.0 + (bound - 1.0) * rel.max(0.0);
@@ -354,8 +378,8 @@ impl<'a> Cycle<'a> {
             && job.hints.policy != EnergyPolicy::Performance
             && k == 1
             && g == 1;
-        let exclusive_possible = view.max_free_gpus() >= g;
-        if !exclusive_possible && !(can_share && view.shareable_nodes().next().is_some()) {
+        let exclusive_possible = self.max_free_gpus >= g;
+        if !exclusive_possible && !(can_share && self.any_shareable) {
             return false;
         }
         // Later jobs must see the claims of every blocked job before them.
@@ -364,10 +388,14 @@ impl<'a> Cycle<'a> {
         }
         let need = Self::need(job);
         let end_s = self.now_s + self.extended_limit_s(job);
-        let expected_runtime_s = job.time_limit_s * self.pred.runtime.expected_fraction(job.user);
+        let shape: Shape = (job.request.nodes, g, job.request.cpus_per_node, job.request.mem_mb_per_node);
+        let known_failure = self.failed_shapes.iter().any(|(s, failed_end)| *s == shape && end_s >= *failed_end);
+        let share_known_failure = self.failed_shares.iter().any(|(t, s)| *s == shape && *t == job.hints.tag.as_deref());
+        if (!exclusive_possible || known_failure) && (!can_share || share_known_failure) {
+            return false;
+        }
         let family = Self::family(job);
-        let shape = (job.request.nodes, g, job.request.cpus_per_node, job.request.mem_mb_per_node);
-        let known_failure = self.failed_shapes.get(&shape).is_some_and(|failed_end| end_s >= *failed_end);
+        let expected_runtime_s = job.time_limit_s * self.pred.runtime.expected_fraction(job.user);
         let mut candidates: Vec<Candidate> = Vec::new();
         if exclusive_possible && !known_failure {
             let nodes = self.exclusive_nodes(view, &need, end_s, k);
@@ -386,18 +414,20 @@ impl<'a> Cycle<'a> {
                     }
                 }
             } else {
-                let e = self.failed_shapes.entry(shape).or_insert(end_s);
-                *e = e.min(end_s);
+                match self.failed_shapes.iter_mut().find(|(s, _)| *s == shape) {
+                    Some((_, failed_end)) => *failed_end = failed_end.min(end_s),
+                    None => self.failed_shapes.push((shape, end_s)),
+                }
             }
         }
-        let prefer_sharing = job.hints.policy == EnergyPolicy::Efficiency;
+        let prefer_sharing = job.hints.policy == EnergyPolicy::Efficiency || self.cfg.prefer_sharing;
         if can_share && (candidates.len() < k || prefer_sharing) {
-            let share_key = (family.clone(), job.hints.max_slowdown.to_bits(), job.request.cpus_per_node, job.request.mem_mb_per_node);
-            if !self.failed_shares.get(&share_key).is_some_and(|failed_end| end_s >= *failed_end) {
+            // Sharing skips nodes with claims, so whether a GPU can be shared does not depend
+            // on the job's end: one failure per (tag, shape) holds for the rest of the cycle.
+            if !share_known_failure {
                 let shared = self.shared_candidates(view, job, family.as_deref(), &need, end_s, expected_runtime_s);
                 if shared.is_empty() {
-                    let e = self.failed_shares.entry(share_key).or_insert(end_s);
-                    *e = e.min(end_s);
+                    self.failed_shares.push((job.hints.tag.as_deref(), shape));
                 }
                 candidates.extend(shared);
             }
@@ -432,6 +462,8 @@ impl<'a> Cycle<'a> {
             return false;
         }
         self.commit(view, job, chosen);
+        self.max_free_gpus = view.max_free_gpus();
+        self.any_shareable = view.shareable_nodes().next().is_some();
         true
     }
 
@@ -499,7 +531,7 @@ impl<'a> Cycle<'a> {
                 energy: ranking::energy_cost(gpu_energy + wake, reference),
                 interference: 0.0,
                 fragmentation: ranking::fragmentation_cost(nv.node.gpus, free_after, aligned),
-                carbon: ranking::carbon_cost(self.relative_carbon),
+                carbon: ranking::carbon_cost(self.relative_carbon()),
                 node_order: ranking::node_order_cost(n, view.nodes.len()),
                 total: 0.0,
             },
@@ -542,11 +574,10 @@ impl<'a> Cycle<'a> {
     /// first, on nodes without reservation claims, when both predicted slowdowns are acceptable.
     fn shared_candidates(&mut self, view: &ClusterView, job: &PendingJob, family: Option<&str>, need: &Amount, end_s: f64, runtime_s: f64) -> Vec<Candidate> {
         let share_need = Amount { gpus: 0, ..*need };
-        let mut seen_families: Vec<Option<String>> = Vec::new();
+        let mut seen_families: Vec<Option<&str>> = Vec::new();
         let mut out = Vec::new();
         let mut looked = 0;
-        let shareable: Vec<u32> = view.shareable_nodes().collect();
-        for n in shareable {
+        for n in view.shareable_nodes() {
             if looked >= self.cfg.max_nodes_scored {
                 break;
             }
@@ -559,11 +590,11 @@ impl<'a> Cycle<'a> {
             let Some(gt) = view.gpu_types.get(nv.node.gpu_type) else { continue };
             for (gi, tenants) in nv.gpus.iter().enumerate() {
                 let [tenant] = tenants.as_slice() else { continue };
-                if !tenant.share_allowed || seen_families.contains(&tenant.family) {
+                if !tenant.share_allowed || seen_families.contains(&tenant.family.as_deref()) {
                     continue;
                 }
                 // One look per partner family (the lowest node first), accepted or not.
-                seen_families.push(tenant.family.clone());
+                seen_families.push(tenant.family.as_deref());
                 let p = self.pred.interference.predict_canonical(family, tenant.family.as_deref());
                 // Allowing sharing accepts the site's interference bound; the job's own
                 // `max_slowdown` bounds what its clock may add on top.
@@ -587,7 +618,7 @@ impl<'a> Cycle<'a> {
                         energy: ranking::energy_cost(energy_j, reference),
                         interference: ranking::interference_cost(p.slowdown_a, p.slowdown_b, self.cfg.sharing_max_slowdown),
                         fragmentation: ranking::fragmentation_cost(nv.node.gpus, nv.free.gpus.max(0) as u32, true),
-                        carbon: ranking::carbon_cost(self.relative_carbon),
+                        carbon: ranking::carbon_cost(self.relative_carbon()),
                         node_order: ranking::node_order_cost(n as usize, view.nodes.len()),
                         total: 0.0,
                     },

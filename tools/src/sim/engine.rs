@@ -474,7 +474,6 @@ impl<'a> Engine<'a> {
         let runtime = end_s - r.ready_s;
         self.pred.runtime.observe(job.user, runtime, job.time_limit_s);
         self.acc.record_finish(job, r.start_s, r.ready_s, end_s, r.time_limit_s);
-        if std::env::var_os("SIM_DEBUG").is_some() && (end_s - job.submit_s) > 3.0 * job.duration_s + 86400.0 { eprintln!("DBG {} job {} gpus {}x{} submit {:.0} start {:.0} ready {:.0} end {:.0} dur {:.0} limit {:.0} cpus {} rate {:.3} partner {:?}", self.setup.name, job.id, job.nodes, job.gpus_per_node, job.submit_s, r.start_s, r.ready_s, end_s, job.duration_s, r.time_limit_s, r.cpus_per_node, r.rate, r.partner); }
         for a in &r.allocations {
             let node = a.node.0 as usize;
             for &g in &a.gpu_indices {
