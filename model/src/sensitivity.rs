@@ -15,24 +15,21 @@ const LOOKUP_MEM_GB: f64 = 1.0e6;
 #[derive(Debug, Clone, PartialEq)]
 pub struct SensitivityModel {
     table: SynergyTable,
+    /// (model, GPU count) rows of the table, listed once.
+    rows: Vec<(String, u32)>,
 }
 
 impl SensitivityModel {
     pub fn new(table: SynergyTable) -> SensitivityModel {
-        SensitivityModel { table }
+        let rows = table.models();
+        SensitivityModel { table, rows }
     }
 
     /// Table row (model, gpus) for a family and GPU count, and the factor that turns the job's
     /// CPU count into the table's CPU level.
     fn row(&self, family: &str, gpus: u32) -> Option<(&'static str, u32, f64)> {
         let model = synergy_model(family)?;
-        let key = self
-            .table
-            .models()
-            .into_iter()
-            .filter(|(m, g)| m == model && *g <= gpus.max(1))
-            .map(|(_, g)| g)
-            .max()?;
+        let key = self.rows.iter().filter(|(m, g)| m == model && *g <= gpus.max(1)).map(|(_, g)| *g).max()?;
         Some((model, key, key as f64 / gpus.max(1) as f64))
     }
 

@@ -91,11 +91,12 @@ impl NodeView {
         if self.claims.is_empty() {
             return if self.releases.iter().any(|r| r.at_s <= from_s) { self.free_at(from_s) } else { self.free };
         }
-        let mut points: Vec<f64> = vec![from_s];
-        points.extend(self.claims.iter().filter(|c| c.start_s > from_s && c.start_s < to_s).map(|c| c.start_s));
+        // Free only drops when a claim starts: check the start and every claim start inside.
         let mut lowest = self.free_at(from_s);
-        for t in points {
-            lowest = lowest.min(&self.free_at(t));
+        for c in &self.claims {
+            if c.start_s > from_s && c.start_s < to_s {
+                lowest = lowest.min(&self.free_at(c.start_s));
+            }
         }
         lowest
     }
@@ -118,12 +119,19 @@ impl NodeView {
 
     /// Earliest `t >= not_before_s` at which `need` is free for all of `[t, t + duration_s)`.
     pub fn earliest_fit(&self, need: &Amount, not_before_s: f64, duration_s: f64) -> Option<f64> {
-        let mut candidates: Vec<f64> = vec![not_before_s];
-        candidates.extend(self.releases.iter().map(|r| r.at_s).filter(|t| *t > not_before_s));
-        candidates.extend(self.claims.iter().map(|c| c.end_s).filter(|t| *t > not_before_s));
-        candidates.sort_by(f64::total_cmp);
-        candidates.dedup();
-        candidates.into_iter().find(|t| self.min_free_over(*t, t + duration_s).covers(need))
+        // Free only rises when a release happens or a claim ends: the earliest fit is the
+        // smallest of those moments (or `not_before_s`) at which the whole window fits.
+        let fits = |t: f64| self.min_free_over(t, t + duration_s).covers(need);
+        if fits(not_before_s) {
+            return Some(not_before_s);
+        }
+        self.releases
+            .iter()
+            .map(|r| r.at_s)
+            .chain(self.claims.iter().map(|c| c.end_s))
+            .filter(|t| *t > not_before_s)
+            .filter(|t| fits(*t))
+            .min_by(f64::total_cmp)
     }
 }
 

@@ -87,6 +87,11 @@ impl Workload {
     pub fn run_all(&self, setups: &[Setup], threads: usize, show_progress: bool) -> Vec<RunResult> {
         let multi = MultiProgress::with_draw_target(if show_progress { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() });
         let style = ProgressStyle::with_template("{prefix:>18} [{bar:40}] {pos}/{len} jobs {elapsed}").unwrap_or_else(|_| ProgressStyle::default_bar());
+        // Longest runs first, so that the threads finish together: policies that share GPUs or
+        // choose CPUs cost the most per cycle.
+        let cost = |s: &Setup| (s.planner.sharing as u8) * 2 + (s.planner.cpu_by_sensitivity as u8) + (s.planner.clock_scaling as u8);
+        let mut order: Vec<usize> = (0..setups.len()).collect();
+        order.sort_by_key(|i| std::cmp::Reverse(cost(&setups[*i])));
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<Option<RunResult>>> = Mutex::new(vec![None; setups.len()]);
         let total = self.prepared.jobs.len() as u64;
@@ -94,7 +99,7 @@ impl Workload {
             for _ in 0..threads.max(1) {
                 scope.spawn(|| {
                     loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else { break };
                         let Some(setup) = setups.get(i) else { break };
                         let bar = multi.add(ProgressBar::new(total));
                         bar.set_style(style.clone());
