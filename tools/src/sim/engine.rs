@@ -271,30 +271,9 @@ impl<'a> Engine<'a> {
     /// far is lost, its place in the queue is not.
     fn requeue(&mut self, i: usize) {
         let Some(r) = self.running[i].take() else { return };
-        self.view.remove_job(self.jobs[i].id);
         self.started[i] = false;
         self.acc.requeues += 1;
-        for a in &r.allocations {
-            let node = a.node.0 as usize;
-            for &g in &a.gpu_indices {
-                self.tenants[node][g as usize].retain(|t| *t != i);
-                self.refresh_gpu(node, g as usize);
-            }
-        }
-        if let Some(p) = r.partner {
-            if let Some(pr) = self.running[p].as_mut() {
-                pr.partner = None;
-            }
-            self.refresh_rate(p);
-            if let Some(pr) = self.running[p].as_ref() {
-                let allocs = pr.allocations.clone();
-                for a in &allocs {
-                    for &g in &a.gpu_indices {
-                        self.refresh_gpu(a.node.0 as usize, g as usize);
-                    }
-                }
-            }
-        }
+        self.vacate(i, &r);
         self.handle(EventKind::Arrival(i));
     }
 
@@ -353,12 +332,7 @@ impl<'a> Engine<'a> {
                     if let Some(p) = self.running[i].as_ref().and_then(|r| r.partner) {
                         self.refresh_rate(p);
                     }
-                    let allocs = self.running[i].as_ref().map(|r| r.allocations.clone()).unwrap_or_default();
-                    for a in &allocs {
-                        for &g in &a.gpu_indices {
-                            self.refresh_gpu(a.node.0 as usize, g as usize);
-                        }
-                    }
+                    self.refresh_job_gpus(i);
                     self.acc.reclocks += 1;
                 }
             }
@@ -469,11 +443,17 @@ impl<'a> Engine<'a> {
         self.settle(i);
         let Some(r) = self.running[i].take() else { return };
         let job = &self.jobs[i];
-        self.view.remove_job(job.id);
         let end_s = self.now_s;
         let runtime = end_s - r.ready_s;
         self.pred.runtime.observe(job.user, runtime, job.time_limit_s);
         self.acc.record_finish(job, r.start_s, r.ready_s, end_s, r.time_limit_s);
+        self.vacate(i, &r);
+    }
+
+    /// Take job `i` (already out of `running`) off its GPUs: the view forgets it, its GPUs'
+    /// power changes, an emptied node starts its suspend timer, a co-tenant runs alone again.
+    fn vacate(&mut self, i: usize, r: &Running) {
+        self.view.remove_job(self.jobs[i].id);
         for a in &r.allocations {
             let node = a.node.0 as usize;
             for &g in &a.gpu_indices {
@@ -490,13 +470,15 @@ impl<'a> Engine<'a> {
                 pr.partner = None;
             }
             self.refresh_rate(p);
-            if let Some(pr) = self.running[p].as_ref() {
-                let allocs = pr.allocations.clone();
-                for a in &allocs {
-                    for &g in &a.gpu_indices {
-                        self.refresh_gpu(a.node.0 as usize, g as usize);
-                    }
-                }
+            self.refresh_job_gpus(p);
+        }
+    }
+
+    fn refresh_job_gpus(&mut self, i: usize) {
+        let allocs = self.running[i].as_ref().map(|r| r.allocations.clone()).unwrap_or_default();
+        for a in &allocs {
+            for &g in &a.gpu_indices {
+                self.refresh_gpu(a.node.0 as usize, g as usize);
             }
         }
     }
