@@ -88,7 +88,11 @@ struct Cycle<'a> {
     cleanest: HashMap<i64, (f64, f64)>,
     /// More GPUs are wanted by the queue than are free: jobs will wait, so slowing jobs down
     /// would lengthen every wait. Balanced jobs then run at the default clock.
-    congested: bool,
+    congested: std::cell::OnceCell<bool>,
+    /// GPUs of available nodes, and how many were busy when the cycle began.
+    gpus_total: i64,
+    gpus_busy_at_start: i64,
+    pending: &'a [PendingJob],
 }
 
 /// Plan one cycle on a view the caller keeps (the simulator). Started jobs are added to the
@@ -111,17 +115,12 @@ pub fn plan(view: &mut ClusterView, now_s: f64, pending: &[PendingJob], cfg: &Pl
         cleanest: HashMap::new(),
         max_free_gpus: view.max_free_gpus(),
         any_shareable: view.shareable_nodes().next().is_some(),
-        congested: cfg.congestion_aware_clocks && {
-            let (mut total, mut busy) = (0i64, 0i64);
-            for n in view.nodes.iter().filter(|n| n.node.available) {
-                total += n.node.gpus as i64;
-                busy += n.node.gpus as i64 - n.free.gpus.max(0);
-            }
-            let wanted: i64 = pending.iter().map(|p| p.request.total_gpus() as i64).sum();
-            (busy + wanted) as f64 > cfg.congestion_load * total as f64
-        },
+        congested: std::cell::OnceCell::new(),
+        gpus_total: view.nodes.iter().filter(|n| n.node.available).map(|n| n.node.gpus as i64).sum(),
+        gpus_busy_at_start: view.nodes.iter().filter(|n| n.node.available).map(|n| n.node.gpus as i64 - n.free.gpus.max(0)).sum(),
+        pending,
     };
-    if cycle.congested && cfg.boost_when_congested {
+    if cfg.boost_when_congested && cycle.congested() {
         cycle.boost_running(view);
     }
     // A full cluster with nothing to share and no job that needs no GPU: nothing can start,
@@ -193,6 +192,17 @@ fn predicted_gpu_power_w(view: &ClusterView) -> f64 {
 }
 
 impl<'a> Cycle<'a> {
+    /// Busy GPUs plus the GPUs the queue wants exceed `congestion_load` of all GPUs (at the
+    /// start of the cycle). Computed on first use: it reads the whole queue.
+    fn congested(&self) -> bool {
+        *self.congested.get_or_init(|| {
+            self.cfg.congestion_aware_clocks && {
+                let wanted: i64 = self.pending.iter().map(|p| p.request.total_gpus() as i64).sum();
+                (self.gpus_busy_at_start + wanted) as f64 > self.cfg.congestion_load * self.gpus_total as f64
+            }
+        })
+    }
+
     fn relative_carbon(&self) -> Option<f64> {
         *self.relative_carbon.get_or_init(|| {
             if self.cfg.carbon_aware_clocks || self.cfg.scorers.carbon > 0.0 {
@@ -339,7 +349,7 @@ impl<'a> Cycle<'a> {
             return default_choice;
         }
         let mut bound = job.hints.max_slowdown.max(1.0);
-        if self.congested {
+        if self.congested() {
             // Jobs are waiting: every slowdown lengthens their waits, so only part of the
             // slowdown budget may be spent.
             bound = 1.0 + (bound - 1.0) * self.cfg.congested_slowdown_share;
