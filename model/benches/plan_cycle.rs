@@ -30,7 +30,7 @@ fn hints(r: &mut Lcg) -> Hints {
     Hints {
         policy,
         max_slowdown: if policy == EnergyPolicy::Efficiency { 1.25 } else { 1.05 },
-        share_allowed: r.next() % 2 == 0,
+        share_allowed: r.next().is_multiple_of(2),
         defer_max_s: 0.0,
         tag: Some(r.pick(&FAMILIES).to_string()),
     }
@@ -56,7 +56,7 @@ fn snapshot() -> Snapshot {
             let gpus: Vec<u8> = (g..g + size).collect();
             running.push(RunningJob {
                 id: JobId(id),
-                user: (id % 50) as u32,
+                user: (id % 50),
                 start_time_s: 0.0,
                 end_time_s: 600.0 + (r.next() % 200_000) as f64,
                 allocations: vec![NodeAllocation { node: NodeIdx(n), gpu_indices: gpus.clone(), cpus: 3 * size as u32, mem_mb: 32 * 1024 * size as u64 }],
@@ -65,10 +65,10 @@ fn snapshot() -> Snapshot {
                 shared,
             });
             id += 1;
-            if shared && r.next() % 3 == 0 {
+            if shared && r.next().is_multiple_of(3) {
                 running.push(RunningJob {
                     id: JobId(id),
-                    user: (id % 50) as u32,
+                    user: (id % 50),
                     start_time_s: 0.0,
                     end_time_s: 600.0 + (r.next() % 200_000) as f64,
                     allocations: vec![NodeAllocation { node: NodeIdx(n), gpu_indices: gpus, cpus: 3, mem_mb: 32 * 1024 }],
@@ -84,7 +84,7 @@ fn snapshot() -> Snapshot {
     let pending = (0..10_000u32)
         .map(|i| {
             let gpus = r.pick(&[1u32, 1, 1, 1, 2, 4, 8]);
-            let nodes = if gpus == 8 && r.next() % 4 == 0 { 2 } else { 1 };
+            let nodes = if gpus == 8 && r.next().is_multiple_of(4) { 2 } else { 1 };
             PendingJob {
                 id: JobId(i + 1),
                 user: i % 50,

@@ -137,7 +137,7 @@ pub fn plan(view: &mut ClusterView, now_s: f64, pending: &[PendingJob], cfg: &Pl
             end = CycleEnd::JobLimit;
             break;
         }
-        if cfg.max_cycle_ms > 0 && cycle.stats.jobs_tested % 32 == 0 && started.elapsed().as_millis() as u64 >= cfg.max_cycle_ms {
+        if cfg.max_cycle_ms > 0 && cycle.stats.jobs_tested.is_multiple_of(32) && started.elapsed().as_millis() as u64 >= cfg.max_cycle_ms {
             end = CycleEnd::TimeLimit;
             break;
         }
@@ -354,14 +354,13 @@ impl<'a> Cycle<'a> {
             // slowdown budget may be spent.
             bound = 1.0 + (bound - 1.0) * self.cfg.congested_slowdown_share;
         }
-        if self.cfg.carbon_aware_clocks {
-            if let Some(rel) = self.relative_carbon() {
+        if self.cfg.carbon_aware_clocks
+            && let Some(rel) = self.relative_carbon() {
                 // A clean grid: spend less of the slowdown budget (GreenFlow: work when clean).
                 if rel < 1.0 {
                     bound = 1.0 + (bound - 1.0) * rel.max(0.0);
                 }
             }
-        }
         let mut best = default_choice;
         let mut best_energy = default.time_ratio * default.power_w;
         for (step, s) in curves.ladder.iter().enumerate() {
@@ -389,7 +388,7 @@ impl<'a> Cycle<'a> {
             && k == 1
             && g == 1;
         let exclusive_possible = self.max_free_gpus >= g;
-        if !exclusive_possible && !(can_share && self.any_shareable) {
+        if !(exclusive_possible || can_share && self.any_shareable) {
             return false;
         }
         // Later jobs must see the claims of every blocked job before them.
@@ -571,7 +570,7 @@ impl<'a> Cycle<'a> {
         let (Some((lo, hi)), true, Some(model)) = (job.cpus_range, self.cfg.cpu_by_sensitivity, self.pred.sensitivity.as_ref()) else {
             return request;
         };
-        let per_gpu = if nv.node.gpus > 0 { nv.node.cpus / nv.node.gpus } else { 0 };
+        let per_gpu = nv.node.cpus.checked_div(nv.node.gpus).unwrap_or(0);
         let free_gpus_after = (nv.free.gpus.max(0) as u32).saturating_sub(gpus_taken);
         let spare = (nv.free.cpus.max(0) as u32).saturating_sub(request).saturating_sub(free_gpus_after * per_gpu);
         let hi = hi.min(request + spare).max(request);

@@ -98,7 +98,7 @@ pub fn choose_gpus(nv: &NodeView, count: u32, buddy: bool) -> Option<(Vec<u8>, b
         }
     }
     let picked: Vec<u8> = free.into_iter().take(count as usize).collect();
-    let aligned = count.is_power_of_two() && picked.first().is_some_and(|f| (*f as usize) % block == 0) && {
+    let aligned = count.is_power_of_two() && picked.first().is_some_and(|f| (*f as usize).is_multiple_of(block)) && {
         let first = picked[0] as usize;
         picked.iter().enumerate().all(|(k, g)| *g as usize == first + k)
     };

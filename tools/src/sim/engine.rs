@@ -409,12 +409,11 @@ impl<'a> Engine<'a> {
     /// Bring a running job's remaining work up to now.
     fn settle(&mut self, i: usize) {
         let now = self.now_s;
-        if let Some(r) = self.running[i].as_mut() {
-            if now > r.last_s {
+        if let Some(r) = self.running[i].as_mut()
+            && now > r.last_s {
                 r.remaining_work_s = (r.remaining_work_s - r.rate * (now - r.last_s)).max(0.0);
                 r.last_s = now;
             }
-        }
     }
 
     /// The measured speed of a job now (work seconds per second), and a new finish event.

@@ -98,8 +98,7 @@ impl Workload {
         std::thread::scope(|scope| {
             for _ in 0..threads.max(1) {
                 scope.spawn(|| {
-                    loop {
-                        let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else { break };
+                    while let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
                         let Some(setup) = setups.get(i) else { break };
                         let bar = multi.add(ProgressBar::new(total));
                         bar.set_style(style.clone());
