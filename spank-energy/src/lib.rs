@@ -1,0 +1,197 @@
+//! `spank_energy.so`: a SPANK plugin that gives `sbatch`, `srun` and `salloc` the energy hint
+//! options `--energy-policy`, `--energy-max-slowdown`, `--energy-share`, `--energy-defer` and
+//! `--energy-tag`. Bad values are rejected at submission with a message that says what is
+//! allowed; valid values are forwarded by Slurm itself into the job's SPANK environment as
+//! `_SLURM_SPANK_OPTION_energy_energy_<opt>=<value>` (plugin name `energy`, option name
+//! `energy-<opt>`, `-` turned into `_`), where sched/energy reads them.
+//!
+//! The plugin has no link-time dependency on libslurm: the few SPANK/log functions it calls are
+//! looked up with `dlsym(RTLD_DEFAULT)` in the loading process (sbatch, srun, salloc, slurmd,
+//! slurmstepd), so Rust's BIND_NOW linking cannot make `dlopen` fail. No panic crosses an
+//! `extern "C"` boundary.
+
+#![allow(non_upper_case_globals)]
+
+pub mod parse;
+
+use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+
+use parse::{Bounds, Opt};
+
+// ---- symbols the SPANK loader looks for ---------------------------------------------------------
+
+/// Plugin name: the `<plugin>` part of `_SLURM_SPANK_OPTION_<plugin>_<option>`.
+#[unsafe(no_mangle)]
+pub static plugin_name: [u8; 7] = *b"energy\0";
+
+#[unsafe(no_mangle)]
+pub static plugin_type: [u8; 6] = *b"spank\0";
+
+/// `SLURM_VERSION_NUMBER` of the headers this was built against; SPANK compares major.minor.
+#[unsafe(no_mangle)]
+pub static plugin_version: c_uint = SLURM_VERSION_NUMBER;
+
+#[unsafe(no_mangle)]
+pub static spank_plugin_version: c_uint = 1;
+
+const SLURM_VERSION_NUMBER: c_uint = parse_u32(env!("SPANK_ENERGY_SLURM_VERSION_NUMBER"));
+
+const fn parse_u32(s: &str) -> u32 {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut n: u32 = 0;
+    while i < b.len() {
+        n = n * 10 + (b[i] - b'0') as u32;
+        i += 1;
+    }
+    n
+}
+
+// ---- spank.h, the parts used ----------------------------------------------------------------------
+
+type SpankOptCb = unsafe extern "C" fn(val: c_int, optarg: *const c_char, remote: c_int) -> c_int;
+
+/// `struct spank_option` from `<slurm/spank.h>`.
+#[repr(C)]
+struct SpankOption {
+    name: *const c_char,
+    arginfo: *const c_char,
+    usage: *const c_char,
+    has_arg: c_int,
+    val: c_int,
+    cb: Option<SpankOptCb>,
+}
+
+/// `enum spank_context`.
+const S_CTX_LOCAL: c_int = 1;
+const S_CTX_ALLOCATOR: c_int = 3;
+
+type OptionRegisterFn = unsafe extern "C" fn(spank: *mut c_void, opt: *mut SpankOption) -> c_int;
+type ContextFn = unsafe extern "C" fn() -> c_int;
+type LogFn = unsafe extern "C" fn(fmt: *const c_char, ...);
+
+/// A function of the loading process, or `None` where it does not exist.
+fn lookup(name: &CStr) -> Option<*mut c_void> {
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only reads the name.
+    let sym = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+    (!sym.is_null()).then_some(sym)
+}
+
+fn log_with(func: &CStr, msg: &str) {
+    let text = CString::new(format!("spank-energy: {msg}").replace('\0', "")).unwrap_or_default();
+    match lookup(func) {
+        Some(sym) => {
+            // SAFETY: slurm_error/slurm_info are `void f(const char *fmt, ...)`; "%s" with one
+            // NUL-terminated string matches that.
+            let f: LogFn = unsafe { std::mem::transmute::<*mut c_void, LogFn>(sym) };
+            unsafe { f(c"%s".as_ptr(), text.as_ptr()) };
+        }
+        None => eprintln!("{}", text.to_string_lossy()),
+    }
+}
+
+fn log_error(msg: &str) {
+    log_with(c"slurm_error", msg);
+}
+
+fn context() -> c_int {
+    match lookup(c"spank_context") {
+        // SAFETY: `spank_context_t spank_context(void)`.
+        Some(sym) => unsafe { std::mem::transmute::<*mut c_void, ContextFn>(sym)() },
+        None => 0,
+    }
+}
+
+/// Bounds from this process's plugstack.conf arguments (set by `slurm_spank_init`).
+static BOUNDS: Mutex<Bounds> = Mutex::new(Bounds { max_defer_s: 12 * 3600, max_slowdown: 3.0 });
+
+fn bounds() -> Bounds {
+    *BOUNDS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+// ---- entry points ----------------------------------------------------------------------------------
+
+/// Reads the plugin's arguments and registers the options.
+///
+/// # Safety
+/// Called by Slurm's SPANK stack with its handle and `ac` argument strings.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn slurm_spank_init(spank: *mut c_void, ac: c_int, av: *mut *mut c_char) -> c_int {
+    catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: Slurm passes `ac` valid NUL-terminated strings in `av`.
+        let args: Vec<String> = (0..ac.max(0) as usize)
+            .filter_map(|i| unsafe {
+                let p = if av.is_null() { std::ptr::null() } else { *av.add(i) };
+                (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
+            })
+            .collect();
+        let b = match parse::parse_plugin_args(args.iter().map(String::as_str)) {
+            Ok(b) => b,
+            Err(msg) => {
+                log_error(&msg);
+                return -1;
+            }
+        };
+        *BOUNDS.lock().unwrap_or_else(|e| e.into_inner()) = b;
+        register_options(spank, &b)
+    }))
+    .unwrap_or_else(|_| {
+        log_error("internal error in slurm_spank_init");
+        -1
+    })
+}
+
+fn register_options(spank: *mut c_void, b: &Bounds) -> c_int {
+    let Some(sym) = lookup(c"spank_option_register") else {
+        log_error("spank_option_register not found in this process");
+        return -1;
+    };
+    // SAFETY: signature from <slurm/spank.h>.
+    let register: OptionRegisterFn = unsafe { std::mem::transmute::<*mut c_void, OptionRegisterFn>(sym) };
+    let ctx = context();
+    let client = ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR;
+    for opt in Opt::ALL {
+        // Slurm keeps the pointer for the life of the process: leak it on purpose.
+        let leak = |s: String| CString::new(s).unwrap_or_default().into_raw() as *const c_char;
+        let o = Box::leak(Box::new(SpankOption {
+            name: leak(opt.name().to_string()),
+            arginfo: leak(opt.arginfo().to_string()),
+            usage: leak(opt.usage(b)),
+            has_arg: 1,
+            val: opt.val(),
+            cb: Some(option_cb),
+        }));
+        // SAFETY: `spank` is the handle Slurm gave slurm_spank_init; `o` lives forever.
+        let rc = unsafe { register(spank, o) };
+        if rc != 0 && client {
+            log_error(&format!("cannot register --{} (spank error {rc})", opt.name()));
+            return -1;
+        }
+    }
+    0
+}
+
+/// Checks an option's value. On the submitting side (`remote == 0`) a bad value fails the
+/// command with a message; on the remote side the job is already accepted, so it never fails.
+unsafe extern "C" fn option_cb(val: c_int, optarg: *const c_char, remote: c_int) -> c_int {
+    catch_unwind(AssertUnwindSafe(|| {
+        let Some(opt) = Opt::from_val(val) else { return 0 };
+        let value = if optarg.is_null() {
+            String::new()
+        } else {
+            // SAFETY: Slurm passes the option's NUL-terminated argument.
+            unsafe { CStr::from_ptr(optarg) }.to_string_lossy().into_owned()
+        };
+        match opt.check(&value, &bounds()) {
+            Ok(()) => 0,
+            Err(_) if remote != 0 => 0,
+            Err(e) => {
+                log_error(&e.to_string());
+                -1
+            }
+        }
+    }))
+    .unwrap_or(-1)
+}
