@@ -8,6 +8,7 @@ pub mod carbon;
 pub mod config;
 pub mod data;
 pub mod decision;
+pub mod duration;
 pub mod interference;
 pub mod perf_power;
 pub mod planner;

@@ -46,22 +46,10 @@ pub fn from_spank_env<'a>(env: impl IntoIterator<Item = (&'a str, &'a str)>, def
     }
 }
 
-/// `90` (minutes, as Slurm reads bare times), `30s`, `15m`, `2h`, `1d`.
+/// Seconds in a `--energy-defer` value, in the grammar the SPANK plugin accepted it in
+/// (`model::duration`).
 pub fn parse_duration_s(s: &str) -> Option<f64> {
-    let s = s.trim();
-    let (num, unit) = match s.char_indices().last()? {
-        (i, c) if c.is_ascii_alphabetic() => (&s[..i], c.to_ascii_lowercase()),
-        _ => (s, 'm'),
-    };
-    let n: f64 = num.trim().parse().ok().filter(|v: &f64| v.is_finite() && *v >= 0.0)?;
-    let scale = match unit {
-        's' => 1.0,
-        'm' => 60.0,
-        'h' => 3600.0,
-        'd' => 86400.0,
-        _ => return None,
-    };
-    Some(n * scale)
+    model::duration::parse_duration_s(s).map(|v| v as f64)
 }
 
 #[cfg(test)]
@@ -105,6 +93,8 @@ mod tests {
         assert_eq!(parse_duration_s("90"), Some(5400.0));
         assert_eq!(parse_duration_s("30s"), Some(30.0));
         assert_eq!(parse_duration_s("2h"), Some(7200.0));
+        assert_eq!(parse_duration_s("1h30m"), Some(5400.0));
+        assert_eq!(parse_duration_s("01:30:00"), Some(5400.0));
         assert_eq!(parse_duration_s("x"), None);
         assert_eq!(parse_duration_s("-1h"), None);
     }
