@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use slurm_testcluster::{ClusterConfig, LocalCluster, skip_reason};
 
-/// The plugin built by cargo next to this test binary (`target/<profile>/libspank_energy.so`).
+/// The plugin cargo built for this test run: `target/<profile>/deps/libspank_energy.so` under
+/// `cargo test`, or `target/<profile>/libspank_energy.so` after `cargo build`.
 fn plugin_path() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
-    let so = dir.join("libspank_energy.so");
-    assert!(so.exists(), "{} not built", so.display());
-    so
+    let deps = exe.parent().expect("deps dir");
+    let candidates = [deps.join("libspank_energy.so"), deps.parent().expect("target dir").join("libspank_energy.so")];
+    candidates.iter().find(|p| p.exists()).cloned().unwrap_or_else(|| panic!("libspank_energy.so not found in {candidates:?}"))
 }
 
 fn text(out: &Output) -> (String, String) {
