@@ -30,11 +30,20 @@ pub fn plan_snapshot(s: &Snapshot, cfg: &PlannerConfig, pred: &Predictor) -> Pla
     let mut view = ClusterView::from_snapshot(
         s,
         |h| Predictor::family(h.tag.as_deref()),
+        // Predicted power per GPU of a running job: its family's curve at the ladder step
+        // closest to the clock it runs at.
         |r| {
-            let gpus: usize = r.allocations.iter().map(|a| a.gpu_indices.len()).sum();
             let node = r.allocations.first().and_then(|a| s.nodes.get(a.node.0 as usize));
-            let gt = node.and_then(|n| s.gpu_types.get(n.gpu_type));
-            gt.map_or(0.0, |g| 0.75 * g.max_power_w * gpus.max(1) as f64 / gpus.max(1) as f64)
+            let Some(gt) = node.and_then(|n| s.gpu_types.get(n.gpu_type)) else { return 0.0 };
+            let family = Predictor::family(r.hints.tag.as_deref());
+            let step = pred.curves(&gt.name).map_or(0, |c| {
+                c.ladder
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(_, st)| st.clock_mhz.abs_diff(r.clock_mhz))
+                    .map_or(c.default_step(), |(i, _)| i)
+            });
+            pred.predict_clock(&gt.name, gt.max_power_w, family.as_deref(), step).power_w
         },
     );
     plan(&mut view, s.now_s, &s.pending, cfg, pred)
