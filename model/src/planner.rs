@@ -334,12 +334,30 @@ impl<'a> Cycle<'a> {
             return None;
         }
         fits.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        fits.truncate(k);
-        let start_s = fits.iter().map(|f| f.0).fold(self.now_s, f64::max);
+        // A node's earliest fit says nothing about a later moment (another claim may start in
+        // between): the k nodes must all fit over the same window. Try each node's earliest fit
+        // as the common start, earliest first.
+        let mut chosen: Option<(f64, Vec<usize>)> = None;
+        for &(start, _) in &fits {
+            let ok: Vec<usize> = fits
+                .iter()
+                .filter(|(t, i)| *t <= start && view.nodes[*i].min_free_over(start, start + duration).covers(&need))
+                .map(|(_, i)| *i)
+                .take(k)
+                .collect();
+            if ok.len() == k {
+                chosen = Some((start, ok));
+                break;
+            }
+            if k == 1 {
+                break;
+            }
+        }
+        let (start_s, picked) = chosen?;
         let mut nodes = Vec::with_capacity(k);
-        for (_, i) in &fits {
-            view.nodes[*i].claims.push(Claim { job: job.id, start_s, end_s: start_s + duration, amount: need });
-            nodes.push(NodeIdx(*i as u32));
+        for i in picked {
+            view.nodes[i].claims.push(Claim { job: job.id, start_s, end_s: start_s + duration, amount: need });
+            nodes.push(NodeIdx(i as u32));
         }
         Some(Reservation { job: job.id, start_s, nodes })
     }

@@ -149,7 +149,7 @@ fn config(depth: usize) -> PlannerConfig {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 512, .. ProptestConfig::default() })]
 
     #[test]
     fn never_over_allocates_and_never_shares_a_deny_job(
