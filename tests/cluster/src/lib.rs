@@ -516,7 +516,10 @@ impl LocalCluster {
             .arg("--user=root")
             .arg(format!("--datadir={}", l.mysql_data.display()))
             .arg("--auth-root-authentication-method=socket")
-            .arg("--skip-test-db");
+            .arg("--skip-test-db")
+            // Its own temporary directory: two clusters bootstrapping at once in the shared
+            // /tmp collide on MariaDB's temporary tables.
+            .arg(format!("--tmpdir={}", l.tmp.display()));
         let log = fs::File::create(&install_log)
             .map_err(|e| ClusterError::io("create mariadb-install-db.log", e))?;
         let log_err = log
