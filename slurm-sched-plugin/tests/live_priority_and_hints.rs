@@ -16,11 +16,13 @@ use std::time::{Duration, Instant};
 
 use slurm_testcluster::{ClusterConfig, LocalCluster, skip_reason};
 
+mod common;
+use common::plugin_dir;
+
 const JOB_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// One cluster start at a time in this binary: two `mariadb-install-db` runs at once can fail
-/// (both use the default tmpdir; seen as "Unknown table 'mysql.tmp_user_sys'"), and the priority
-/// test's timings should not compete with another cluster for the 2 cores.
+/// One cluster at a time in this binary: the priority test's timings should not compete with
+/// another cluster for the 2 cores.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -28,22 +30,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 /// `[sched] interval_s` of the energy.toml used here.
 const INTERVAL_S: i64 = 1;
-
-/// A plugin dir holding the freshly built `libsched_energy.so` as `sched_energy.so`.
-fn plugin_dir() -> tempfile::TempDir {
-    let exe = std::env::current_exe().expect("test binary path");
-    // target/<profile>/deps/<test> -> target/<profile>
-    let profile_dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let candidates = [profile_dir.join("libsched_energy.so"), profile_dir.join("deps").join("libsched_energy.so")];
-    let built: &PathBuf = candidates
-        .iter()
-        .filter(|p| p.is_file())
-        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
-        .unwrap_or_else(|| panic!("libsched_energy.so not found in {candidates:?}: build the crate first"));
-    let dir = tempfile::Builder::new().prefix("sched-energy-").tempdir().expect("plugin temp dir");
-    std::fs::copy(built, dir.path().join("sched_energy.so")).expect("copy the plugin");
-    dir
-}
 
 /// `libspank_energy.so` as cargo built it (`cargo test -p spank-energy` or a workspace build), if
 /// it is there.
