@@ -46,7 +46,7 @@ impl std::fmt::Display for CycleStats {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         write!(
             f,
-            "cycle {:.3} ms (locked {:.3}, snapshot {:.3}, plan {:.3}, start {:.3}); nodes {} running {} pending {}; tested {} started {} failed {} reserved {} deferred {} yields {} end {:?}",
+            "{:.3} ms (locked {:.3}, snapshot {:.3}, plan {:.3}, start {:.3}); nodes {} running {} pending {}; tested {} started {} failed {} reserved {} deferred {} yields {} end {:?}",
             ms(self.duration),
             ms(self.locked),
             ms(self.snapshot),
@@ -77,7 +77,7 @@ pub fn run(cfg: &Config, predictor: &Predictor) -> Result<CycleStats, String> {
     let snapshot_time = started.elapsed();
 
     let plan_start = Instant::now();
-    let outcome = plan_snapshot(&built.snapshot, &cfg.planner, predictor);
+    let outcome = plan(&built.snapshot, cfg, predictor);
     let plan_time = plan_start.elapsed();
 
     let mut stats = CycleStats {
@@ -150,6 +150,34 @@ pub fn run(cfg: &Config, predictor: &Predictor) -> Result<CycleStats, String> {
     stats.apply = apply_start.elapsed();
     stats.duration = started.elapsed();
     Ok(stats)
+}
+
+/// The planner call. With the `fault-injection` feature (test builds only) it panics while the
+/// file named by `SCHED_ENERGY_FAULT_FILE` (in slurmctld's environment) exists, to prove that a
+/// panic in the planner skips the cycle and never reaches slurmctld.
+fn plan(snapshot: &model::types::Snapshot, cfg: &Config, predictor: &Predictor) -> model::decision::PlanOutcome {
+    #[cfg(feature = "fault-injection")]
+    fault::maybe_panic();
+    plan_snapshot(snapshot, &cfg.planner, predictor)
+}
+
+#[cfg(feature = "fault-injection")]
+pub mod fault {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// Names the trigger file in slurmctld's environment.
+    pub const ENV: &str = "SCHED_ENERGY_FAULT_FILE";
+
+    static INJECTED: AtomicU64 = AtomicU64::new(0);
+
+    /// Panics while the trigger file exists.
+    pub fn maybe_panic() {
+        let Some(trigger) = std::env::var_os(ENV) else { return };
+        if std::path::Path::new(&trigger).exists() {
+            let n = INJECTED.fetch_add(1, Ordering::SeqCst) + 1;
+            panic!("injected planner fault #{n} ({ENV} exists)");
+        }
+    }
 }
 
 fn unix_now_s() -> f64 {

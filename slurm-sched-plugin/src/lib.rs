@@ -218,6 +218,7 @@ fn wait(shared: &Shared, interval: Duration) -> bool {
 }
 
 fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut predictor: Predictor) {
+    let mut cycle_no: u64 = 0;
     loop {
         if wait(&shared, Duration::from_secs_f64(cfg.sched.interval_s)) {
             return;
@@ -226,10 +227,11 @@ fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut pre
             guarded("reconfigure", (), || reload(&path, &mut cfg, &mut predictor));
             continue;
         }
+        cycle_no += 1;
         let outcome = catch_unwind(AssertUnwindSafe(|| cycle::run(&cfg, &predictor)));
         match outcome {
             Ok(Ok(stats)) => {
-                slurm_log!(LOG, debug, "{stats}");
+                slurm_log!(LOG, debug, "cycle {cycle_no}: {stats}");
                 if let Ok(mut kept) = STATS.lock() {
                     kept.push_back(stats);
                     while kept.len() > cfg.sched.stats_kept.max(1) {
@@ -237,8 +239,10 @@ fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut pre
                     }
                 }
             }
-            Ok(Err(e)) => LOG.error(&format!("cycle skipped: {e}")),
-            Err(panic) => LOG.error(&format!("cycle skipped: internal error (panic: {})", panic_text(&*panic))),
+            Ok(Err(e)) => LOG.error(&format!("cycle skipped: {e} (cycle {cycle_no})")),
+            Err(panic) => {
+                LOG.error(&format!("cycle skipped: internal error (panic: {}) (cycle {cycle_no})", panic_text(&*panic)))
+            }
         }
     }
 }
