@@ -6,10 +6,12 @@
 //! - [`NvmlGpu`] (in `nvml`): the implementation over NVIDIA's NVML via `nvml-wrapper`.
 //! - [`FakeGpus`] (in `fake`): an in-memory implementation for unit tests.
 //! - [`gpu_freq`]: Slurm's `--gpu-freq` grammar and its resolution to clocks.
+//! - [`arbiter`]: clocks of GPUs shared between steps, with a crash-safe node-local ledger.
 //!
 //! Nothing here panics on data from NVML, files or users: every failure is a [`GpuError`]
 //! naming the GPU, the NVML call and the reason.
 
+pub mod arbiter;
 mod control;
 mod error;
 mod fake;

@@ -1,0 +1,778 @@
+//! Clock arbitration between the steps that share a GPU, and the node-local ledger that makes
+//! it survive crashes.
+//!
+//! Several steps may run on one GPU (`gres/shard`, or the GPU plugin and the SPANK plugin both
+//! asking for the same step). Each asks for application clocks; the GPU runs at the **highest**
+//! request among the live steps on it (within one step an [`Source::Explicit`] `--gpu-freq`
+//! beats the [`Source::Policy`] clock), drops back when a step leaves, and is reset to the
+//! driver's default application clocks when the last one leaves.
+//!
+//! Application clocks only (`nvmlDeviceSetApplicationsClocks` / `...Reset...`), as stock
+//! Slurm 22.05's gpu/nvml uses for `--gpu-freq`; locked clocks are never touched here.
+//!
+//! # The ledger
+//!
+//! One directory per host (default [`DEFAULT_LEDGER_DIR`]), mode 0700, owned by the user the
+//! daemons run as (root). It holds `ledger` (the records) and `ledger.lock` (an `flock`, held
+//! exclusively for the whole read-modify-apply-write of one operation, so concurrent steps on
+//! the node, and several slurmd sharing a host in tests, serialise). Writes are atomic: a
+//! temporary file in the same directory, `fsync`, `rename`, `fsync` of the directory. GPUs are
+//! keyed by UUID, so every process agrees on which GPU a record means whatever its NVML index
+//! order, and several slurmd that share a host (and its GPUs) share one ledger.
+//!
+//! Text format, one record per line (`#` starts a comment):
+//!
+//! ```text
+//! gpu uuid=GPU-... default_memory_mhz=877 default_graphics_mhz=1312 reset_pending=0
+//! req uuid=GPU-... job=17 step=4294967291 node=n1 pid=4242 start_ticks=991 source=policy memory_mhz=877 graphics_mhz=945
+//! ```
+//!
+//! A `gpu` line exists while the arbiter has (or may have) changed that GPU's clocks: its
+//! defaults as the driver reported them, and `reset_pending=1` when a reset failed and must be
+//! retried. A `req` line is one step's request on one GPU: the step (job id, step id, node
+//! name), its slurmstepd (pid and start time in clock ticks since boot, field 22 of
+//! `/proc/<pid>/stat`, which tells a live slurmstepd from a new process that reuses its pid),
+//! where the clock came from, and the clocks.
+//!
+//! # Repair
+//!
+//! Every operation ([`Arbiter::request`], [`Arbiter::release`], [`Arbiter::repair`]) first drops
+//! the requests of steps whose slurmstepd is gone (no such pid, or a different start time) and
+//! re-applies the clocks of the GPUs they were on. So a step killed with SIGKILL, or a
+//! slurmstepd that died, leaves no GPU at a low clock once the next step on the node starts or
+//! ends, or once slurmd calls [`Arbiter::repair`] at start.
+//!
+//! The ledger is written **before** clocks are changed, so a crash between the two leaves a
+//! record that repair undoes. Nothing here panics on data from files, `/proc` or NVML.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::control::{AppClocksMhz, GpuControl};
+use crate::error::GpuError;
+
+/// Where the ledger lives unless configured otherwise.
+pub const DEFAULT_LEDGER_DIR: &str = "/var/spool/slurm-energy/clock-ledger";
+/// Environment variable that overrides [`DEFAULT_LEDGER_DIR`] (see [`ledger_dir_from_env`]).
+pub const LEDGER_DIR_ENV: &str = "SLURM_ENERGY_CLOCK_LEDGER";
+
+const LEDGER_FILE: &str = "ledger";
+const LOCK_FILE: &str = "ledger.lock";
+/// How long an operation waits for another process's lock before giving up (a step must not
+/// hang because another one is stuck in the driver).
+const LOCK_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// `$SLURM_ENERGY_CLOCK_LEDGER`, else [`DEFAULT_LEDGER_DIR`].
+pub fn ledger_dir_from_env() -> PathBuf {
+    std::env::var_os(LEDGER_DIR_ENV).filter(|v| !v.is_empty()).map_or_else(|| PathBuf::from(DEFAULT_LEDGER_DIR), PathBuf::from)
+}
+
+/// Where a step's clock request came from. Within one step, `Explicit` wins over `Policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Source {
+    /// The energy policy's choice (sched/energy's decision, or the job's hints and the model).
+    Policy,
+    /// The user's `--gpu-freq`.
+    Explicit,
+}
+
+impl Source {
+    fn as_str(self) -> &'static str {
+        match self {
+            Source::Policy => "policy",
+            Source::Explicit => "explicit",
+        }
+    }
+    fn parse(s: &str) -> Option<Source> {
+        match s {
+            "policy" => Some(Source::Policy),
+            "explicit" => Some(Source::Explicit),
+            _ => None,
+        }
+    }
+}
+
+/// One step and the slurmstepd that runs it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StepKey {
+    pub job_id: u32,
+    /// Slurm's step id (`SLURM_BATCH_SCRIPT` = 0xfffffffb for the batch step).
+    pub step_id: u32,
+    /// Slurm node name (several slurmd may share a host).
+    pub node: String,
+    /// pid of the slurmstepd that runs the step.
+    pub stepd_pid: u32,
+    /// Its start time, clock ticks after boot (field 22 of `/proc/<pid>/stat`).
+    pub stepd_start_ticks: u64,
+}
+
+impl StepKey {
+    /// The step run by process `stepd_pid` (normally `std::process::id()` in slurmstepd).
+    pub fn for_process(job_id: u32, step_id: u32, node: &str, stepd_pid: u32) -> io::Result<StepKey> {
+        let stepd_start_ticks = process_start_ticks(stepd_pid)?;
+        Ok(StepKey { job_id, step_id, node: node.to_string(), stepd_pid, stepd_start_ticks })
+    }
+
+    /// True while the same process (pid and start time) exists.
+    pub fn is_alive(&self) -> bool {
+        process_start_ticks(self.stepd_pid).is_ok_and(|t| t == self.stepd_start_ticks)
+    }
+
+    fn same_step(&self, other: &StepKey) -> bool {
+        self == other
+    }
+}
+
+impl fmt::Display for StepKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "job {} step {} on {} (slurmstepd {})", self.job_id, self.step_id, self.node, self.stepd_pid)
+    }
+}
+
+/// Start time of a process in clock ticks after boot.
+pub fn process_start_ticks(pid: u32) -> io::Result<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name (field 2) may contain spaces and parentheses: fields after the last ')'.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).ok_or_else(|| io::Error::other("malformed /proc stat"))?;
+    // rest starts at field 3 (state); starttime is field 22.
+    rest.split_whitespace()
+        .nth(22 - 3)
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| io::Error::other("no start time in /proc stat"))
+}
+
+/// One GPU the arbiter looks after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuRecord {
+    pub uuid: String,
+    /// The driver's default application clocks, when it could tell.
+    pub default_clocks_mhz: Option<AppClocksMhz>,
+    /// A reset failed: retry it at the next operation.
+    pub reset_pending: bool,
+}
+
+/// One step's request on one GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub uuid: String,
+    pub step: StepKey,
+    pub source: Source,
+    pub clocks_mhz: AppClocksMhz,
+}
+
+/// The ledger's content.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Ledger {
+    pub gpus: Vec<GpuRecord>,
+    pub requests: Vec<Request>,
+}
+
+impl Ledger {
+    /// The clocks GPU `uuid` should run at: the highest of its live steps' requests, each step
+    /// counting its explicit request if it has one, else its policy request. `None`: no step
+    /// left, reset to default.
+    pub fn effective_clocks_mhz(&self, uuid: &str) -> Option<AppClocksMhz> {
+        let mut per_step: BTreeMap<&StepKey, (Source, AppClocksMhz)> = BTreeMap::new();
+        for r in self.requests.iter().filter(|r| r.uuid == uuid) {
+            let e = per_step.entry(&r.step).or_insert((r.source, r.clocks_mhz));
+            if r.source > e.0 {
+                *e = (r.source, r.clocks_mhz);
+            }
+        }
+        per_step.values().map(|(_, c)| *c).max_by_key(|c| (c.graphics_mhz, c.memory_mhz))
+    }
+
+    fn gpu_mut(&mut self, uuid: &str) -> Option<&mut GpuRecord> {
+        self.gpus.iter_mut().find(|g| g.uuid == uuid)
+    }
+
+    /// Text form (see the module docs).
+    pub fn to_text(&self) -> String {
+        let mut out = String::from("# slurm-energy GPU clock ledger (gpu_control::arbiter); do not edit while jobs run\n");
+        for g in &self.gpus {
+            let (m, gr) = g.default_clocks_mhz.map_or((0, 0), |c| (c.memory_mhz, c.graphics_mhz));
+            out.push_str(&format!(
+                "gpu uuid={} default_memory_mhz={m} default_graphics_mhz={gr} reset_pending={}\n",
+                g.uuid,
+                u8::from(g.reset_pending)
+            ));
+        }
+        for r in &self.requests {
+            out.push_str(&format!(
+                "req uuid={} job={} step={} node={} pid={} start_ticks={} source={} memory_mhz={} graphics_mhz={}\n",
+                r.uuid,
+                r.step.job_id,
+                r.step.step_id,
+                r.step.node,
+                r.step.stepd_pid,
+                r.step.stepd_start_ticks,
+                r.source.as_str(),
+                r.clocks_mhz.memory_mhz,
+                r.clocks_mhz.graphics_mhz
+            ));
+        }
+        out
+    }
+
+    /// Parses [`Ledger::to_text`]; an error names the line.
+    pub fn parse(text: &str) -> Result<Ledger, String> {
+        let mut ledger = Ledger::default();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let mut words = line.split_whitespace();
+            let kind = words.next().unwrap_or_default();
+            let fields: BTreeMap<&str, &str> = words.filter_map(|w| w.split_once('=')).collect();
+            let bad = |what: &str| format!("line {}: {what}: {line:?}", n + 1);
+            let text_of = |k: &str| fields.get(k).copied().filter(|v| !v.is_empty()).ok_or_else(|| bad(&format!("no {k}")));
+            let num = |k: &str| -> Result<u64, String> { text_of(k)?.parse::<u64>().map_err(|_| bad(&format!("bad {k}"))) };
+            let num32 = |k: &str| -> Result<u32, String> { u32::try_from(num(k)?).map_err(|_| bad(&format!("bad {k}"))) };
+            match kind {
+                "gpu" => {
+                    let defaults = AppClocksMhz { memory_mhz: num32("default_memory_mhz")?, graphics_mhz: num32("default_graphics_mhz")? };
+                    ledger.gpus.push(GpuRecord {
+                        uuid: text_of("uuid")?.to_string(),
+                        default_clocks_mhz: (defaults.graphics_mhz != 0).then_some(defaults),
+                        reset_pending: num("reset_pending")? != 0,
+                    });
+                }
+                "req" => ledger.requests.push(Request {
+                    uuid: text_of("uuid")?.to_string(),
+                    step: StepKey {
+                        job_id: num32("job")?,
+                        step_id: num32("step")?,
+                        node: text_of("node")?.to_string(),
+                        stepd_pid: num32("pid")?,
+                        stepd_start_ticks: num("start_ticks")?,
+                    },
+                    source: Source::parse(text_of("source")?).ok_or_else(|| bad("bad source"))?,
+                    clocks_mhz: AppClocksMhz { memory_mhz: num32("memory_mhz")?, graphics_mhz: num32("graphics_mhz")? },
+                }),
+                _ => return Err(bad("unknown record")),
+            }
+        }
+        Ok(ledger)
+    }
+}
+
+/// A ledger operation that could not be done at all (the GPUs were not touched).
+#[derive(Debug)]
+pub struct ArbiterError {
+    pub path: PathBuf,
+    /// What was being done, e.g. `create`, `lock`, `read`, `write`.
+    pub op: &'static str,
+    pub reason: String,
+}
+
+impl fmt::Display for ArbiterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "clock ledger {}: {}: {}", self.path.display(), self.op, self.reason)
+    }
+}
+
+impl std::error::Error for ArbiterError {}
+
+fn ioerr<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(io::Error) -> ArbiterError + 'a {
+    move |e| ArbiterError { path: path.to_path_buf(), op, reason: e.to_string() }
+}
+
+/// What an operation did to one GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// Application clocks set to these.
+    Set(AppClocksMhz),
+    /// Reset to the driver's default (no step left).
+    Reset,
+}
+
+/// What an operation did. GPU failures do not stop it: the ledger stays right, the failed
+/// GPUs are listed (each error names the GPU and the NVML call), and a failed reset is retried
+/// by the next operation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// (NVML index, what was applied).
+    pub applied: Vec<(u32, Applied)>,
+    pub gpu_errors: Vec<GpuError>,
+    /// Steps whose slurmstepd was gone; their requests were dropped.
+    pub repaired_steps: Vec<StepKey>,
+}
+
+/// The node's clock arbiter over one ledger directory.
+#[derive(Debug, Clone)]
+pub struct Arbiter {
+    dir: PathBuf,
+}
+
+/// Exclusive lock on the ledger; released on drop (closing the descriptor).
+struct LockGuard {
+    _file: File,
+}
+
+impl Arbiter {
+    /// Opens (creating if needed, mode 0700) the ledger directory. Refuses a directory owned by
+    /// another user, since whoever can write the ledger can make root set clocks.
+    pub fn open(dir: &Path) -> Result<Arbiter, ArbiterError> {
+        fs::create_dir_all(dir).map_err(ioerr(dir, "create"))?;
+        let meta = fs::metadata(dir).map_err(ioerr(dir, "stat"))?;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        if meta.uid() != euid {
+            return Err(ArbiterError {
+                path: dir.to_path_buf(),
+                op: "check owner",
+                reason: format!("owned by uid {}, not by uid {euid} that sets the clocks", meta.uid()),
+            });
+        }
+        if meta.permissions().mode() & 0o777 != 0o700 {
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(ioerr(dir, "chmod 0700"))?;
+        }
+        Ok(Arbiter { dir: dir.to_path_buf() })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Path of the ledger file.
+    pub fn ledger_path(&self) -> PathBuf {
+        self.dir.join(LEDGER_FILE)
+    }
+
+    /// Step `step` asks for `clocks` on the GPUs with NVML indices `gpus`. Replaces the step's
+    /// earlier request of the same source on those GPUs; applies each GPU's effective clocks.
+    pub fn request(&self, gpu: &dyn GpuControl, step: &StepKey, gpus: &[u32], clocks: AppClocksMhz, source: Source) -> Result<Outcome, ArbiterError> {
+        let each: Vec<(u32, AppClocksMhz)> = gpus.iter().map(|&g| (g, clocks)).collect();
+        self.request_each(gpu, step, &each, source)
+    }
+
+    /// Like [`Arbiter::request`] with clocks per GPU (`(NVML index, clocks)`), for steps whose
+    /// GPUs resolve the same `--gpu-freq` to different clocks.
+    pub fn request_each(&self, gpu: &dyn GpuControl, step: &StepKey, gpus: &[(u32, AppClocksMhz)], source: Source) -> Result<Outcome, ArbiterError> {
+        let _lock = self.lock()?;
+        let mut ledger = self.load()?;
+        let mut out = Outcome::default();
+        let mut touched = prune_dead(&mut ledger, &mut out);
+        let mut index_of: BTreeMap<String, u32> = BTreeMap::new();
+        for &(index, clocks) in gpus {
+            let uuid = match gpu.uuid(index) {
+                Ok(u) => u,
+                Err(e) => {
+                    out.gpu_errors.push(e);
+                    continue;
+                }
+            };
+            if ledger.gpu_mut(&uuid).is_none() {
+                let defaults = match gpu.default_application_clocks_mhz(index) {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        out.gpu_errors.push(e);
+                        None
+                    }
+                };
+                ledger.gpus.push(GpuRecord { uuid: uuid.clone(), default_clocks_mhz: defaults, reset_pending: false });
+            }
+            ledger.requests.retain(|r| !(r.uuid == uuid && r.source == source && r.step.same_step(step)));
+            ledger.requests.push(Request { uuid: uuid.clone(), step: step.clone(), source, clocks_mhz: clocks });
+            index_of.insert(uuid.clone(), index);
+            touched.insert(uuid);
+        }
+        // Record first: a crash after this point leaves something for repair to undo.
+        self.store(&ledger)?;
+        self.apply(gpu, &mut ledger, &touched, &index_of, &mut out)?;
+        Ok(out)
+    }
+
+    /// Step `step` is over: drop all its requests (every source, every GPU) and apply what
+    /// remains on its GPUs (the default when nothing does).
+    pub fn release(&self, gpu: &dyn GpuControl, step: &StepKey) -> Result<Outcome, ArbiterError> {
+        let _lock = self.lock()?;
+        let mut ledger = self.load()?;
+        let mut out = Outcome::default();
+        let mut touched = prune_dead(&mut ledger, &mut out);
+        ledger.requests.retain(|r| {
+            let mine = r.step.same_step(step);
+            if mine {
+                touched.insert(r.uuid.clone());
+            }
+            !mine
+        });
+        self.store(&ledger)?;
+        self.apply(gpu, &mut ledger, &touched, &BTreeMap::new(), &mut out)?;
+        Ok(out)
+    }
+
+    /// Drops the requests of dead steps and re-applies every recorded GPU's clocks (resetting
+    /// those no live step asks for). For slurmd's start, and harmless at any time.
+    pub fn repair(&self, gpu: &dyn GpuControl) -> Result<Outcome, ArbiterError> {
+        let _lock = self.lock()?;
+        let mut ledger = self.load()?;
+        let mut out = Outcome::default();
+        let mut touched = prune_dead(&mut ledger, &mut out);
+        touched.extend(ledger.gpus.iter().map(|g| g.uuid.clone()));
+        self.store(&ledger)?;
+        self.apply(gpu, &mut ledger, &touched, &BTreeMap::new(), &mut out)?;
+        Ok(out)
+    }
+
+    /// The ledger as it is now (for admins and tests).
+    pub fn ledger(&self) -> Result<Ledger, ArbiterError> {
+        let _lock = self.lock()?;
+        self.load()
+    }
+
+    /// Applies the effective clocks of `uuids` and stores the ledger again if GPU records
+    /// changed (dropped after a reset, or marked for a retry).
+    fn apply(&self, gpu: &dyn GpuControl, ledger: &mut Ledger, uuids: &BTreeSet<String>, known: &BTreeMap<String, u32>, out: &mut Outcome) -> Result<(), ArbiterError> {
+        // Also retry resets that failed before.
+        let mut uuids = uuids.clone();
+        uuids.extend(ledger.gpus.iter().filter(|g| g.reset_pending).map(|g| g.uuid.clone()));
+        if uuids.is_empty() {
+            return Ok(());
+        }
+        let mut index_of = known.clone();
+        if uuids.iter().any(|u| !index_of.contains_key(u)) {
+            match gpu.device_count() {
+                Ok(n) => {
+                    for i in 0..n {
+                        match gpu.uuid(i) {
+                            Ok(u) => {
+                                index_of.entry(u).or_insert(i);
+                            }
+                            Err(e) => out.gpu_errors.push(e),
+                        }
+                    }
+                }
+                Err(e) => out.gpu_errors.push(e),
+            }
+        }
+        let before = ledger.gpus.clone();
+        for uuid in &uuids {
+            let Some(&index) = index_of.get(uuid) else {
+                // Not on this machine (any more): nothing to set. Keep a pending reset until
+                // the GPU comes back; forget a GPU no request names.
+                continue;
+            };
+            match ledger.effective_clocks_mhz(uuid) {
+                Some(clocks) => match gpu.set_application_clocks_mhz(index, clocks) {
+                    Ok(()) => out.applied.push((index, Applied::Set(clocks))),
+                    Err(e) => out.gpu_errors.push(e),
+                },
+                None => match gpu.reset_application_clocks(index) {
+                    Ok(()) => {
+                        out.applied.push((index, Applied::Reset));
+                        ledger.gpus.retain(|g| &g.uuid != uuid);
+                    }
+                    Err(e) => {
+                        out.gpu_errors.push(e);
+                        if let Some(g) = ledger.gpu_mut(uuid) {
+                            g.reset_pending = true;
+                        } else {
+                            ledger.gpus.push(GpuRecord { uuid: uuid.clone(), default_clocks_mhz: None, reset_pending: true });
+                        }
+                    }
+                },
+            }
+        }
+        if ledger.gpus != before {
+            self.store(ledger)?;
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> Result<LockGuard, ArbiterError> {
+        let path = self.dir.join(LOCK_FILE);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(ioerr(&path, "open lock"))?;
+        let started = Instant::now();
+        loop {
+            // SAFETY: flock on a descriptor this function owns; no memory is passed.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc == 0 {
+                return Ok(LockGuard { _file: file });
+            }
+            let e = io::Error::last_os_error();
+            let busy = matches!(e.raw_os_error(), Some(libc::EWOULDBLOCK) | Some(libc::EINTR));
+            if !busy {
+                return Err(ioerr(&path, "lock")(e));
+            }
+            if started.elapsed() > LOCK_TIMEOUT {
+                return Err(ArbiterError { path, op: "lock", reason: format!("still held by another process after {LOCK_TIMEOUT:?}") });
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn load(&self) -> Result<Ledger, ArbiterError> {
+        let path = self.ledger_path();
+        match fs::read_to_string(&path) {
+            Ok(text) => Ledger::parse(&text).map_err(|reason| ArbiterError { path, op: "parse", reason }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Ledger::default()),
+            Err(e) => Err(ioerr(&path, "read")(e)),
+        }
+    }
+
+    /// Atomic replace: temporary file, fsync, rename, fsync of the directory.
+    fn store(&self, ledger: &Ledger) -> Result<(), ArbiterError> {
+        let path = self.ledger_path();
+        let tmp = self.dir.join(format!(".{LEDGER_FILE}.tmp.{}", std::process::id()));
+        let write = || -> io::Result<()> {
+            let mut f = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+            f.write_all(ledger.to_text().as_bytes())?;
+            f.sync_all()?;
+            fs::rename(&tmp, &path)?;
+            File::open(&self.dir)?.sync_all()
+        };
+        write().map_err(|e| {
+            let _ = fs::remove_file(&tmp);
+            ioerr(&path, "write")(e)
+        })
+    }
+}
+
+/// Drops requests of dead slurmstepds; returns the GPUs they were on.
+fn prune_dead(ledger: &mut Ledger, out: &mut Outcome) -> BTreeSet<String> {
+    let mut touched = BTreeSet::new();
+    let mut alive: BTreeMap<StepKey, bool> = BTreeMap::new();
+    ledger.requests.retain(|r| {
+        let live = *alive.entry(r.step.clone()).or_insert_with(|| r.step.is_alive());
+        if !live {
+            touched.insert(r.uuid.clone());
+            if !out.repaired_steps.contains(&r.step) {
+                out.repaired_steps.push(r.step.clone());
+            }
+        }
+        live
+    });
+    touched
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::FakeGpus;
+    use crate::error::GpuErrorKind;
+
+    fn tmp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join("gpu-control-arbiter").join(format!("{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn live_step(job_id: u32, step_id: u32) -> StepKey {
+        StepKey::for_process(job_id, step_id, "n1", std::process::id()).unwrap()
+    }
+
+    /// A step whose slurmstepd has exited (a child that is reaped).
+    fn dead_step(job_id: u32) -> StepKey {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let key = StepKey::for_process(job_id, 0, "n1", pid).unwrap_or(StepKey {
+            job_id,
+            step_id: 0,
+            node: "n1".into(),
+            stepd_pid: pid,
+            stepd_start_ticks: 1,
+        });
+        child.wait().unwrap();
+        key
+    }
+
+    fn clocks(graphics_mhz: u32) -> AppClocksMhz {
+        AppClocksMhz { memory_mhz: 877, graphics_mhz }
+    }
+
+    fn app(gpus: &FakeGpus, i: u32) -> u32 {
+        gpus.application_clocks_mhz(i).unwrap().graphics_mhz
+    }
+
+    #[test]
+    fn highest_request_wins_and_last_out_resets() {
+        let dir = tmp_dir("highest");
+        let arb = Arbiter::open(&dir).unwrap();
+        let gpus = FakeGpus::v100s(2);
+        let a = live_step(1, 0);
+        let b = live_step(2, 0);
+        let out = arb.request(&gpus, &a, &[0], clocks(945), Source::Policy).unwrap();
+        assert_eq!(out.applied, vec![(0, Applied::Set(clocks(945)))]);
+        assert_eq!(app(&gpus, 0), 945);
+        assert_eq!(app(&gpus, 1), 1312, "the other GPU is untouched");
+        arb.request(&gpus, &b, &[0], clocks(1200), Source::Explicit).unwrap();
+        assert_eq!(app(&gpus, 0), 1200);
+        // A lower request does not lower a GPU another step needs higher.
+        let c = live_step(3, 0);
+        arb.request(&gpus, &c, &[0], clocks(510), Source::Policy).unwrap();
+        assert_eq!(app(&gpus, 0), 1200);
+        arb.release(&gpus, &b).unwrap();
+        assert_eq!(app(&gpus, 0), 945, "drops to the highest remaining");
+        arb.release(&gpus, &a).unwrap();
+        assert_eq!(app(&gpus, 0), 510);
+        let out = arb.release(&gpus, &c).unwrap();
+        assert_eq!(out.applied, vec![(0, Applied::Reset)]);
+        assert_eq!(app(&gpus, 0), 1312);
+        let ledger = arb.ledger().unwrap();
+        assert!(ledger.requests.is_empty() && ledger.gpus.is_empty(), "{ledger:?}");
+    }
+
+    #[test]
+    fn explicit_beats_policy_within_a_step() {
+        let dir = tmp_dir("explicit");
+        let arb = Arbiter::open(&dir).unwrap();
+        let gpus = FakeGpus::v100s(1);
+        let a = live_step(1, 0);
+        arb.request(&gpus, &a, &[0], clocks(1200), Source::Policy).unwrap();
+        arb.request(&gpus, &a, &[0], clocks(945), Source::Explicit).unwrap();
+        assert_eq!(app(&gpus, 0), 945, "the user's lower --gpu-freq wins over the policy");
+        // Re-requesting the same source replaces, not adds.
+        arb.request(&gpus, &a, &[0], clocks(1005), Source::Explicit).unwrap();
+        assert_eq!(app(&gpus, 0), 1005);
+        assert_eq!(arb.ledger().unwrap().requests.len(), 2);
+        arb.release(&gpus, &a).unwrap();
+        assert_eq!(app(&gpus, 0), 1312);
+    }
+
+    #[test]
+    fn dead_steps_are_repaired_by_the_next_request_or_repair() {
+        let dir = tmp_dir("dead");
+        let arb = Arbiter::open(&dir).unwrap();
+        let gpus = FakeGpus::v100s(2);
+        let dead = dead_step(7);
+        arb.request(&gpus, &dead, &[0, 1], clocks(510), Source::Policy).unwrap();
+        assert_eq!(app(&gpus, 0), 510);
+        // The next step, on GPU 1 only, repairs both GPUs.
+        let next = live_step(8, 0);
+        let out = arb.request(&gpus, &next, &[1], clocks(945), Source::Policy).unwrap();
+        assert_eq!(out.repaired_steps, vec![dead.clone()]);
+        assert_eq!(app(&gpus, 0), 1312);
+        assert_eq!(app(&gpus, 1), 945);
+        arb.release(&gpus, &next).unwrap();
+
+        // Repair alone (slurmd start).
+        let dead = dead_step(9);
+        arb.request(&gpus, &dead, &[1], clocks(510), Source::Explicit).unwrap();
+        assert_eq!(app(&gpus, 1), 510);
+        let out = arb.repair(&gpus).unwrap();
+        assert_eq!(out.repaired_steps.len(), 1);
+        assert_eq!(app(&gpus, 1), 1312);
+        assert!(arb.ledger().unwrap().gpus.is_empty());
+    }
+
+    #[test]
+    fn a_reused_pid_is_not_the_step() {
+        let mut key = live_step(1, 0);
+        assert!(key.is_alive());
+        key.stepd_start_ticks += 1;
+        assert!(!key.is_alive(), "same pid, other start time: another process");
+    }
+
+    #[test]
+    fn failed_reset_is_retried_later() {
+        // A GpuControl whose resets fail until told otherwise.
+        struct Flaky {
+            inner: FakeGpus,
+            fail_reset: std::sync::atomic::AtomicBool,
+        }
+        impl Flaky {
+            fn reset_fails(&self) -> bool {
+                self.fail_reset.load(std::sync::atomic::Ordering::SeqCst)
+            }
+        }
+        macro_rules! fwd {
+            ($($name:ident($($a:ident: $t:ty),*) -> $r:ty;)*) => {
+                $(fn $name(&self, $($a: $t),*) -> Result<$r, GpuError> { self.inner.$name($($a),*) })*
+            };
+        }
+        impl GpuControl for Flaky {
+            fwd! {
+                device_count() -> u32; name(g: u32) -> String; uuid(g: u32) -> String; pci_bus_id(g: u32) -> String;
+                minor_number(g: u32) -> u32; cpu_affinity(g: u32) -> Vec<u32>; nvlink_peers(g: u32) -> Vec<String>;
+                supported_memory_clocks_mhz(g: u32) -> Vec<u32>; supported_graphics_clocks_mhz(g: u32, m: u32) -> Vec<u32>;
+                default_application_clocks_mhz(g: u32) -> AppClocksMhz; application_clocks_mhz(g: u32) -> AppClocksMhz;
+                set_application_clocks_mhz(g: u32, c: AppClocksMhz) -> ();
+                set_locked_clocks_mhz(g: u32, a: u32, b: u32) -> (); reset_locked_clocks(g: u32) -> ();
+                current_graphics_clock_mhz(g: u32) -> u32; power_usage_mw(g: u32) -> u32; total_energy_mj(g: u32) -> u64;
+                power_limit_mw(g: u32) -> u32; power_limit_range_mw(g: u32) -> crate::PowerLimitRangeMw;
+                default_power_limit_mw(g: u32) -> u32; set_power_limit_mw(g: u32, l: u32) -> ();
+                utilization_pct(g: u32) -> crate::UtilizationPct; memory_used_total_bytes(g: u32) -> crate::MemoryBytes;
+                compute_processes(g: u32) -> Vec<crate::GpuProcess>;
+            }
+            fn reset_application_clocks(&self, g: u32) -> Result<(), GpuError> {
+                if self.reset_fails() {
+                    return Err(GpuError::new(Some(g), "nvmlDeviceResetApplicationsClocks", GpuErrorKind::Other, "injected"));
+                }
+                self.inner.reset_application_clocks(g)
+            }
+        }
+        let dir = tmp_dir("flaky");
+        let arb = Arbiter::open(&dir).unwrap();
+        let gpus = Flaky { inner: FakeGpus::v100s(1), fail_reset: true.into() };
+        let a = live_step(1, 0);
+        arb.request(&gpus, &a, &[0], clocks(510), Source::Policy).unwrap();
+        let out = arb.release(&gpus, &a).unwrap();
+        assert_eq!(out.gpu_errors.len(), 1);
+        assert_eq!(out.gpu_errors[0].gpu, Some(0));
+        assert_eq!(out.gpu_errors[0].call, "nvmlDeviceResetApplicationsClocks");
+        assert_eq!(app(&gpus.inner, 0), 510);
+        assert!(arb.ledger().unwrap().gpus[0].reset_pending);
+        gpus.fail_reset.store(false, std::sync::atomic::Ordering::SeqCst);
+        let out = arb.repair(&gpus).unwrap();
+        assert_eq!(out.applied, vec![(0, Applied::Reset)]);
+        assert_eq!(app(&gpus.inner, 0), 1312);
+        assert!(arb.ledger().unwrap().gpus.is_empty());
+    }
+
+    #[test]
+    fn ledger_is_private_and_round_trips() {
+        let dir = tmp_dir("format");
+        let arb = Arbiter::open(&dir).unwrap();
+        assert_eq!(fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+        let gpus = FakeGpus::v100s(2);
+        let a = live_step(12, 0xfffffffb);
+        arb.request_each(&gpus, &a, &[(0, clocks(945)), (1, clocks(1005))], Source::Explicit).unwrap();
+        let text = fs::read_to_string(arb.ledger_path()).unwrap();
+        assert_eq!(fs::metadata(arb.ledger_path()).unwrap().permissions().mode() & 0o777, 0o600);
+        assert!(text.contains("job=12 step=4294967291 node=n1"), "{text}");
+        assert!(text.contains("default_memory_mhz=877 default_graphics_mhz=1312"), "{text}");
+        let parsed = Ledger::parse(&text).unwrap();
+        assert_eq!(parsed, arb.ledger().unwrap());
+        assert_eq!(parsed.to_text(), text);
+        assert_eq!(parsed.effective_clocks_mhz(&gpus.uuid(1).unwrap()), Some(clocks(1005)));
+        assert!(Ledger::parse("req uuid=x job=1").unwrap_err().contains("line 1"));
+        arb.release(&gpus, &a).unwrap();
+    }
+
+    #[test]
+    fn concurrent_requests_serialise() {
+        let dir = tmp_dir("concurrent");
+        let arb = Arbiter::open(&dir).unwrap();
+        let gpus = std::sync::Arc::new(FakeGpus::v100s(1));
+        let handles: Vec<_> = (0..8u32)
+            .map(|k| {
+                let (arb, gpus) = (arb.clone(), gpus.clone());
+                std::thread::spawn(move || {
+                    let step = live_step(100 + k, 0);
+                    arb.request(&*gpus, &step, &[0], clocks(510 + 75 * k), Source::Policy).unwrap();
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(arb.ledger().unwrap().requests.len(), 8, "no request lost to a race");
+        assert_eq!(app(&gpus, 0), 510 + 75 * 7);
+    }
+}
