@@ -3,9 +3,10 @@
 //!
 //! Several steps may run on one GPU (`gres/shard`, or the GPU plugin and the SPANK plugin both
 //! asking for the same step). Each asks for application clocks; the GPU runs at the **highest**
-//! request among the live steps on it (within one step an [`Source::Explicit`] `--gpu-freq`
-//! beats the [`Source::Policy`] clock), drops back when a step leaves, and is reset to the
-//! driver's default application clocks when the last one leaves.
+//! request among the live steps on it, drops back when a step leaves, and is reset to the
+//! driver's default application clocks when the last one leaves. Within one job an
+//! [`Source::Explicit`] `--gpu-freq` beats the [`Source::Policy`] clock (of the same step, or of
+//! the batch step around an `srun --gpu-freq`).
 //!
 //! Application clocks only (`nvmlDeviceSetApplicationsClocks` / `...Reset...`), as stock
 //! Slurm 22.05's gpu/nvml uses for `--gpu-freq`; locked clocks are never touched here.
@@ -73,7 +74,7 @@ pub fn ledger_dir_from_env() -> PathBuf {
     std::env::var_os(LEDGER_DIR_ENV).filter(|v| !v.is_empty()).map_or_else(|| PathBuf::from(DEFAULT_LEDGER_DIR), PathBuf::from)
 }
 
-/// Where a step's clock request came from. Within one step, `Explicit` wins over `Policy`.
+/// Where a step's clock request came from. Within one job, `Explicit` wins over `Policy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Source {
     /// The energy policy's choice (sched/energy's decision, or the job's hints and the model).
@@ -174,18 +175,20 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// The clocks GPU `uuid` should run at: the highest of its live steps' requests, each step
-    /// counting its explicit request if it has one, else its policy request. `None`: no step
-    /// left, reset to default.
+    /// The clocks GPU `uuid` should run at: the highest among its jobs' requests, where a job
+    /// that has any explicit (`--gpu-freq`) request on the GPU counts only its explicit
+    /// requests (so a user's `srun --gpu-freq` inside a batch job beats the policy clock the
+    /// batch step asked for), else its policy requests. `None`: no step left, reset to default.
     pub fn effective_clocks_mhz(&self, uuid: &str) -> Option<AppClocksMhz> {
-        let mut per_step: BTreeMap<&StepKey, (Source, AppClocksMhz)> = BTreeMap::new();
+        let key = |c: &AppClocksMhz| (c.graphics_mhz, c.memory_mhz);
+        let mut per_job: BTreeMap<u32, (Source, AppClocksMhz)> = BTreeMap::new();
         for r in self.requests.iter().filter(|r| r.uuid == uuid) {
-            let e = per_step.entry(&r.step).or_insert((r.source, r.clocks_mhz));
-            if r.source > e.0 {
+            let e = per_job.entry(r.step.job_id).or_insert((r.source, r.clocks_mhz));
+            if r.source > e.0 || (r.source == e.0 && key(&r.clocks_mhz) > key(&e.1)) {
                 *e = (r.source, r.clocks_mhz);
             }
         }
-        per_step.values().map(|(_, c)| *c).max_by_key(|c| (c.graphics_mhz, c.memory_mhz))
+        per_job.values().map(|(_, c)| *c).max_by_key(key)
     }
 
     fn gpu_mut(&mut self, uuid: &str) -> Option<&mut GpuRecord> {
@@ -642,6 +645,26 @@ mod tests {
         assert_eq!(app(&gpus, 0), 1005);
         assert_eq!(arb.ledger().unwrap().requests.len(), 2);
         arb.release(&gpus, &a).unwrap();
+        assert_eq!(app(&gpus, 0), 1312);
+    }
+
+    #[test]
+    fn explicit_srun_beats_the_batch_steps_policy_but_not_another_job() {
+        let dir = tmp_dir("jobs");
+        let arb = Arbiter::open(&dir).unwrap();
+        let gpus = FakeGpus::v100s(1);
+        let batch = live_step(5, 0xfffffffb);
+        let srun = live_step(5, 0);
+        arb.request(&gpus, &batch, &[0], clocks(1200), Source::Policy).unwrap();
+        arb.request(&gpus, &srun, &[0], clocks(945), Source::Explicit).unwrap();
+        assert_eq!(app(&gpus, 0), 945, "the job's explicit --gpu-freq beats its own policy");
+        let other = live_step(6, 0);
+        arb.request(&gpus, &other, &[0], clocks(1005), Source::Policy).unwrap();
+        assert_eq!(app(&gpus, 0), 1005, "another job's higher request still counts");
+        arb.release(&gpus, &other).unwrap();
+        arb.release(&gpus, &srun).unwrap();
+        assert_eq!(app(&gpus, 0), 1200, "back to the batch step's policy clock");
+        arb.release(&gpus, &batch).unwrap();
         assert_eq!(app(&gpus, 0), 1312);
     }
 
