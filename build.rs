@@ -17,6 +17,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=SLURM_SRC_DIR");
     println!("cargo:rerun-if-changed=src/shim/shim.h");
     println!("cargo:rerun-if-changed=src/shim/shim.c");
+    println!("cargo:rerun-if-changed=src/shim/stepd.c");
     for (major, minor) in VERSION_GATES {
         println!("cargo::rustc-check-cfg=cfg(slurm_ge_{major}_{minor:02})");
     }
@@ -63,7 +64,7 @@ fn main() {
     let shim_dir = manifest.join("src").join("shim");
 
     let mut build = cc::Build::new();
-    build.file(shim_dir.join("shim.c")).include(&shim_dir).warnings(false).flag_if_supported("-fvisibility=hidden");
+    build.file(shim_dir.join("shim.c")).file(shim_dir.join("stepd.c")).include(&shim_dir).warnings(false).flag_if_supported("-fvisibility=hidden");
     for inc in &includes {
         build.include(inc);
     }
@@ -87,10 +88,13 @@ fn main() {
         .allowlist_type("job_record_t|job_details_t|node_record_t|part_record_t|job_queue_rec_t")
         .allowlist_type("gres_state_t|gres_job_state_t|gres_node_state_t|job_resources_t")
         .allowlist_type("slurmctld_lock_t|lock_level_t|slurm_conf_t|log_level_t")
+        // The node side: the GPU plugin interface and acct_gather_energy's records.
+        .allowlist_type("energy_node_api_t|node_config_load_t|gpu_status_t|acct_gather_energy_t|acct_energy_type")
+        .allowlist_item("ENERGY_DATA_.*")
         .allowlist_var("SLURM_VERSION_NUMBER|NO_VAL|NO_VAL16|NO_VAL64|INFINITE|INFINITE16|INFINITE64")
         .allowlist_item("SLURM_SUCCESS|SLURM_ERROR|ESLURM_.*|LOG_LEVEL_.*")
         // Opaque where we never look inside: keeps the generated code small and version-proof.
-        .opaque_type("xlist|listIterator|bitstr_t|slurm_mutex_t|pthread_.*")
+        .opaque_type("xlist|listIterator|bitstr_t|slurm_mutex_t|pthread_.*|s_p_options_t|s_p_hashtbl_t|s_p_hashtbl")
         .blocklist_item("plugin_type|plugin_name|plugin_version");
     for inc in &includes {
         builder = builder.clang_arg(format!("-I{}", inc.display()));

@@ -10,6 +10,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::sys;
 
+/// Can lines go to the daemon's log? Once either Slurm table is resolved (the node-side plugins
+/// resolve theirs in `init`).
+fn log_ready() -> bool {
+    // SAFETY: reads a flag of the shim.
+    let ready = unsafe { sys::energy_log_ready() };
+    ready || crate::api::api().is_ok()
+}
+
 /// Slurm's log levels that plugins use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
@@ -57,7 +65,7 @@ impl Logger {
         if level >= Level::Debug && self.debug_enabled() {
             return true;
         }
-        if crate::api::api().is_err() {
+        if !log_ready() {
             return level <= Level::Info;
         }
         // SAFETY: reads the daemon's log level through the resolved table; no arguments.
@@ -70,7 +78,7 @@ impl Logger {
             other => (other, ""),
         };
         let line = format!("{}: {tag}{msg}", self.prefix);
-        if crate::api::api().is_err() {
+        if !log_ready() {
             if level <= Level::Info {
                 eprintln!("{line}");
             }

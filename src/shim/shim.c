@@ -16,6 +16,52 @@
 static energy_slurm_api_t resolved;
 static volatile int resolved_ok;
 
+/* The logging pair, from whichever table was resolved first. */
+static __typeof__(log_var) *log_fn;
+static __typeof__(get_log_level) *level_fn;
+static volatile int log_ok;
+
+static void set_log_fns(__typeof__(log_var) *l, __typeof__(get_log_level) *g)
+{
+	if (log_ok)
+		return;
+	log_fn = l;
+	level_fn = g;
+	__sync_synchronize();
+	log_ok = 1;
+}
+
+bool energy_log_ready(void)
+{
+	return log_ok;
+}
+
+const char *energy_node_api_resolve(energy_node_api_t *api)
+{
+	energy_node_api_t t;
+
+	memset(&t, 0, sizeof(t));
+#define ENERGY_NODE_RESOLVE(name)                                          \
+	t.name = (__typeof__(t.name)) dlsym(RTLD_DEFAULT, #name);          \
+	if (!t.name)                                                       \
+		return #name;
+	ENERGY_NODE_FUNCTIONS(ENERGY_NODE_RESOLVE)
+#undef ENERGY_NODE_RESOLVE
+	*api = t;
+	set_log_fns(t.log_var, t.get_log_level);
+	return NULL;
+}
+
+uint32_t energy_gres_conf_env_nvml(void)
+{
+	return GRES_CONF_ENV_NVML;
+}
+
+int energy_gres_step_data_bitmap(void)
+{
+	return GRES_STEP_DATA_BITMAP;
+}
+
 const char *energy_slurm_api_resolve(energy_slurm_api_t *api)
 {
 	energy_slurm_api_t t;
@@ -32,23 +78,24 @@ const char *energy_slurm_api_resolve(energy_slurm_api_t *api)
 	resolved = t;
 	__sync_synchronize();
 	resolved_ok = 1;
+	set_log_fns(t.log_var, t.get_log_level);
 	return NULL;
 }
 
 int energy_log_level(void)
 {
-	if (!resolved_ok)
+	if (!log_ok)
 		return LOG_LEVEL_INFO;
-	return resolved.get_log_level();
+	return level_fn();
 }
 
 void energy_log(int level, const char *msg)
 {
-	if (!resolved_ok || !msg)
+	if (!log_ok || !msg)
 		return;
 	/* The check format_print() makes before calling log_var(). */
-	if (resolved.get_log_level() >= level)
-		resolved.log_var((log_level_t) level, "%s", msg);
+	if (level_fn() >= level)
+		log_fn((log_level_t) level, "%s", msg);
 }
 
 bool energy_job_is_pending(const job_record_t *job)

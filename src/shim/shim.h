@@ -33,12 +33,18 @@
 #include "src/common/xstring.h"
 #include "src/common/job_resources.h"
 
+#include "src/common/run_in_daemon.h"
+
 #if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 2, 0)
 #include "src/interfaces/gres.h"
 #include "src/interfaces/select.h"
+#include "src/interfaces/gpu.h"
+#include "src/interfaces/acct_gather_energy.h"
 #else
 #include "src/common/gres.h"
 #include "src/common/select.h"
+#include "src/common/gpu.h"
+#include "src/common/slurm_acct_gather_energy.h"
 #endif
 
 #include "src/slurmctld/slurmctld.h"
@@ -82,6 +88,58 @@
 	X(fed_mgr_job_lock)                  \
 	X(fed_mgr_job_unlock)                \
 	X(fed_mgr_job_start)
+
+/*
+ * What the node-side plugins (gpu/nvml, acct_gather_energy/nvml) call: only functions of
+ * libslurmfull, which slurmd, slurmstepd and slurmctld all load. Resolved as a table of its own,
+ * so that a process without slurmctld's symbols can still use them.
+ */
+#define ENERGY_NODE_FUNCTIONS(X)             \
+	X(log_var)                           \
+	X(get_log_level)                     \
+	X(slurm_xfree)                       \
+	X(xstrdup)                           \
+	X(list_create)                       \
+	X(destroy_gres_slurmd_conf)          \
+	X(add_gres_to_list)                  \
+	X(gres_get_step_info)                \
+	X(bit_alloc)                         \
+	X(bit_set)                           \
+	X(bit_test)                          \
+	X(bit_size)                          \
+	X(bit_set_count)                     \
+	X(slurm_bit_free)                    \
+	X(running_in_slurmctld)              \
+	X(running_in_slurmd)                 \
+	X(running_in_slurmstepd)              \
+	X(slurm_conf)
+
+typedef struct energy_node_api {
+#define ENERGY_NODE_MEMBER(name) __typeof__(name) *name;
+	ENERGY_NODE_FUNCTIONS(ENERGY_NODE_MEMBER)
+#undef ENERGY_NODE_MEMBER
+} energy_node_api_t;
+
+/* Like energy_slurm_api_resolve(), for the node-side table. Also enables energy_log(). */
+extern const char *energy_node_api_resolve(energy_node_api_t *api);
+
+/* True once either table is resolved (energy_log() then writes to the daemon's log). */
+extern bool energy_log_ready(void);
+
+/* Macro values the node-side plugins need. */
+extern uint32_t energy_gres_conf_env_nvml(void);
+extern int energy_gres_step_data_bitmap(void);
+
+/*
+ * slurmstepd's step record (stepd_step_rec_t, src/slurmd/slurmstepd/slurmstepd_job.h), as
+ * acct_gather_energy's ENERGY_DATA_STEP_PTR hands it over: only the fields we read. Compiled
+ * in stepd.c against slurmstepd's own header; `step` must be that record.
+ */
+extern void *energy_stepd_step_gres_list(const void *step);
+extern void energy_stepd_ids(const void *step, uint32_t *job_id, uint32_t *step_id);
+/* This node's name in slurmd and slurmstepd (their `conf->node_name`); NULL elsewhere. Call
+ * only in those two daemons: `conf` is looked up by name. */
+extern const char *energy_slurmd_node_name(void);
 
 /* Data objects we read or write, by address. */
 #define ENERGY_SLURM_DATA(X)                 \

@@ -1,0 +1,1 @@
+//! acct_gather_energy/nvml (stub while being written).

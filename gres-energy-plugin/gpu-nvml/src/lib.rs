@@ -1,0 +1,1 @@
+//! gpu/nvml (stub while being written).

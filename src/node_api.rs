@@ -1,0 +1,257 @@
+//! The Slurm functions the node-side plugins (`gpu/nvml`, `acct_gather_energy/nvml`) use: only
+//! libslurmfull's, resolved at run time like [`crate::api`] but as a table of their own, so that
+//! slurmd and slurmstepd (which lack slurmctld's symbols) can use them.
+//!
+//! Safe wrappers for what those plugins do with them: build the autodetected GRES list, read a
+//! step's GPU bitmap, tell which daemon we run in.
+
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::sync::OnceLock;
+
+use crate::api::ApiError;
+use crate::sys;
+
+/// The resolved node-side table: every member is non-null.
+pub struct NodeApi {
+    raw: sys::energy_node_api_t,
+}
+
+// SAFETY: the table holds only addresses of functions of libslurmfull, valid for the life of the
+// process; they are thread-safe in the way Slurm's own plugins call them.
+unsafe impl Send for NodeApi {}
+// SAFETY: see `Send`; never written after resolution.
+unsafe impl Sync for NodeApi {}
+
+static NODE_API: OnceLock<Result<NodeApi, ApiError>> = OnceLock::new();
+
+/// The table, resolved on first use.
+pub fn node_api() -> Result<&'static NodeApi, ApiError> {
+    NODE_API
+        .get_or_init(|| {
+            let mut raw = std::mem::MaybeUninit::<sys::energy_node_api_t>::zeroed();
+            // SAFETY: the shim writes the whole table before returning NULL; a non-NULL return
+            // is a string literal of the shim.
+            let missing = unsafe { sys::energy_node_api_resolve(raw.as_mut_ptr()) };
+            if missing.is_null() {
+                // SAFETY: zeroed, then fully written by the successful resolve; members are
+                // `Option`s of function pointers, valid for any bit pattern the shim wrote.
+                Ok(NodeApi { raw: unsafe { raw.assume_init() } })
+            } else {
+                // SAFETY: non-NULL results are NUL-terminated literals (see above).
+                let name = unsafe { CStr::from_ptr(missing) };
+                Err(ApiError { missing: name.to_string_lossy().into_owned() })
+            }
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+macro_rules! ncall {
+    ($api:expr, $name:ident($($arg:expr),* $(,)?)) => {
+        match $api.raw.$name {
+            Some(f) => f($($arg),*),
+            None => unreachable!(concat!("Slurm node API member ", stringify!($name), " is empty")),
+        }
+    };
+}
+
+/// Which Slurm daemon loaded us.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Daemon {
+    Slurmctld,
+    Slurmd,
+    Slurmstepd,
+    Other,
+}
+
+/// One GPU as autodetection reports it to Slurm (`add_gres_to_list`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DetectedGpu {
+    /// Device file, e.g. `/dev/nvidia0`.
+    pub device_file: String,
+    /// Slurm type name, e.g. `tesla_v100-sxm2-32gb`.
+    pub type_name: String,
+    /// Cores near the GPU in Slurm's abstract numbering (`0-19`), if known.
+    pub cpus_abs: Option<String>,
+    /// Machine CPU ids near the GPU (for the CPU bitmap), if known.
+    pub cpus_machine: Vec<u32>,
+    /// Slurm's links string (`-1,2,0,0`), if known.
+    pub links: Option<String>,
+    /// UUID, for Slurm's `UniqueId`.
+    pub unique_id: Option<String>,
+}
+
+fn cstring(s: &str) -> CString {
+    CString::new(s.replace('\0', "?")).unwrap_or_default()
+}
+
+impl NodeApi {
+    pub fn daemon(&self) -> Daemon {
+        // SAFETY: argument-less libslurmfull predicates.
+        unsafe {
+            if ncall!(self, running_in_slurmstepd()) {
+                Daemon::Slurmstepd
+            } else if ncall!(self, running_in_slurmd()) {
+                Daemon::Slurmd
+            } else if ncall!(self, running_in_slurmctld()) {
+                Daemon::Slurmctld
+            } else {
+                Daemon::Other
+            }
+        }
+    }
+
+    /// slurm.conf `GpuFreqDef`, if set.
+    pub fn gpu_freq_def(&self) -> Option<String> {
+        let conf = self.raw.slurm_conf;
+        if conf.is_null() {
+            return None;
+        }
+        // SAFETY: libslurmfull's `slurm_conf`, read after the daemon loaded its configuration;
+        // the string is NUL-terminated or NULL.
+        unsafe {
+            let p = (*conf).gpu_freq_def;
+            if p.is_null() { None } else { Some(CStr::from_ptr(p).to_string_lossy().into_owned()) }
+        }
+    }
+
+    /// A new, empty `List` of `gres_slurmd_conf_t`, as `gpu_p_get_system_gpu_list` returns it;
+    /// then one record per GPU. Slurm owns (and frees) the list.
+    ///
+    /// # Safety
+    /// Must run in a Slurm daemon that called the GPU plugin (the list is handed to it).
+    pub unsafe fn build_gres_list(&self, cpu_cnt: u32, gpus: &[DetectedGpu]) -> sys::List {
+        // SAFETY: list_create takes the record destructor Slurm uses for these records.
+        let list = unsafe { ncall!(self, list_create(self.raw.destroy_gres_slurmd_conf)) };
+        let name = cstring("gpu");
+        // SAFETY: flag value from the tree's header.
+        let flags = unsafe { sys::energy_gres_conf_env_nvml() };
+        for gpu in gpus {
+            let file = cstring(&gpu.device_file);
+            let type_name = cstring(&gpu.type_name);
+            let cpus = gpu.cpus_abs.as_deref().map(cstring);
+            let links = gpu.links.as_deref().map(cstring);
+            let uuid = gpu.unique_id.as_deref().map(cstring);
+            let bitmap = if gpu.cpus_machine.is_empty() || cpus.is_none() {
+                std::ptr::null_mut()
+            } else {
+                let bits = gpu.cpus_machine.iter().copied().max().unwrap_or(0) as i64 + 1;
+                // SAFETY: a fresh bitmap of `bits` bits; every set index is below `bits`.
+                unsafe {
+                    let b = ncall!(self, bit_alloc(bits as sys::bitoff_t));
+                    for &cpu in &gpu.cpus_machine {
+                        ncall!(self, bit_set(b, cpu as sys::bitoff_t));
+                    }
+                    b
+                }
+            };
+            let ptr_or_null = |c: &Option<CString>| c.as_ref().map_or(std::ptr::null_mut(), |c| c.as_ptr() as *mut c_char);
+            // SAFETY: every string is a valid C string that outlives the call (add_gres_to_list
+            // copies them with xstrdup, and copies the bitmap, which we free after).
+            unsafe {
+                ncall!(
+                    self,
+                    add_gres_to_list(
+                        list,
+                        name.as_ptr() as *mut c_char,
+                        1,
+                        cpu_cnt as i32,
+                        ptr_or_null(&cpus),
+                        bitmap,
+                        file.as_ptr() as *mut c_char,
+                        type_name.as_ptr() as *mut c_char,
+                        ptr_or_null(&links),
+                        ptr_or_null(&uuid),
+                        flags,
+                    )
+                );
+                if !bitmap.is_null() {
+                    let mut b = bitmap;
+                    ncall!(self, slurm_bit_free(&mut b));
+                }
+            }
+        }
+        list
+    }
+
+    /// Set bits of a Slurm bitmap, ascending.
+    ///
+    /// # Safety
+    /// `bitmap` must be NULL or a valid `bitstr_t` that stays unchanged during the call.
+    pub unsafe fn bitmap_ones(&self, bitmap: *const sys::bitstr_t) -> Vec<usize> {
+        if bitmap.is_null() {
+            return Vec::new();
+        }
+        let bitmap = bitmap as *mut sys::bitstr_t;
+        // SAFETY: valid bitmap (caller), indices below its size.
+        unsafe {
+            let n = ncall!(self, bit_size(bitmap));
+            (0..n.max(0)).filter(|&i| ncall!(self, bit_test(bitmap, i)) != 0).map(|i| i as usize).collect()
+        }
+    }
+
+    /// The GPU bitmap of a slurmstepd step record (`ENERGY_DATA_STEP_PTR`): indices into this
+    /// node's GPUs in gres order; `None` if the step has no GPUs.
+    ///
+    /// # Safety
+    /// `step` must be slurmstepd's `stepd_step_rec_t`, alive during the call.
+    pub unsafe fn step_gpu_indices(&self, step: *const c_void) -> Option<Vec<usize>> {
+        // SAFETY: `step` is the step record (caller).
+        let list = unsafe { sys::energy_stepd_step_gres_list(step) } as sys::List;
+        if list.is_null() {
+            return None;
+        }
+        let name = cstring("gpu");
+        let mut bitmap: *mut sys::bitstr_t = std::ptr::null_mut();
+        // SAFETY: valid list and name; `bitmap` receives a pointer into the step's data (not
+        // to be freed), valid while the step record lives.
+        let rc = unsafe {
+            ncall!(
+                self,
+                gres_get_step_info(
+                    list,
+                    name.as_ptr() as *mut c_char,
+                    0,
+                    sys::energy_gres_step_data_bitmap() as _,
+                    (&mut bitmap as *mut *mut sys::bitstr_t).cast::<c_void>(),
+                )
+            )
+        };
+        if rc != sys::SLURM_SUCCESS as i32 || bitmap.is_null() {
+            return None;
+        }
+        // SAFETY: a bitmap of the step's data, alive with the step.
+        Some(unsafe { self.bitmap_ones(bitmap) })
+    }
+}
+
+/// Job and step id of a slurmstepd step record.
+///
+/// # Safety
+/// `step` must be slurmstepd's `stepd_step_rec_t`, alive during the call.
+pub unsafe fn step_ids(step: *const c_void) -> (u32, u32) {
+    let (mut job, mut stepid) = (0u32, 0u32);
+    // SAFETY: valid record (caller); out-pointers to locals.
+    unsafe { sys::energy_stepd_ids(step, &mut job, &mut stepid) };
+    (job, stepid)
+}
+
+/// This node's Slurm name (slurmd's `conf->node_name`), in slurmd and slurmstepd only.
+pub fn slurmd_node_name(api: &NodeApi) -> Option<String> {
+    if !matches!(api.daemon(), Daemon::Slurmd | Daemon::Slurmstepd) {
+        return None;
+    }
+    // SAFETY: in slurmd/slurmstepd `conf` is slurmd's configuration record, set up before any
+    // plugin runs; the name is NUL-terminated or NULL.
+    unsafe {
+        let p = sys::energy_slurmd_node_name();
+        if p.is_null() { None } else { Some(CStr::from_ptr(p).to_string_lossy().into_owned()) }
+    }
+}
+
+/// A string Slurm allocated with xmalloc, from Rust text (for `gpu_p_test_cpu_conv`).
+pub fn xstrdup(api: &NodeApi, text: &str) -> *mut c_char {
+    let c = cstring(text);
+    // SAFETY: valid C string; Slurm's xstrdup copies it into its own allocation.
+    unsafe { ncall!(api, xstrdup(c.as_ptr())) }
+}
