@@ -1,0 +1,290 @@
+//! Scheduling cycle time of sched/energy against stock sched/backfill on a live local cluster,
+//! with the same 2,000-job queue.
+//!
+//! ```sh
+//! cargo bench -p slurm-sched-plugin --bench live_cycle_time            # as root, Slurm installed
+//! cargo bench -p slurm-sched-plugin --bench live_cycle_time -- --jobs 500 --measure-s 30
+//! ```
+//!
+//! For each scheduler in turn: a fresh cluster of the same shape (accounting off), the same
+//! queue submitted held (`sbatch -H`, every job sleeps far longer than the run, so the nodes stay
+//! full and the queue stays), released at once with one `scontrol release`, then cycles are
+//! measured for a fixed window. sched/backfill's figures come from `sdiag` (reset right after the
+//! release); sched/energy's from its own per-cycle log lines (`sched/energy: debug: cycle N:
+//! X ms ...; tested T started S ...`). Both test at most 500 jobs per cycle
+//! (`bf_max_job_test` default, `max_jobs_tested` default) and run a cycle every 5 s. The ratio
+//! printed last is mean cycle time of sched/energy over that of sched/backfill, from this run.
+//!
+//! Not run by `cargo test` (a `harness = false` bench). Prints `SKIPPED: ...` when not root or
+//! Slurm is absent.
+
+use std::io::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use slurm_testcluster::{ClusterConfig, LocalCluster, skip_reason};
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+struct Options {
+    jobs: usize,
+    nodes: u32,
+    measure_s: u64,
+}
+
+impl Options {
+    fn parse() -> Result<Options, String> {
+        let mut o = Options { jobs: 2_000, nodes: 6, measure_s: 60 };
+        let mut args = std::env::args().skip(1);
+        while let Some(a) = args.next() {
+            let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
+            match a.as_str() {
+                "--jobs" => o.jobs = value("--jobs")?.parse().map_err(|e| format!("--jobs: {e}"))?,
+                "--nodes" => o.nodes = value("--nodes")?.parse().map_err(|e| format!("--nodes: {e}"))?,
+                "--measure-s" => o.measure_s = value("--measure-s")?.parse().map_err(|e| format!("--measure-s: {e}"))?,
+                // cargo bench passes --bench; ignore it and anything test-harness-like.
+                "--bench" => {}
+                "--help" | "-h" => {
+                    println!(
+                        "live_cycle_time [--jobs N (2000)] [--nodes N (6, 4 GPUs each)] [--measure-s S (60)]\n\
+                         Same held queue under sched/backfill and sched/energy; cycle times from sdiag and the plugin's log."
+                    );
+                    std::process::exit(0);
+                }
+                other if other.starts_with('-') => return Err(format!("unknown option {other}")),
+                _ => {} // a name filter from cargo bench
+            }
+        }
+        Ok(o)
+    }
+}
+
+/// One scheduler's figures over the measuring window.
+#[derive(Debug, Default)]
+struct Figures {
+    cycles: usize,
+    mean_ms: f64,
+    last_ms: f64,
+    max_ms: f64,
+    /// Jobs tested per cycle (mean), and the last cycle's.
+    tested_mean: f64,
+    tested_last: f64,
+    /// Queue length the scheduler saw (mean).
+    queue_mean: f64,
+    /// Jobs the scheduler itself started during the window.
+    started: usize,
+    running_at_end: usize,
+    note: String,
+}
+
+/// The queue: job `i` asks for 1, 2 or 4 GPUs and a time limit between 30 and 240 minutes, in a
+/// fixed pattern, so both schedulers see exactly the same jobs.
+fn job_args(i: usize) -> Vec<String> {
+    let gpus = [1, 2, 1, 4, 1, 2, 1, 1][i % 8];
+    let limit_min = 30 + (i * 37 % 8) * 30;
+    vec![
+        "-H".into(),
+        "-J".into(),
+        format!("bench{i}"),
+        format!("--gres=gpu:{gpus}"),
+        "-c".into(),
+        "1".into(),
+        "-t".into(),
+        limit_min.to_string(),
+        "-o".into(),
+        "/dev/null".into(),
+        "--wrap".into(),
+        "sleep 7200".into(),
+    ]
+}
+
+fn submit_all(cluster: &LocalCluster, jobs: usize) -> Vec<u32> {
+    let t0 = Instant::now();
+    let threads = 4;
+    let mut ids: Vec<u32> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                scope.spawn(move || {
+                    (t..jobs)
+                        .step_by(threads)
+                        .map(|i| {
+                            let args = job_args(i);
+                            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+                            cluster.sbatch(&refs, "").unwrap_or_else(|e| panic!("sbatch job {i}: {e}"))
+                        })
+                        .collect::<Vec<u32>>()
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().expect("submit thread")).collect()
+    });
+    ids.sort_unstable();
+    eprintln!("  submitted {} held jobs in {:.1} s", ids.len(), t0.elapsed().as_secs_f64());
+    ids
+}
+
+fn run_cmd(cluster: &LocalCluster, prog: &str, args: &[&str]) -> String {
+    let out = cluster.command(prog).args(args).output().unwrap_or_else(|e| panic!("{prog}: {e}"));
+    assert!(out.status.success(), "{prog} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn release_all(cluster: &LocalCluster, ids: &[u32]) {
+    for chunk in ids.chunks(500) {
+        let list = chunk.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        run_cmd(cluster, "scontrol", &["release", &list]);
+    }
+}
+
+fn count_running(cluster: &LocalCluster) -> usize {
+    run_cmd(cluster, "squeue", &["-h", "-t", "R", "-o", "%i"]).lines().count()
+}
+
+/// `name: value` inside sdiag's "Backfilling stats" section.
+fn sdiag_value(sdiag: &str, name: &str) -> Option<f64> {
+    let section = sdiag.split("Backfilling stats").nth(1)?;
+    section.lines().find_map(|l| {
+        let (k, v) = l.trim().split_once(':')?;
+        (k.trim() == name).then(|| v.split_whitespace().next()?.parse().ok())?
+    })
+}
+
+fn cluster_config(plugin_dir: &Path, sched_type: &str, nodes: u32) -> ClusterConfig {
+    let energy = sched_type == "sched/energy";
+    ClusterConfig {
+        nodes,
+        gpus_per_node: 4,
+        cpus_per_node: 8,
+        plugin_dir: Some(plugin_dir.to_path_buf()),
+        sched_type: sched_type.into(),
+        // sched/energy must be the only one starting jobs; sched/backfill keeps slurmctld's main
+        // scheduler (the stock setup), but sdiag's backfill figures time the backfill thread only.
+        scheduler_parameters: Some(if energy { "sched_interval=-1".into() } else { "bf_interval=5".into() }),
+        extra_files: vec![("energy.toml".into(), "[sched]\ninterval_s = 5\ndebug = true\n".into())],
+        with_accounting: false,
+        ..ClusterConfig::default()
+    }
+}
+
+fn measure(plugin_dir: &Path, sched_type: &str, o: &Options) -> Figures {
+    eprintln!("{sched_type}: starting a {}-node cluster", o.nodes);
+    let cluster = LocalCluster::start(cluster_config(plugin_dir, sched_type, o.nodes)).unwrap_or_else(|e| panic!("cluster: {e}"));
+    let ids = submit_all(&cluster, o.jobs);
+    let log_offset = cluster.slurmctld_log().len();
+    release_all(&cluster, &ids);
+    run_cmd(&cluster, "sdiag", &["--reset"]);
+    eprintln!("  released; measuring for {} s", o.measure_s);
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(o.measure_s) {
+        std::thread::sleep(Duration::from_secs(5));
+        eprint!(".");
+        let _ = std::io::stderr().flush();
+    }
+    eprintln!();
+    let mut f = Figures { running_at_end: count_running(&cluster), ..Figures::default() };
+    if sched_type == "sched/backfill" {
+        let sdiag = run_cmd(&cluster, "sdiag", &[]);
+        let us = |name: &str| sdiag_value(&sdiag, name).unwrap_or(f64::NAN);
+        f.cycles = us("Total cycles") as usize;
+        f.mean_ms = us("Mean cycle") / 1e3;
+        f.last_ms = us("Last cycle") / 1e3;
+        f.max_ms = us("Max cycle") / 1e3;
+        // 22.05 labels the mean "Depth Mean (try depth)".
+        f.tested_mean = sdiag_value(&sdiag, "Depth Mean (try sched)").or_else(|| sdiag_value(&sdiag, "Depth Mean (try depth)")).unwrap_or(f64::NAN);
+        f.tested_last = us("Last depth cycle (try sched)");
+        f.queue_mean = us("Queue length mean");
+        f.started = us("Total backfilled jobs (since last stats cycle start)") as usize;
+        f.note = format!(
+            "sdiag: depth mean {} (all jobs looked at), last queue length {}",
+            us("Depth Mean"),
+            us("Last queue length")
+        );
+        println!("--- sdiag (sched/backfill, after {} s) ---\n{}", o.measure_s, sdiag.trim_end());
+    } else {
+        let log = cluster.slurmctld_log();
+        let window = log.get(log_offset..).unwrap_or("");
+        let cycles: Vec<EnergyCycle> = window.lines().filter_map(parse_energy_cycle).collect();
+        assert!(!cycles.is_empty(), "no sched/energy cycle lines after the release:\n{window}");
+        let n = cycles.len() as f64;
+        f.cycles = cycles.len();
+        f.mean_ms = cycles.iter().map(|c| c.ms).sum::<f64>() / n;
+        f.max_ms = cycles.iter().map(|c| c.ms).fold(0.0, f64::max);
+        f.tested_mean = cycles.iter().map(|c| c.tested as f64).sum::<f64>() / n;
+        f.queue_mean = cycles.iter().map(|c| c.pending as f64).sum::<f64>() / n;
+        f.started = cycles.iter().map(|c| c.started).sum();
+        if let Some(last) = cycles.last() {
+            f.last_ms = last.ms;
+            f.tested_last = last.tested as f64;
+            f.note = format!("last cycle line: {}", last.line);
+        }
+    }
+    eprintln!("  stopping ({} jobs to cancel)", ids.len());
+    cluster.stop().unwrap_or_else(|e| eprintln!("  stop: {e}"));
+    f
+}
+
+struct EnergyCycle {
+    ms: f64,
+    pending: usize,
+    tested: usize,
+    started: usize,
+    line: String,
+}
+
+/// `... sched/energy: debug: cycle 12: 4.123 ms (locked ...); nodes 6 running 24 pending 1976;
+/// tested 500 started 0 ...`
+fn parse_energy_cycle(line: &str) -> Option<EnergyCycle> {
+    let rest = line.split("sched/energy: debug: cycle ").nth(1)?;
+    let (_, rest) = rest.split_once(": ")?;
+    let ms = rest.split_whitespace().next()?.parse().ok()?;
+    let word_after = |key: &str| -> Option<usize> {
+        let mut words = rest.split_whitespace();
+        words.find(|w| *w == key)?;
+        words.next()?.trim_end_matches(';').parse().ok()
+    };
+    Some(EnergyCycle {
+        ms,
+        pending: word_after("pending")?,
+        tested: word_after("tested")?,
+        started: word_after("started")?,
+        line: line.trim().to_string(),
+    })
+}
+
+fn main() {
+    if let Some(why) = skip_reason() {
+        println!("SKIPPED: live_cycle_time: {why}");
+        return;
+    }
+    let o = match Options::parse() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("live_cycle_time: {e}");
+            std::process::exit(2);
+        }
+    };
+    let plugins = common::plugin_dir();
+    let backfill = measure(plugins.path(), "sched/backfill", &o);
+    let energy = measure(plugins.path(), "sched/energy", &o);
+
+    println!();
+    println!(
+        "Cycle time, same {}-job queue, {} nodes x 4 GPUs (8 CPUs each), {} s after the release:",
+        o.jobs, o.nodes, o.measure_s
+    );
+    println!(
+        "{:<15} {:>6} {:>10} {:>10} {:>10} {:>12} {:>12} {:>10} {:>8} {:>8}",
+        "scheduler", "cycles", "mean ms", "last ms", "max ms", "tested/cyc", "tested last", "queue", "started", "running"
+    );
+    for (name, f) in [("sched/backfill", &backfill), ("sched/energy", &energy)] {
+        println!(
+            "{:<15} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>12.1} {:>12.0} {:>10.0} {:>8} {:>8}",
+            name, f.cycles, f.mean_ms, f.last_ms, f.max_ms, f.tested_mean, f.tested_last, f.queue_mean, f.started, f.running_at_end
+        );
+    }
+    println!("backfill: {}", backfill.note);
+    println!("energy:   {}", energy.note);
+    let ratio = energy.mean_ms / backfill.mean_ms;
+    println!("ratio sched/energy / sched/backfill (mean cycle time): {ratio:.3}x (goal <= 0.5x)");
+}
