@@ -27,6 +27,64 @@ enum Command {
     /// comes from measured data (Gavel, Zeus, Synergy, V100 logs); the planner only sees what
     /// slurmctld would see: time limits, hints and its own predictions.
     Simulate(SimulateArgs),
+    /// Bring up a real Slurm cluster on this machine with the bundle's plugins, run a small
+    /// workload with energy hints, and print what sched/energy decided for each job.
+    ///
+    /// Needs root on Debian 12. Steps: runs tools/slurm-env.sh (installs Slurm, munge, MariaDB
+    /// and libclang, fetches and configures the matching Slurm source tree; fast when already
+    /// done), builds sched_energy.so and spank_energy.so with cargo, starts munged, MariaDB,
+    /// slurmdbd, slurmctld and 3 slurmd with 4 fake GPUs each on loopback (all state in one temp
+    /// dir, SchedulerType=sched/energy, spank_energy.so in plugstack.conf, etc/energy.toml),
+    /// submits 10 jobs with different --energy-policy/--energy-share/--energy-max-slowdown hints
+    /// and --gres=gpu:N, waits for them, and prints one line per job: id, name, GPUs, hints,
+    /// nodes, state, elapsed time, energy (sacct ConsumedEnergy; 0 until a GPU energy plugin is
+    /// loaded) and the decision record sched/energy wrote into the job's admin comment. Then it
+    /// stops every daemon it started (by pid) and removes the temp dir, unless --keep.
+    Demo(DemoArgs),
+}
+
+#[derive(Args)]
+struct DemoArgs {
+    /// Leave the cluster running afterwards and print how to use it (SLURM_CONF=... sinfo,
+    /// sbatch with hints) and how to stop it (the daemons' pids).
+    #[arg(long)]
+    keep: bool,
+    /// The project's source tree (tools/slurm-env.sh, etc/energy.toml, the plugin crates).
+    /// Default: the tree this binary was built from, else the current directory.
+    #[arg(long)]
+    project_dir: Option<PathBuf>,
+    /// Do not run tools/slurm-env.sh (SLURM_SRC_DIR must then be set for the plugin build).
+    #[arg(long)]
+    no_install: bool,
+    /// Use already built plugins from this directory (sched_energy.so or libsched_energy.so,
+    /// and the same for spank_energy) instead of building them.
+    #[arg(long)]
+    plugins: Option<PathBuf>,
+    /// Give up waiting for the workload after this many seconds.
+    #[arg(long, default_value_t = 300)]
+    timeout_s: u64,
+}
+
+fn demo(a: DemoArgs) -> Result<(), String> {
+    let opts = tools::demo::DemoOptions {
+        project_dir: a.project_dir.unwrap_or_else(tools::demo::default_project_dir),
+        install: !a.no_install,
+        plugins: match a.plugins {
+            Some(dir) => tools::demo::Plugins::Prebuilt(dir),
+            None => tools::demo::Plugins::Build { release: true, target_dir: None },
+        },
+        workload: tools::demo::default_workload(),
+        keep: a.keep,
+        timeout: std::time::Duration::from_secs(a.timeout_s),
+        progress: std::io::stderr().is_terminal(),
+    };
+    let report = tools::demo::run_demo(&opts)?;
+    tools::demo::print_table(&report.rows);
+    if let Some(kept) = report.kept {
+        println!();
+        print!("{kept}");
+    }
+    Ok(())
 }
 
 #[derive(Args)]
@@ -135,6 +193,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Simulate(a) => simulate(a),
+        Command::Demo(a) => demo(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,596 @@
+//! `slurm-energy demo`: a real local Slurm cluster with the bundle's plugins loaded, a small mixed
+//! workload with different energy hints, and one line per job of what happened.
+//!
+//! The steps are separate functions so tests (and later demos) can reuse them:
+//! [`prepare_environment`] (root check, `tools/slurm-env.sh`), [`build_plugins`] (cargo),
+//! [`DemoCluster::start`] (slurm-testcluster with `sched/energy`, `plugstack.conf` and
+//! `energy.toml`; extra plugin files and daemon environment for GPU plugins),
+//! [`DemoCluster::run_workload`] and [`print_table`]. [`run_demo`] chains them.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use slurm_testcluster::{ClusterConfig, LocalCluster};
+
+/// Nodes and fake GPUs of the demo cluster.
+pub const DEMO_NODES: u32 = 3;
+pub const DEMO_GPUS_PER_NODE: u32 = 4;
+
+/// The configuration the demo's sched/energy reads: the project's commented `etc/energy.toml`,
+/// with a shorter cycle so that a short demo shows several cycles.
+const ENERGY_TOML: &str = include_str!("../../etc/energy.toml");
+const DEMO_INTERVAL_S: &str = "interval_s = 2";
+
+/// One job of the demo workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DemoJob {
+    pub name: String,
+    pub gpus: u32,
+    pub sleep_s: u32,
+    /// `--energy-*` options as given to sbatch, e.g. `--energy-policy=efficiency`.
+    pub hints: Vec<String>,
+}
+
+impl DemoJob {
+    pub fn new(name: &str, gpus: u32, sleep_s: u32, hints: &[&str]) -> DemoJob {
+        DemoJob { name: name.into(), gpus, sleep_s, hints: hints.iter().map(|h| h.to_string()).collect() }
+    }
+
+    /// The hints in short form (`efficiency slow<=1.5 share=allow`), `-` for none.
+    pub fn hints_short(&self) -> String {
+        let short: Vec<String> = self
+            .hints
+            .iter()
+            .map(|h| {
+                let h = h.trim_start_matches("--energy-");
+                if let Some(v) = h.strip_prefix("policy=") {
+                    v.to_string()
+                } else if let Some(v) = h.strip_prefix("max-slowdown=") {
+                    format!("slow<={v}")
+                } else {
+                    h.to_string()
+                }
+            })
+            .collect();
+        if short.is_empty() { "-".into() } else { short.join(" ") }
+    }
+}
+
+/// The default workload: 10 jobs, 1 to 4 GPUs, 4 to 12 s, every hint at least once, more GPUs
+/// than the cluster has at once so that some jobs wait and the planner has choices.
+pub fn default_workload() -> Vec<DemoJob> {
+    vec![
+        DemoJob::new("train-bert", 4, 10, &["--energy-policy=performance"]),
+        DemoJob::new("train-resnet", 2, 8, &["--energy-policy=efficiency", "--energy-max-slowdown=1.5"]),
+        DemoJob::new("eval-small", 1, 4, &["--energy-policy=efficiency", "--energy-share=allow"]),
+        DemoJob::new("eval-small2", 1, 4, &["--energy-policy=efficiency", "--energy-share=allow"]),
+        DemoJob::new("finetune", 2, 6, &["--energy-policy=balanced", "--energy-share=deny"]),
+        DemoJob::new("sweep-a", 1, 5, &["--energy-max-slowdown=1.2", "--energy-tag=sweep"]),
+        DemoJob::new("sweep-b", 1, 5, &["--energy-max-slowdown=1.2", "--energy-tag=sweep"]),
+        DemoJob::new("no-hints", 2, 6, &[]),
+        DemoJob::new("big-train", 4, 8, &["--energy-policy=balanced"]),
+        DemoJob::new("notebook", 1, 12, &["--energy-policy=performance", "--energy-share=deny"]),
+    ]
+}
+
+/// How the plugins are obtained.
+#[derive(Clone, Debug)]
+pub enum Plugins {
+    /// `cargo build -p slurm-sched-plugin -p spank-energy` in the project (release unless
+    /// `debug`), into `target_dir` (default: `$CARGO_TARGET_DIR`, else `<project>/target`).
+    Build { release: bool, target_dir: Option<PathBuf> },
+    /// Already built: `sched_energy.so` and `spank_energy.so` (or their `lib*.so` names) here.
+    Prebuilt(PathBuf),
+}
+
+/// Everything [`run_demo`] needs.
+#[derive(Clone, Debug)]
+pub struct DemoOptions {
+    /// The project's source tree (with `tools/slurm-env.sh` and `etc/energy.toml`).
+    pub project_dir: PathBuf,
+    /// Run `tools/slurm-env.sh` first (packages + configured Slurm tree). Without it
+    /// `$SLURM_SRC_DIR` must already be set when plugins are built.
+    pub install: bool,
+    pub plugins: Plugins,
+    pub workload: Vec<DemoJob>,
+    /// Leave the cluster running after the table.
+    pub keep: bool,
+    /// How long to wait for the whole workload.
+    pub timeout: Duration,
+    /// Show a progress bar (on a terminal).
+    pub progress: bool,
+}
+
+/// Where the project is: the source tree this binary was built from, else the current directory.
+pub fn default_project_dir() -> PathBuf {
+    let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf);
+    let is_project = |d: &Path| d.join("tools").join("slurm-env.sh").is_file() && d.join("Cargo.toml").is_file();
+    match built_from.filter(|d| is_project(d)) {
+        Some(d) => d,
+        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+    }
+}
+
+/// Fails unless the process runs as root (the cluster starts Slurm's daemons and creates device
+/// nodes).
+pub fn require_root() -> Result<(), String> {
+    let uid = std::fs::metadata("/proc/self").map(|m| m.uid()).map_err(|e| format!("cannot tell the user id (/proc/self: {e})"))?;
+    if uid != 0 {
+        return Err(format!(
+            "the demo must run as root (uid {uid}): it installs Slurm's packages, starts munged, MariaDB, slurmdbd, \
+             slurmctld and three slurmd, and creates fake GPU device nodes; try `sudo -E` or a root shell"
+        ));
+    }
+    Ok(())
+}
+
+/// Runs `tools/slurm-env.sh` (its progress goes to stderr) and returns the Slurm source tree it
+/// prints as `SLURM_SRC_DIR=...`.
+pub fn prepare_environment(project_dir: &Path) -> Result<PathBuf, String> {
+    let script = project_dir.join("tools").join("slurm-env.sh");
+    if !script.is_file() {
+        return Err(format!("{} not found: pass --project-dir with the project's source tree", script.display()));
+    }
+    eprintln!("slurm-energy demo: preparing Slurm ({}; the first run installs packages and configures the Slurm source tree)", script.display());
+    let mut child = Command::new("bash")
+        .arg(&script)
+        .current_dir(project_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("run {}: {e}", script.display()))?;
+    let mut src_dir = None;
+    if let Some(out) = child.stdout.take() {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            match line.strip_prefix("SLURM_SRC_DIR=") {
+                Some(dir) => src_dir = Some(PathBuf::from(dir.trim())),
+                None => eprintln!("{line}"),
+            }
+        }
+    }
+    let status = child.wait().map_err(|e| format!("wait for {}: {e}", script.display()))?;
+    if !status.success() {
+        return Err(format!("{} failed ({status}); see its messages above", script.display()));
+    }
+    src_dir.ok_or_else(|| format!("{} printed no SLURM_SRC_DIR= line", script.display()))
+}
+
+/// The built plugin files.
+#[derive(Clone, Debug)]
+pub struct PluginFiles {
+    pub sched_energy: PathBuf,
+    pub spank_energy: PathBuf,
+}
+
+impl PluginFiles {
+    /// Finds `sched_energy.so`/`libsched_energy.so` and the same for spank_energy in `dir`.
+    pub fn in_dir(dir: &Path) -> Result<PluginFiles, String> {
+        let find = |name: &str| {
+            [dir.join(format!("{name}.so")), dir.join(format!("lib{name}.so"))]
+                .into_iter()
+                .find(|p| p.is_file())
+                .ok_or_else(|| format!("neither {name}.so nor lib{name}.so in {}", dir.display()))
+        };
+        Ok(PluginFiles { sched_energy: find("sched_energy")?, spank_energy: find("spank_energy")? })
+    }
+}
+
+/// Builds `sched_energy.so` and `spank_energy.so` with cargo against the Slurm tree `slurm_src`.
+pub fn build_plugins(project_dir: &Path, slurm_src: Option<&Path>, release: bool, target_dir: Option<&Path>) -> Result<PluginFiles, String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let target = match target_dir {
+        Some(d) => d.to_path_buf(),
+        None => std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| project_dir.join("target")),
+    };
+    let mut cmd = Command::new(&cargo);
+    cmd.current_dir(project_dir).args(["build", "-p", "slurm-sched-plugin", "-p", "spank-energy", "--lib"]);
+    if release {
+        cmd.arg("--release");
+    }
+    cmd.arg("--target-dir").arg(&target);
+    if let Some(src) = slurm_src {
+        cmd.env("SLURM_SRC_DIR", src);
+    } else if std::env::var_os("SLURM_SRC_DIR").is_none() {
+        return Err("SLURM_SRC_DIR is not set and tools/slurm-env.sh was not run: cannot build the plugins".into());
+    }
+    eprintln!("slurm-energy demo: building the plugins (cargo build{} -p slurm-sched-plugin -p spank-energy)", if release { " --release" } else { "" });
+    let status = cmd.stdin(Stdio::null()).status().map_err(|e| format!("run {}: {e} (is cargo installed?)", cargo.to_string_lossy()))?;
+    if !status.success() {
+        return Err(format!("building the plugins failed ({status})"));
+    }
+    PluginFiles::in_dir(&target.join(if release { "release" } else { "debug" }))
+}
+
+/// What the demo cluster looks like beyond the defaults. GPU plugins (a `gpu_nvml.so`, a fake
+/// `libnvidia-ml.so`) come in through `extra_plugins`, `daemon_env` and `extra_files`.
+#[derive(Clone, Debug, Default)]
+pub struct DemoSetup {
+    pub plugins: Option<PluginFiles>,
+    /// More files copied into the plugin dir (source, file name there).
+    pub extra_plugins: Vec<(PathBuf, String)>,
+    /// Environment of every Slurm daemon (e.g. `LD_LIBRARY_PATH` for a fake NVML).
+    pub daemon_env: Vec<(String, String)>,
+    /// Files next to slurm.conf beyond energy.toml and plugstack.conf (e.g. a gres.conf).
+    pub extra_files: Vec<(String, String)>,
+    /// Lines appended to slurm.conf (e.g. `AcctGatherEnergyType=...`).
+    pub extra_slurm_conf: Vec<String>,
+}
+
+/// The local cluster of the demo, with the plugin dir it loads from.
+pub struct DemoCluster {
+    pub cluster: LocalCluster,
+    plugin_dir: tempfile::TempDir,
+}
+
+/// One finished job, as `sacct` recorded it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DemoRow {
+    pub job_id: u32,
+    pub job: DemoJob,
+    pub nodes: String,
+    pub state: String,
+    pub elapsed: String,
+    /// sched/energy's decision record (the job's AdminComment), in full.
+    pub decision: String,
+    /// `ConsumedEnergyRaw` (J). 0 until a GPU energy plugin reports energy.
+    pub energy_j: Option<f64>,
+    // GPU columns (energy from NVML, applied clock) go here once gres-energy-plugin exists;
+    // add them to `columns()` below too.
+}
+
+impl DemoRow {
+    /// The decision record without its prefix, the nodes (shown apart) and the score breakdown.
+    pub fn decision_short(&self) -> String {
+        if self.decision.is_empty() {
+            return "-".into();
+        }
+        let fields: BTreeMap<&str, &str> =
+            self.decision.trim_start_matches("energy:").split_whitespace().filter_map(|kv| kv.split_once('=')).collect();
+        let mut s = String::new();
+        for key in ["policy", "clock", "share", "slow", "pred_kwh"] {
+            if let Some(v) = fields.get(key) {
+                let _ = write!(s, "{}{key}={v}", if s.is_empty() { "" } else { " " });
+            }
+        }
+        if s.is_empty() { self.decision.clone() } else { s }
+    }
+}
+
+impl DemoCluster {
+    /// Starts 3 nodes x 4 fake GPUs with accounting, `SchedulerType=sched/energy`, the SPANK
+    /// plugin in plugstack.conf and the project's energy.toml.
+    pub fn start(project_energy_toml: &str, setup: &DemoSetup) -> Result<DemoCluster, String> {
+        let plugins = setup.plugins.as_ref().ok_or("no plugins given")?;
+        let plugin_dir = tempfile::Builder::new()
+            .prefix("slurm-energy-demo-plugins-")
+            .tempdir()
+            .map_err(|e| format!("create the plugin dir: {e}"))?;
+        let mut files = vec![(plugins.sched_energy.clone(), "sched_energy.so".to_string()), (plugins.spank_energy.clone(), "spank_energy.so".to_string())];
+        files.extend(setup.extra_plugins.iter().cloned());
+        for (src, name) in &files {
+            std::fs::copy(src, plugin_dir.path().join(name)).map_err(|e| format!("copy {} into the plugin dir: {e}", src.display()))?;
+        }
+        let plugstack = format!("required {} max_defer=12h max_slowdown=3.0\n", plugin_dir.path().join("spank_energy.so").display());
+        let energy_toml = demo_energy_toml(project_energy_toml);
+        let mut extra_files = vec![("energy.toml".to_string(), energy_toml), ("plugstack.conf".to_string(), plugstack)];
+        extra_files.extend(setup.extra_files.iter().cloned());
+        let cfg = ClusterConfig {
+            nodes: DEMO_NODES,
+            gpus_per_node: DEMO_GPUS_PER_NODE,
+            plugin_dir: Some(plugin_dir.path().to_path_buf()),
+            sched_type: "sched/energy".into(),
+            scheduler_parameters: Some("sched_interval=-1".into()),
+            extra_files,
+            extra_slurm_conf: setup.extra_slurm_conf.clone(),
+            daemon_env: setup.daemon_env.clone(),
+            with_accounting: true,
+            ..ClusterConfig::default()
+        };
+        let cluster = LocalCluster::start(cfg).map_err(|e| format!("the local cluster did not start: {e}"))?;
+        Ok(DemoCluster { cluster, plugin_dir })
+    }
+
+    /// Submits the workload, waits for every job to end (with a progress bar when `progress`),
+    /// and returns one row per job from `sacct`.
+    pub fn run_workload(&self, workload: &[DemoJob], timeout: Duration, progress: bool) -> Result<Vec<DemoRow>, String> {
+        let mut ids = Vec::with_capacity(workload.len());
+        for job in workload {
+            let mut args = vec!["-J".to_string(), job.name.clone(), format!("--gres=gpu:{}", job.gpus), "-t".into(), "5".into()];
+            args.extend(job.hints.iter().cloned());
+            args.extend(["--wrap".to_string(), format!("echo GPUs $CUDA_VISIBLE_DEVICES on $(hostname); sleep {}", job.sleep_s)]);
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            let id = self.cluster.sbatch(&refs, "").map_err(|e| format!("sbatch {}: {e}", job.name))?;
+            ids.push(id);
+        }
+        self.wait_all(&ids, timeout, progress)?;
+        let mut rows = Vec::with_capacity(ids.len());
+        for (&id, job) in ids.iter().zip(workload) {
+            self.cluster.wait_accounted(id, Duration::from_secs(60)).map_err(|e| e.to_string())?;
+            let line = self
+                .cluster
+                .sacct(id, "NodeList,State,Elapsed,ConsumedEnergyRaw,AdminComment")
+                .map_err(|e| format!("sacct for job {id}: {e}"))?;
+            // AdminComment is last and may hold anything but a newline.
+            let mut f = line.lines().next().unwrap_or_default().splitn(5, '|');
+            let mut next = || f.next().unwrap_or_default().trim().to_string();
+            let (nodes, state, elapsed, energy, decision) = (next(), next(), next(), next(), next());
+            rows.push(DemoRow { job_id: id, job: job.clone(), nodes, state, elapsed, decision, energy_j: energy.parse().ok() });
+        }
+        Ok(rows)
+    }
+
+    fn wait_all(&self, ids: &[u32], timeout: Duration, progress: bool) -> Result<(), String> {
+        let bar = if progress { ProgressBar::new(ids.len() as u64) } else { ProgressBar::hidden() };
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} jobs done  {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(200));
+        let deadline = Instant::now() + timeout;
+        loop {
+            let states = self.job_states()?;
+            let (mut done, mut running, mut pending) = (0, 0, 0);
+            for id in ids {
+                match states.get(id).map(String::as_str) {
+                    None => done += 1, // slurmctld forgot it: long over
+                    Some("PENDING") => pending += 1,
+                    Some("RUNNING" | "CONFIGURING" | "COMPLETING") => running += 1,
+                    Some(_) => done += 1,
+                }
+            }
+            bar.set_position(done);
+            bar.set_message(format!("{running} running, {pending} pending"));
+            if done as usize == ids.len() {
+                bar.finish_and_clear();
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bar.abandon();
+                return Err(format!(
+                    "{} of {} jobs still not done after {} s ({running} running, {pending} pending); slurmctld log: {}",
+                    ids.len() - done as usize,
+                    ids.len(),
+                    timeout.as_secs(),
+                    self.cluster.base_dir().join("log").join("slurmctld.log").display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// Job id -> state for every job slurmctld still knows.
+    fn job_states(&self) -> Result<BTreeMap<u32, String>, String> {
+        let out = self.cluster.command("squeue").args(["-h", "-t", "all", "-o", "%i|%T"]).output().map_err(|e| format!("squeue: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("squeue failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                let (id, state) = l.split_once('|')?;
+                Some((id.trim().parse().ok()?, state.trim().to_string()))
+            })
+            .collect())
+    }
+
+    /// Leaves every daemon running and the files in place; returns how to use and stop it.
+    pub fn keep_running(self) -> String {
+        let DemoCluster { cluster, plugin_dir } = self;
+        let text = keep_text(&cluster, &plugin_dir.keep());
+        // Not dropped: dropping would stop the daemons and remove the base dir.
+        std::mem::forget(cluster);
+        text
+    }
+
+    /// Stops every daemon (by pid) and removes the cluster's files.
+    pub fn stop(self) -> Result<(), String> {
+        self.cluster.stop().map_err(|e| format!("stopping the cluster: {e}"))
+    }
+}
+
+/// How to use a cluster left running, and how to stop it by its daemons' pids.
+pub fn keep_text(cluster: &LocalCluster, plugin_dir: &Path) -> String {
+    let base = cluster.base_dir();
+    let pids = cluster.pids();
+    let mut s = String::new();
+    let _ = writeln!(s, "The cluster keeps running (--keep). Use it with:");
+    let _ = writeln!(s, "  export SLURM_CONF={}", cluster.conf_path().display());
+    let _ = writeln!(s, "  sinfo; squeue");
+    let _ = writeln!(s, "  sbatch --gres=gpu:2 --energy-policy=efficiency --energy-share=allow --wrap 'sleep 30'");
+    let _ = writeln!(s, "  sacct -X -o JobID,JobName,State,NodeList,AdminComment%100");
+    let _ = writeln!(s, "Logs: {}/log (slurmctld.log: sched/energy's decisions and cycle statistics)", base.display());
+    let _ = writeln!(s, "Daemons (pid):");
+    for (name, pid) in &pids {
+        let _ = writeln!(s, "  {name:<12} {pid}");
+    }
+    let reversed: Vec<String> = pids.iter().rev().map(|(_, pid)| pid.to_string()).collect();
+    let _ = writeln!(s, "Stop it (slurmd first, munged last), then remove its files:");
+    let _ = writeln!(s, "  for pid in {}; do kill $pid; while kill -0 $pid 2>/dev/null; do sleep 0.2; done; done", reversed.join(" "));
+    let _ = writeln!(s, "  rm -rf {} {}", base.display(), plugin_dir.display());
+    s
+}
+
+/// The project's energy.toml with the demo's cycle interval (2 s instead of 5 s).
+pub fn demo_energy_toml(project: &str) -> String {
+    let mut replaced = false;
+    let text: Vec<String> = project
+        .lines()
+        .map(|l| {
+            if !replaced && l.trim_start().starts_with("interval_s") {
+                replaced = true;
+                format!("{DEMO_INTERVAL_S}   # the demo's: cycles every 2 s")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    let mut out = text.join("\n");
+    out.push('\n');
+    if !replaced {
+        out = format!("[sched]\n{DEMO_INTERVAL_S}\n{out}");
+    }
+    out
+}
+
+/// A column of the job table: header and the cell of a row.
+type Column = (&'static str, fn(&DemoRow) -> String);
+
+fn columns() -> Vec<Column> {
+    vec![
+        ("JOBID", |r| r.job_id.to_string()),
+        ("NAME", |r| r.job.name.clone()),
+        ("GPUS", |r| r.job.gpus.to_string()),
+        ("HINTS", |r| r.job.hints_short()),
+        ("NODES", |r| r.nodes.clone()),
+        ("STATE", |r| r.state.clone()),
+        ("ELAPSED", |r| r.elapsed.clone()),
+        ("ENERGY_J", |r| r.energy_j.map_or("-".into(), |j| format!("{j:.0}"))),
+        // GPU energy (NVML) and applied-clock columns: add them here.
+        ("DECISION (sched/energy)", |r| r.decision_short()),
+    ]
+}
+
+/// The job table, one line per job, columns aligned.
+pub fn format_table(rows: &[DemoRow]) -> String {
+    let cols = columns();
+    let cells: Vec<Vec<String>> = rows.iter().map(|r| cols.iter().map(|(_, f)| f(r)).collect()).collect();
+    let widths: Vec<usize> =
+        cols.iter().enumerate().map(|(i, (h, _))| cells.iter().map(|c| c[i].len()).chain([h.len()]).max().unwrap_or(0)).collect();
+    let mut s = String::new();
+    let line = |s: &mut String, items: Vec<&str>| {
+        let last = items.len().saturating_sub(1);
+        for (i, item) in items.iter().enumerate() {
+            if i == last {
+                let _ = write!(s, "{item}");
+            } else {
+                let _ = write!(s, "{item:<w$}  ", w = widths[i]);
+            }
+        }
+        s.push('\n');
+    };
+    line(&mut s, cols.iter().map(|(h, _)| *h).collect());
+    for row in &cells {
+        line(&mut s, row.iter().map(String::as_str).collect());
+    }
+    s
+}
+
+pub fn print_table(rows: &[DemoRow]) {
+    print!("{}", format_table(rows));
+}
+
+/// What [`run_demo`] did.
+pub struct DemoReport {
+    pub rows: Vec<DemoRow>,
+    /// With `keep`: how to use and stop the cluster.
+    pub kept: Option<String>,
+}
+
+/// The whole demo: prepare, build, start, run the workload, print the table, stop (or keep).
+pub fn run_demo(opts: &DemoOptions) -> Result<DemoReport, String> {
+    require_root()?;
+    let slurm_src = if opts.install { Some(prepare_environment(&opts.project_dir)?) } else { None };
+    let plugins = match &opts.plugins {
+        Plugins::Build { release, target_dir } => build_plugins(&opts.project_dir, slurm_src.as_deref(), *release, target_dir.as_deref())?,
+        Plugins::Prebuilt(dir) => PluginFiles::in_dir(dir)?,
+    };
+    let energy_toml_path = opts.project_dir.join("etc").join("energy.toml");
+    let energy_toml = std::fs::read_to_string(&energy_toml_path).unwrap_or_else(|_| ENERGY_TOML.to_string());
+    eprintln!(
+        "slurm-energy demo: starting a local cluster ({DEMO_NODES} nodes x {DEMO_GPUS_PER_NODE} fake GPUs, sched/energy, spank_energy, accounting)"
+    );
+    let t0 = Instant::now();
+    let demo = DemoCluster::start(&energy_toml, &DemoSetup { plugins: Some(plugins), ..DemoSetup::default() })?;
+    eprintln!(
+        "slurm-energy demo: cluster up in {:.1} s ({}); submitting {} jobs",
+        t0.elapsed().as_secs_f64(),
+        demo.cluster.base_dir().display(),
+        opts.workload.len()
+    );
+    let rows = match demo.run_workload(&opts.workload, opts.timeout, opts.progress) {
+        Ok(rows) => rows,
+        Err(e) => {
+            // Dropping `demo` stops the daemons unless the user wants to look at the cluster.
+            if opts.keep {
+                eprintln!("{}", demo.keep_running());
+            }
+            return Err(e);
+        }
+    };
+    let kept = if opts.keep {
+        Some(demo.keep_running())
+    } else {
+        demo.stop()?;
+        None
+    };
+    Ok(DemoReport { rows, kept })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(decision: &str) -> DemoRow {
+        DemoRow {
+            job_id: 7,
+            job: DemoJob::new("a", 2, 1, &["--energy-policy=efficiency", "--energy-max-slowdown=1.5", "--energy-share=allow"]),
+            nodes: "n1".into(),
+            state: "COMPLETED".into(),
+            elapsed: "00:00:05".into(),
+            decision: decision.into(),
+            energy_j: Some(0.0),
+        }
+    }
+
+    #[test]
+    fn hints_and_decision_are_shortened() {
+        let r = row("energy:policy=efficiency nodes=n1 clock=1200MHz share=none slow=1.100 pred_w=180 pred_kwh=0.001 score=e1.00/i0.00/f0.10/c0.00/o0.01");
+        assert_eq!(r.job.hints_short(), "efficiency slow<=1.5 share=allow");
+        assert_eq!(r.decision_short(), "policy=efficiency clock=1200MHz share=none slow=1.100 pred_kwh=0.001");
+        assert_eq!(row("").decision_short(), "-");
+        assert_eq!(DemoJob::new("b", 1, 1, &[]).hints_short(), "-");
+    }
+
+    #[test]
+    fn table_has_a_header_and_one_aligned_line_per_job() {
+        let rows = vec![row("energy:policy=balanced nodes=n2 clock=1380MHz"), DemoRow { job_id: 12345, ..row("") }];
+        let t = format_table(&rows);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 3, "{t}");
+        assert!(lines[0].starts_with("JOBID"), "{t}");
+        let col = lines[0].find("NAME").expect("NAME header");
+        assert_eq!(&lines[1][col..col + 1], "a", "{t}");
+        assert_eq!(&lines[2][col..col + 1], "a", "{t}");
+        assert!(lines[1].ends_with("policy=balanced clock=1380MHz"), "{t}");
+    }
+
+    #[test]
+    fn demo_energy_toml_shortens_the_interval_once() {
+        let t = demo_energy_toml("[sched]\n# c\ninterval_s = 5\n[planner]\n");
+        assert!(t.contains("interval_s = 2"), "{t}");
+        assert!(!t.contains("interval_s = 5"), "{t}");
+        let parsed: toml::Value = toml::from_str(&demo_energy_toml(ENERGY_TOML)).expect("valid TOML");
+        assert_eq!(parsed["sched"]["interval_s"].as_integer(), Some(2));
+        let bare = demo_energy_toml("[planner]\n");
+        assert!(bare.starts_with("[sched]\ninterval_s = 2\n"), "{bare}");
+    }
+
+    #[test]
+    fn default_workload_uses_every_hint_and_overfills_the_cluster() {
+        let w = default_workload();
+        let all: String = w.iter().flat_map(|j| j.hints.clone()).collect::<Vec<_>>().join(" ");
+        for hint in ["--energy-policy=performance", "--energy-policy=efficiency", "--energy-policy=balanced", "--energy-share=allow", "--energy-share=deny", "--energy-max-slowdown=", "--energy-tag="] {
+            assert!(all.contains(hint), "no {hint} in the workload");
+        }
+        assert!(w.iter().any(|j| j.hints.is_empty()));
+        assert!(w.iter().map(|j| j.gpus).sum::<u32>() > DEMO_NODES * DEMO_GPUS_PER_NODE);
+        assert!(w.iter().all(|j| j.gpus <= DEMO_GPUS_PER_NODE));
+    }
+}
