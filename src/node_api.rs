@@ -174,6 +174,17 @@ impl NodeApi {
         list
     }
 
+    /// Frees a string Slurm allocated (xmalloc).
+    pub fn xfree(&self, p: *mut c_char) {
+        if p.is_null() {
+            return;
+        }
+        let mut p = p.cast::<c_void>();
+        // SAFETY: `p` came from Slurm's allocator (caller's contract: only strings Slurm
+        // handed us); slurm_xfree NULLs the pointer it is given.
+        unsafe { ncall!(self, slurm_xfree(&mut p)) }
+    }
+
     /// Set bits of a Slurm bitmap, ascending.
     ///
     /// # Safety

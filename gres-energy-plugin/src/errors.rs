@@ -1,7 +1,7 @@
 //! NVML failures are logged once per step (or per daemon), GPU and call: a failing counter read
 //! every poll must not flood the log, and the first one must say which GPU and which call.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 
 use gpu_control::GpuError;
 use slurm_bindings::Logger;
@@ -9,12 +9,12 @@ use slurm_bindings::Logger;
 /// Which (GPU, call) pairs were already reported.
 #[derive(Debug, Default)]
 pub struct ErrorOnce {
-    seen: HashSet<(Option<u32>, &'static str)>,
+    seen: BTreeSet<(Option<u32>, &'static str)>,
 }
 
 impl ErrorOnce {
-    pub fn new() -> ErrorOnce {
-        ErrorOnce::default()
+    pub const fn new() -> ErrorOnce {
+        ErrorOnce { seen: BTreeSet::new() }
     }
 
     /// Logs `e` at error level the first time its GPU and call fail; `true` if it was logged.

@@ -1,1 +1,344 @@
-//! acct_gather_energy/nvml (stub while being written).
+//! `acct_gather_energy/nvml` for Slurm 22.05 (`acct_gather_energy_nvml.so`): GPU energy from
+//! NVML's total-energy counters, counted over **the step's own GPUs**.
+//!
+//! - slurmstepd: at `ENERGY_DATA_STEP_PTR` (before the tasks start) the step's GPU bitmap is
+//!   read from its gres list, mapped to NVML devices by minor number (as autodetection numbers
+//!   them), and their counters are read; every later `get_data` reads them again, so the
+//!   energy of the step is the exact counter difference at the moment jobacct_gather asks —
+//!   including its final poll when the tasks end, so short steps are right too. No thread.
+//! - slurmd: the node's total over all its GPUs since slurmd started (registration messages,
+//!   `scontrol show node`).
+//! - slurmctld (and anything else): loads cleanly and reports nothing. Unlike Debian 22.05.8's
+//!   stock `acct_gather_energy/gpu`, it references no daemon-only symbol (everything is
+//!   resolved with `dlsym`), so slurmctld does not die loading it.
+//!
+//! Named `nvml`, not `gpu`, so that it never shadows the stock plugin by accident and an admin
+//! can tell from slurm.conf which one runs. Every entry point catches panics.
+
+use std::ffi::{c_int, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Mutex, MutexGuard};
+
+use gpu_control::GpuControl;
+use gres_energy::devmap::DeviceMap;
+use gres_energy::energy::{EnergyFields, EnergyMeter, unix_now_s};
+use gres_energy::errors::ErrorOnce;
+use gres_energy::nvml;
+use slurm_bindings::node_api::{self, Daemon};
+use slurm_bindings::{Logger, slurm_log, sys};
+
+#[unsafe(no_mangle)]
+#[used]
+pub static plugin_name: [u8; 41] = *b"AcctGatherEnergy NVML GPU (slurm-energy)\0";
+
+#[unsafe(no_mangle)]
+#[used]
+pub static plugin_type: [u8; 24] = *b"acct_gather_energy/nvml\0";
+
+/// Must equal the running daemon's `SLURM_VERSION_NUMBER` (major, minor and micro).
+#[unsafe(no_mangle)]
+#[used]
+pub static plugin_version: u32 = slurm_bindings::SLURM_VERSION_NUMBER;
+
+const SLURM_SUCCESS: c_int = 0;
+const SLURM_ERROR: c_int = -1;
+/// Slurm's step id of the extern step (`SLURM_EXTERN_CONT`).
+const SLURM_EXTERN_CONT: u32 = 0xffff_fffc;
+
+static LOG: Logger = Logger::new("acct_gather_energy/nvml");
+
+struct State {
+    errors: ErrorOnce,
+    /// Where log lines say we are (`step 12.0`, `slurmd`).
+    ctx: String,
+    /// slurmstepd: the step's GPUs; slurmd: all GPUs. `None`: nothing to count.
+    meter: Option<EnergyMeter>,
+    /// The last report.
+    last: EnergyFields,
+    /// slurmd: the node meter was tried (do not retry NVML every call when it is absent).
+    node_meter_tried: bool,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    errors: ErrorOnce::new(),
+    ctx: String::new(),
+    meter: None,
+    last: EnergyFields { ave_watts: 0, base_consumed_energy: 0, consumed_energy: 0, current_watts: 0, previous_consumed_energy: 0, poll_time: 0 },
+    node_meter_tried: false,
+});
+
+fn state() -> MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+fn guarded<T>(entry: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(v) => v,
+        Err(panic) => {
+            LOG.error(&format!("{entry}: internal error (panic: {}); ignored", panic_text(&*panic)));
+            on_panic
+        }
+    }
+}
+
+fn daemon() -> Daemon {
+    node_api::node_api().map_or(Daemon::Other, |a| a.daemon())
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn init() -> c_int {
+    guarded("init", SLURM_ERROR, || {
+        if let Err(e) = node_api::node_api() {
+            LOG.error(&format!("cannot load: {e}"));
+            return SLURM_ERROR;
+        }
+        let mut st = state();
+        st.errors = ErrorOnce::new();
+        st.meter = None;
+        st.last = EnergyFields::default();
+        st.node_meter_tried = false;
+        st.ctx = match daemon() {
+            Daemon::Slurmd => "slurmd".into(),
+            Daemon::Slurmstepd => gres_energy::StepId::current().to_string(),
+            Daemon::Slurmctld => "slurmctld".into(),
+            Daemon::Other => "energy".into(),
+        };
+        slurm_log!(LOG, verbose, "{}: loaded (GPU energy from NVML counters)", st.ctx);
+        SLURM_SUCCESS
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn fini() -> c_int {
+    guarded("fini", SLURM_SUCCESS, || {
+        let mut st = state();
+        st.meter = None;
+        drop(st);
+        nvml::close();
+        SLURM_SUCCESS
+    })
+}
+
+/// slurmd: a meter over every GPU of the node, made on first use.
+fn ensure_node_meter(st: &mut State) {
+    if st.meter.is_some() || st.node_meter_tried || daemon() != Daemon::Slurmd {
+        return;
+    }
+    st.node_meter_tried = true;
+    let ctx = st.ctx.clone();
+    let nvml = match nvml::shared() {
+        Ok(n) => n,
+        Err(e) => {
+            st.errors.report(&LOG, &ctx, &e);
+            return;
+        }
+    };
+    let count = match nvml.device_count() {
+        Ok(c) => c,
+        Err(e) => {
+            st.errors.report(&LOG, &ctx, &e);
+            return;
+        }
+    };
+    let all: Vec<u32> = (0..count).collect();
+    st.meter = Some(EnergyMeter::start(nvml.as_ref(), &all, &mut st.errors, &LOG, &ctx));
+    LOG.info(&format!("{ctx}: counting the energy of {count} GPU(s) of this node"));
+}
+
+/// Reads the meter (if any) and returns the new report.
+fn poll(st: &mut State) -> EnergyFields {
+    ensure_node_meter(st);
+    let ctx = st.ctx.clone();
+    let Some(meter) = st.meter.as_mut() else { return st.last };
+    let totals = match nvml::shared() {
+        Ok(nvml) => meter.read(nvml.as_ref(), &mut st.errors, &LOG, &ctx),
+        Err(e) => {
+            st.errors.report(&LOG, &ctx, &e);
+            meter.totals()
+        }
+    };
+    st.last = EnergyFields::next(&st.last, &totals);
+    slurm_log!(
+        LOG,
+        debug,
+        "{ctx}: {} J over GPUs {:?} ({} W now)",
+        st.last.consumed_energy,
+        meter.gpus(),
+        st.last.current_watts
+    );
+    st.last
+}
+
+fn write_fields(out: &mut sys::acct_gather_energy_t, f: &EnergyFields) {
+    out.ave_watts = f.ave_watts;
+    out.base_consumed_energy = f.base_consumed_energy;
+    out.consumed_energy = f.consumed_energy;
+    out.current_watts = f.current_watts;
+    out.previous_consumed_energy = f.previous_consumed_energy;
+    out.poll_time = f.poll_time as sys::time_t;
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn acct_gather_energy_p_update_node_energy() -> c_int {
+    guarded("acct_gather_energy_p_update_node_energy", SLURM_SUCCESS, || {
+        let mut st = state();
+        poll(&mut st);
+        SLURM_SUCCESS
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn acct_gather_energy_p_get_data(data_type: sys::acct_energy_type, data: *mut c_void) -> c_int {
+    guarded("acct_gather_energy_p_get_data", SLURM_ERROR, || {
+        if data.is_null() {
+            return SLURM_ERROR;
+        }
+        let mut st = state();
+        match data_type {
+            sys::ENERGY_DATA_NODE_ENERGY_UP | sys::ENERGY_DATA_NODE_ENERGY | sys::ENERGY_DATA_JOULES_TASK | sys::ENERGY_DATA_STRUCT => {
+                let fields = if data_type == sys::ENERGY_DATA_STRUCT { st.last } else { poll(&mut st) };
+                // SAFETY: for these types Slurm passes an acct_gather_energy_t (an array of
+                // SENSOR_CNT = 1 of them for STRUCT and JOULES_TASK).
+                let out = unsafe { &mut *data.cast::<sys::acct_gather_energy_t>() };
+                write_fields(out, &fields);
+            }
+            sys::ENERGY_DATA_LAST_POLL => {
+                // SAFETY: Slurm passes a time_t.
+                unsafe { *data.cast::<sys::time_t>() = st.last.poll_time as sys::time_t };
+            }
+            sys::ENERGY_DATA_SENSOR_CNT => {
+                // SAFETY: Slurm passes a uint16_t. One aggregated sensor.
+                unsafe { *data.cast::<u16>() = 1 };
+            }
+            other => {
+                LOG.error(&format!("{}: get_data: unknown type {other}", st.ctx));
+                return SLURM_ERROR;
+            }
+        }
+        SLURM_SUCCESS
+    })
+}
+
+/// slurmstepd: the step's GPUs, from its record.
+fn start_step(st: &mut State, step: *const c_void) {
+    let Ok(api) = node_api::node_api() else { return };
+    // SAFETY: ENERGY_DATA_STEP_PTR carries slurmstepd's step record, alive for the step.
+    let (job_id, step_id) = unsafe { node_api::step_ids(step) };
+    st.ctx = gres_energy::StepId::current().to_string();
+    let ctx = st.ctx.clone();
+    if step_id == SLURM_EXTERN_CONT {
+        // The extern step holds the whole allocation: counting there would count the job's
+        // GPUs twice in the job's total.
+        slurm_log!(LOG, verbose, "{ctx}: extern step of job {job_id}: GPU energy not counted here");
+        return;
+    }
+    // SAFETY: as above.
+    let Some(indices) = (unsafe { api.step_gpu_indices(step) }) else {
+        slurm_log!(LOG, verbose, "{ctx}: no GPUs in this step; no GPU energy");
+        return;
+    };
+    if indices.is_empty() {
+        return;
+    }
+    let nvml = match nvml::shared() {
+        Ok(n) => n,
+        Err(e) => {
+            st.errors.report(&LOG, &ctx, &e);
+            return;
+        }
+    };
+    let map = match DeviceMap::build(nvml.as_ref()) {
+        Ok((map, errs)) => {
+            for e in &errs {
+                st.errors.report(&LOG, &ctx, e);
+            }
+            map
+        }
+        Err(e) => {
+            st.errors.report(&LOG, &ctx, &e);
+            return;
+        }
+    };
+    let (gpus, unknown) = map.nvml_indices(&indices);
+    if !unknown.is_empty() {
+        LOG.error(&format!("{ctx}: GPU indices {unknown:?} of the step are not on this node; not counted"));
+    }
+    let meter = EnergyMeter::start(nvml.as_ref(), &gpus, &mut st.errors, &LOG, &ctx);
+    LOG.info(&format!(
+        "{ctx}: counting the energy of the step's GPU(s) {indices:?} (NVML {gpus:?}) from their counters"
+    ));
+    st.meter = Some(meter);
+    st.last = EnergyFields { poll_time: unix_now_s(), ..EnergyFields::default() };
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn acct_gather_energy_p_set_data(data_type: sys::acct_energy_type, data: *mut c_void) -> c_int {
+    guarded("acct_gather_energy_p_set_data", SLURM_ERROR, || {
+        let mut st = state();
+        match data_type {
+            sys::ENERGY_DATA_STEP_PTR => {
+                if !data.is_null() && daemon() == Daemon::Slurmstepd {
+                    start_step(&mut st, data);
+                }
+                SLURM_SUCCESS
+            }
+            // Nothing to re-read; profiling (acct_gather_profile) is not fed by this plugin.
+            sys::ENERGY_DATA_RECONFIG | sys::ENERGY_DATA_PROFILE => SLURM_SUCCESS,
+            other => {
+                LOG.error(&format!("{}: set_data: unknown type {other}", st.ctx));
+                SLURM_ERROR
+            }
+        }
+    })
+}
+
+/// No options of our own in acct_gather.conf.
+#[unsafe(no_mangle)]
+pub extern "C" fn acct_gather_energy_p_conf_options(_full_options: *mut *mut c_void, _full_options_cnt: *mut c_int) {
+    guarded("acct_gather_energy_p_conf_options", (), || ())
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn acct_gather_energy_p_conf_set(_context_id: c_int, _tbl: *mut c_void) {
+    guarded("acct_gather_energy_p_conf_set", (), || {
+        let mut st = state();
+        ensure_node_meter(&mut st);
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn acct_gather_energy_p_conf_values(_data: *mut sys::List) {
+    guarded("acct_gather_energy_p_conf_values", (), || ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    #[test]
+    fn plugin_symbols() {
+        assert_eq!(CStr::from_bytes_until_nul(&plugin_type).unwrap().to_str().unwrap(), "acct_gather_energy/nvml");
+        assert_eq!(plugin_version, slurm_bindings::SLURM_VERSION_NUMBER);
+    }
+
+    #[test]
+    fn outside_a_daemon_reports_nothing_and_does_not_fail() {
+        // A test binary has no libslurmfull: init refuses cleanly, get_data gives zeros.
+        assert_eq!(init(), SLURM_ERROR);
+        let mut e: sys::acct_gather_energy_t = unsafe { std::mem::zeroed() };
+        assert_eq!(acct_gather_energy_p_get_data(sys::ENERGY_DATA_NODE_ENERGY_UP, (&mut e as *mut sys::acct_gather_energy_t).cast()), SLURM_SUCCESS);
+        assert_eq!(e.consumed_energy, 0);
+        let mut n: u16 = 0;
+        assert_eq!(acct_gather_energy_p_get_data(sys::ENERGY_DATA_SENSOR_CNT, (&mut n as *mut u16).cast()), SLURM_SUCCESS);
+        assert_eq!(n, 1);
+    }
+}
