@@ -5,6 +5,11 @@
 //! `_SLURM_SPANK_OPTION_energy_energy_<opt>=<value>` (plugin name `energy`, option name
 //! `energy-<opt>`, `-` turned into `_`), where sched/energy reads them.
 //!
+//! In slurmstepd (remote context) it also sets every step's GPU clock, batch script included:
+//! `slurm_spank_init_post_opt` asks the node's clock arbiter for the clock of the user's
+//! `--gpu-freq` or of the energy policy, `slurm_spank_exit` releases it; in slurmd,
+//! `slurm_spank_init` repairs clocks left by dead steps (see [`clocks`] and `remote`).
+//!
 //! The plugin has no link-time dependency on libslurm: the few SPANK/log functions it calls are
 //! looked up with `dlsym(RTLD_DEFAULT)` in the loading process (sbatch, srun, salloc, slurmd,
 //! slurmstepd), so Rust's BIND_NOW linking cannot make `dlopen` fail. No panic crosses an
@@ -12,7 +17,9 @@
 
 #![allow(non_upper_case_globals)]
 
+pub mod clocks;
 pub mod parse;
+mod remote;
 
 use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -66,7 +73,9 @@ struct SpankOption {
 
 /// `enum spank_context`.
 const S_CTX_LOCAL: c_int = 1;
+const S_CTX_REMOTE: c_int = 2;
 const S_CTX_ALLOCATOR: c_int = 3;
+const S_CTX_SLURMD: c_int = 4;
 
 type OptionRegisterFn = unsafe extern "C" fn(spank: *mut c_void, opt: *mut SpankOption) -> c_int;
 type ContextFn = unsafe extern "C" fn() -> c_int;
@@ -80,7 +89,7 @@ fn lookup(name: &CStr) -> Option<*mut c_void> {
 }
 
 fn log_with(func: &CStr, msg: &str) {
-    let text = CString::new(format!("spank-energy: {msg}").replace('\0', "")).unwrap_or_default();
+    let text = CString::new(format!("spank/energy: {msg}").replace('\0', "")).unwrap_or_default();
     match lookup(func) {
         Some(sym) => {
             // SAFETY: slurm_error/slurm_info are `void f(const char *fmt, ...)`; "%s" with one
@@ -94,6 +103,10 @@ fn log_with(func: &CStr, msg: &str) {
 
 fn log_error(msg: &str) {
     log_with(c"slurm_error", msg);
+}
+
+fn log_info(msg: &str) {
+    log_with(c"slurm_info", msg);
 }
 
 fn context() -> c_int {
@@ -111,6 +124,28 @@ fn bounds() -> Bounds {
     *BOUNDS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// GPU clock settings from this process's plugstack.conf arguments.
+static CLOCK_ARGS: Mutex<Option<clocks::ClockArgs>> = Mutex::new(None);
+
+fn clock_args() -> clocks::ClockArgs {
+    CLOCK_ARGS.lock().unwrap_or_else(|e| e.into_inner()).clone().unwrap_or_default()
+}
+
+/// The plugin's arguments from `slurm_spank_*(spank, ac, av)`.
+///
+/// # Safety
+/// `av` holds `ac` pointers, each NULL or a NUL-terminated string.
+unsafe fn plugin_args(ac: c_int, av: *mut *mut c_char) -> Vec<String> {
+    (0..ac.max(0) as usize)
+        .filter_map(|i| {
+            // SAFETY: per this function's contract.
+            let p = if av.is_null() { std::ptr::null() } else { unsafe { *av.add(i) } };
+            // SAFETY: non-NULL entries are NUL-terminated strings.
+            (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+        })
+        .collect()
+}
+
 // ---- entry points ----------------------------------------------------------------------------------
 
 /// Reads the plugin's arguments and registers the options.
@@ -121,12 +156,7 @@ fn bounds() -> Bounds {
 pub unsafe extern "C" fn slurm_spank_init(spank: *mut c_void, ac: c_int, av: *mut *mut c_char) -> c_int {
     catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: Slurm passes `ac` valid NUL-terminated strings in `av`.
-        let args: Vec<String> = (0..ac.max(0) as usize)
-            .filter_map(|i| unsafe {
-                let p = if av.is_null() { std::ptr::null() } else { *av.add(i) };
-                (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
-            })
-            .collect();
+        let args = unsafe { plugin_args(ac, av) };
         let b = match parse::parse_plugin_args(args.iter().map(String::as_str)) {
             Ok(b) => b,
             Err(msg) => {
@@ -135,12 +165,54 @@ pub unsafe extern "C" fn slurm_spank_init(spank: *mut c_void, ac: c_int, av: *mu
             }
         };
         *BOUNDS.lock().unwrap_or_else(|e| e.into_inner()) = b;
+        let clock = match clocks::ClockArgs::parse(args.iter().map(String::as_str)) {
+            Ok(c) => c,
+            Err(msg) => {
+                log_error(&msg);
+                return -1;
+            }
+        };
+        *CLOCK_ARGS.lock().unwrap_or_else(|e| e.into_inner()) = Some(clock.clone());
+        if context() == S_CTX_SLURMD {
+            remote::slurmd_start(&clock);
+        }
         register_options(spank, &b)
     }))
     .unwrap_or_else(|_| {
         log_error("internal error in slurm_spank_init");
         -1
     })
+}
+
+/// In slurmstepd: the step starts (root, after the options were processed, before the tasks
+/// are forked): ask for its GPU clock. Never fails the step.
+///
+/// # Safety
+/// Called by Slurm's SPANK stack with its handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn slurm_spank_init_post_opt(spank: *mut c_void, _ac: c_int, _av: *mut *mut c_char) -> c_int {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if context() == S_CTX_REMOTE {
+            remote::step_start(spank, &clock_args());
+        }
+    }))
+    .map_err(|_| log_error("internal error in slurm_spank_init_post_opt; GPU clocks unchanged"));
+    0
+}
+
+/// In slurmstepd: the step is over (root, after the tasks ended): release its GPU clock.
+///
+/// # Safety
+/// Called by Slurm's SPANK stack with its handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn slurm_spank_exit(_spank: *mut c_void, _ac: c_int, _av: *mut *mut c_char) -> c_int {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if context() == S_CTX_REMOTE {
+            remote::step_end(&clock_args());
+        }
+    }))
+    .map_err(|_| log_error("internal error in slurm_spank_exit; the next step or slurmd start repairs the GPU clocks"));
+    0
 }
 
 fn register_options(spank: *mut c_void, b: &Bounds) -> c_int {
@@ -184,6 +256,10 @@ unsafe extern "C" fn option_cb(val: c_int, optarg: *const c_char, remote: c_int)
             // SAFETY: Slurm passes the option's NUL-terminated argument.
             unsafe { CStr::from_ptr(optarg) }.to_string_lossy().into_owned()
         };
+        if remote != 0 {
+            // slurmstepd of an srun step gets the options this way, not in its environment.
+            remote::remember_option(opt.name(), &value);
+        }
         match opt.check(&value, &bounds()) {
             Ok(()) => 0,
             Err(_) if remote != 0 => 0,

@@ -181,9 +181,12 @@ pub fn parse_plugin_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<
                     format!("plugstack.conf argument '{arg}': max_slowdown takes a number >= 1.0 (e.g. 3.0)")
                 })?
             }
+            // The remote side's GPU clock settings (crate::clocks::ClockArgs).
+            k if crate::clocks::ARG_KEYS.contains(&k) => {}
             _ => {
                 return Err(format!(
-                    "unknown plugstack.conf argument '{arg}': allowed are max_defer=DURATION and max_slowdown=RATIO"
+                    "unknown plugstack.conf argument '{arg}': allowed are max_defer=DURATION, max_slowdown=RATIO, \
+                     gpu_clocks=on|off, clock_ledger=DIR, nvml=PATH, data_dir=DIR and energy_config=PATH"
                 ));
             }
         }

@@ -1,0 +1,214 @@
+//! slurmd and slurmstepd side of the plugin: applies each step's GPU clock through the node's
+//! clock arbiter when the step starts and releases it when the step ends; repairs the ledger
+//! when slurmd starts. Decisions are in [`crate::clocks`]; this module only talks to Slurm and
+//! logs. It never fails a step: every problem is logged (once per step for each GPU and NVML
+//! call) and the step runs on.
+
+use std::collections::BTreeSet;
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::sync::Mutex;
+
+use gpu_control::arbiter::{Arbiter, Outcome, Source, StepKey};
+use gpu_control::{GpuControl, GpuError, NvmlGpu};
+
+use crate::clocks::{self, BATCH_STEP, Choice, ClockArgs, EXTERN_STEP, PolicyModel, StepEnv};
+use crate::{log_error, log_info, lookup};
+
+/// `enum spank_item` values used (from `<slurm/spank.h>`).
+const S_JOB_ID: c_int = 2;
+const S_JOB_STEPID: c_int = 3;
+const S_JOB_ENV: c_int = 10;
+
+type GetItemFn = unsafe extern "C" fn(spank: *mut c_void, item: c_int, ...) -> c_int;
+
+/// The step this slurmstepd runs, between start and end.
+struct ActiveStep {
+    key: StepKey,
+    label: String,
+}
+
+static STEP: Mutex<Option<ActiveStep>> = Mutex::new(None);
+/// `--energy-*` values Slurm handed to the option callbacks in this slurmstepd, as
+/// (`_SLURM_SPANK_OPTION_energy_<name with _>`, value).
+static REMOTE_OPTIONS: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+
+/// Keeps an option value seen in remote context (for srun steps Slurm passes the options to
+/// slurmstepd in the launch request, not in the step's environment).
+pub(crate) fn remember_option(name: &str, value: &str) {
+    let key = format!("_SLURM_SPANK_OPTION_energy_{}", name.replace('-', "_"));
+    let mut opts = REMOTE_OPTIONS.lock().unwrap_or_else(|e| e.into_inner());
+    opts.retain(|(k, _)| *k != key);
+    opts.push((key, value.to_string()));
+}
+/// (GPU, call) pairs already logged for this step.
+static LOGGED: Mutex<BTreeSet<(Option<u32>, &'static str)>> = Mutex::new(BTreeSet::new());
+
+fn log_once(gpu: Option<u32>, call: &'static str, msg: &str) {
+    let first = LOGGED.lock().unwrap_or_else(|e| e.into_inner()).insert((gpu, call));
+    if first {
+        log_error(msg);
+    }
+}
+
+fn log_gpu_errors(label: &str, errors: &[GpuError], consequence: &str) {
+    for e in errors {
+        log_once(e.gpu, e.call, &format!("{label}: {e}; {consequence}"));
+    }
+}
+
+fn open_nvml(args: &ClockArgs) -> Result<NvmlGpu, GpuError> {
+    NvmlGpu::open_from(args.nvml_lib.as_deref())
+}
+
+/// slurmd start: steps that died with their slurmstepd (SIGKILL, a crash, a node reboot)
+/// leave requests in the ledger; drop them and restore those GPUs.
+pub(crate) fn slurmd_start(args: &ClockArgs) {
+    if !args.enabled || !args.ledger_dir.join("ledger").exists() {
+        return;
+    }
+    let arbiter = match Arbiter::open(&args.ledger_dir) {
+        Ok(a) => a,
+        Err(e) => return log_error(&format!("slurmd start: {e}; GPU clocks of dead steps not repaired")),
+    };
+    let gpu = match open_nvml(args) {
+        Ok(g) => g,
+        Err(e) => return log_error(&format!("slurmd start: {e}; GPU clocks of dead steps not repaired")),
+    };
+    match arbiter.repair(&gpu) {
+        Ok(out) => {
+            for e in &out.gpu_errors {
+                log_error(&format!("slurmd start: clock repair: {e}"));
+            }
+            if !out.repaired_steps.is_empty() {
+                let steps: Vec<String> = out.repaired_steps.iter().map(ToString::to_string).collect();
+                log_info(&format!("slurmd start: restored the GPU clocks left by {}", steps.join(", ")));
+            }
+        }
+        Err(e) => log_error(&format!("slurmd start: {e}")),
+    }
+}
+
+/// Reads the step's ids and environment from Slurm.
+fn step_identity(spank: *mut c_void) -> Option<(u32, u32, StepEnv)> {
+    let sym = lookup(c"spank_get_item")?;
+    // SAFETY: `spank_err_t spank_get_item(spank_t, spank_item_t, ...)` from <slurm/spank.h>.
+    let get_item: GetItemFn = unsafe { std::mem::transmute::<*mut c_void, GetItemFn>(sym) };
+    let mut job_id: u32 = 0;
+    let mut step_id: u32 = 0;
+    let mut env: *mut *mut c_char = std::ptr::null_mut();
+    // SAFETY: each item's argument type as spank.h documents it: S_JOB_ID and S_JOB_STEPID take
+    // `uint32_t *`, S_JOB_ENV `char ***`; `spank` is the handle Slurm passed to the callback.
+    let ok = unsafe {
+        get_item(spank, S_JOB_ID, &mut job_id as *mut u32) == 0
+            && get_item(spank, S_JOB_STEPID, &mut step_id as *mut u32) == 0
+            && get_item(spank, S_JOB_ENV, &mut env as *mut *mut *mut c_char) == 0
+    };
+    if !ok {
+        return None;
+    }
+    let mut entries = Vec::new();
+    let mut p = env;
+    // SAFETY: Slurm's environment array is NULL-terminated, each entry a NUL-terminated string,
+    // and stays valid for the duration of the callback.
+    unsafe {
+        while !p.is_null() && !(*p).is_null() {
+            entries.push(CStr::from_ptr(*p).to_string_lossy().into_owned());
+            p = p.add(1);
+        }
+    }
+    Some((job_id, step_id, StepEnv::from_entries(entries.iter().map(String::as_str))))
+}
+
+/// Step start (slurmstepd, root, before the tasks): ask for the step's clock.
+pub(crate) fn step_start(spank: *mut c_void, args: &ClockArgs) {
+    LOGGED.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    if !args.enabled {
+        return;
+    }
+    let Some((job_id, step_id, mut env)) = step_identity(spank) else {
+        return log_error("cannot read the step's id and environment from slurmstepd; GPU clocks unchanged");
+    };
+    if step_id == EXTERN_STEP {
+        return;
+    }
+    for (k, v) in REMOTE_OPTIONS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        env.set(k, v);
+    }
+    let gpus = env.gpus(step_id);
+    if gpus.is_empty() {
+        return;
+    }
+    let step_name = if step_id == BATCH_STEP { "batch".to_string() } else { step_id.to_string() };
+    let label = format!("job {job_id} step {step_name}");
+    let key = match StepKey::for_process(job_id, step_id, &env.node_name(), std::process::id()) {
+        Ok(k) => k,
+        Err(e) => return log_error(&format!("{label}: /proc/self/stat: {e}; GPU clocks unchanged")),
+    };
+    let arbiter = match Arbiter::open(&args.ledger_dir) {
+        Ok(a) => a,
+        Err(e) => return log_error(&format!("{label}: {e}; GPU clocks unchanged")),
+    };
+    let gpu = match open_nvml(args) {
+        Ok(g) => g,
+        Err(e) => return log_once(e.gpu, e.call, &format!("{label}: {e}; GPU clocks unchanged")),
+    };
+    let (choice, choice_problem) = match PolicyModel::load(args) {
+        Ok(model) => {
+            let (choice, problem) = clocks::choose(&env, &model.planner.hints);
+            request(&arbiter, &gpu, &key, &label, &gpus, &choice, Some(&model));
+            (choice, problem)
+        }
+        Err(e) => {
+            log_once(None, "energy.toml", &format!("{label}: {e}; the policy clock is the default clock"));
+            let (choice, problem) = clocks::choose(&env, &model::config::HintDefaults::default());
+            request(&arbiter, &gpu, &key, &label, &gpus, &choice, None);
+            (choice, problem)
+        }
+    };
+    if let Some(p) = choice_problem {
+        log_once(None, "SLURM_GPU_FREQ", &format!("{label}: {p}; using {}", choice.describe()));
+    }
+    *STEP.lock().unwrap_or_else(|e| e.into_inner()) = Some(ActiveStep { key, label });
+}
+
+fn request(arbiter: &Arbiter, gpu: &dyn GpuControl, key: &StepKey, label: &str, gpus: &[u32], choice: &Choice, model: Option<&PolicyModel>) {
+    let (per_gpu, errors) = clocks::step_clocks(gpu, gpus, choice, model);
+    log_gpu_errors(label, &errors, "the step runs without its clock on this GPU");
+    if per_gpu.is_empty() {
+        return;
+    }
+    let source = if matches!(choice, Choice::Explicit(..)) { Source::Explicit } else { Source::Policy };
+    match arbiter.request_each(gpu, key, &per_gpu, source) {
+        Ok(out) => report(label, &out, choice, &per_gpu),
+        Err(e) => log_once(None, "ledger", &format!("{label}: {e}; GPU clocks unchanged")),
+    }
+}
+
+fn report(label: &str, out: &Outcome, choice: &Choice, asked: &[(u32, gpu_control::AppClocksMhz)]) {
+    log_gpu_errors(label, &out.gpu_errors, "the step runs on; clocks are restored when it ends");
+    if !out.repaired_steps.is_empty() {
+        let steps: Vec<String> = out.repaired_steps.iter().map(ToString::to_string).collect();
+        log_info(&format!("{label}: restored the GPU clocks left by {}", steps.join(", ")));
+    }
+    let asked: Vec<String> = asked.iter().map(|(g, c)| format!("GPU {g} {} MHz", c.graphics_mhz)).collect();
+    log_info(&format!("{label}: {} asks for {}", choice.describe(), asked.join(", ")));
+}
+
+/// Step end (slurmstepd, root, after the tasks): release the step's clock.
+pub(crate) fn step_end(args: &ClockArgs) {
+    let Some(step) = STEP.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
+    let arbiter = match Arbiter::open(&args.ledger_dir) {
+        Ok(a) => a,
+        Err(e) => return log_error(&format!("{}: {e}; GPU clocks not restored (the next step or slurmd start repairs them)", step.label)),
+    };
+    let gpu = match open_nvml(args) {
+        Ok(g) => g,
+        Err(e) => {
+            return log_once(e.gpu, e.call, &format!("{}: {e}; GPU clocks not restored (the next step or slurmd start repairs them)", step.label));
+        }
+    };
+    match arbiter.release(&gpu, &step.key) {
+        Ok(out) => log_gpu_errors(&step.label, &out.gpu_errors, "the next step or slurmd start retries the restore"),
+        Err(e) => log_error(&format!("{}: {e}; the next step or slurmd start repairs the clocks", step.label)),
+    }
+}
