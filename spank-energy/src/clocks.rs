@@ -6,8 +6,12 @@
 //! highest request among the steps on each GPU and restores the default when the last leaves.
 //!
 //! What a step asks for, first match wins:
-//! 1. an explicit `--gpu-freq` (`SLURM_GPU_FREQ` in the step's environment, which `srun` and
-//!    `sbatch` set from the option), resolved with stock Slurm's rules ([`gpu_control::gpu_freq`]);
+//! 1. an explicit `--gpu-freq` (`SLURM_GPU_FREQ` in the step's environment: `sbatch` and
+//!    `salloc` set it from the option, and `srun` inside the job passes it on), or the plugin's
+//!    own `--energy-gpu-freq` (same grammar, also allowed with `gres/shard`, where Slurm refuses
+//!    `--gpu-freq`), resolved with stock Slurm's rules ([`gpu_control::gpu_freq`]). A bare
+//!    `srun --gpu-freq` outside a batch job reaches slurmstepd only as the step's `tres_freq`,
+//!    which SPANK cannot read: the bundle's GPU plugin (`gpu_nvml.so`) asks the arbiter for it;
 //! 2. the clock sched/energy chose for the job, when the job carries it
 //!    (`SLURM_ENERGY_CLOCK_MHZ` in its SPANK environment, seen by the step as
 //!    `SLURM_SPANK_SLURM_ENERGY_CLOCK_MHZ`);
@@ -147,9 +151,12 @@ impl StepEnv {
         out
     }
 
-    /// The user's `--gpu-freq`, if any.
-    pub fn explicit_gpu_freq(&self) -> Option<&str> {
-        self.get("SLURM_GPU_FREQ").filter(|v| !v.trim().is_empty())
+    /// The user's `--gpu-freq` (`SLURM_GPU_FREQ`), else `--energy-gpu-freq`, if any.
+    pub fn explicit_gpu_freq(&self) -> Option<String> {
+        self.get("SLURM_GPU_FREQ")
+            .map(str::to_string)
+            .or_else(|| self.hint_values().remove("gpu_freq"))
+            .filter(|v| !v.trim().is_empty())
     }
 
     /// sched/energy's clock for the job, if it recorded one.
@@ -342,8 +349,8 @@ impl Choice {
 pub fn choose(env: &StepEnv, defaults: &HintDefaults) -> (Choice, Option<String>) {
     let mut problem = None;
     if let Some(spec) = env.explicit_gpu_freq() {
-        match parse_gpu_freq(spec) {
-            Ok(req) if req.graphics.is_some() || req.memory.is_some() => return (Choice::Explicit(req, spec.to_string()), None),
+        match parse_gpu_freq(&spec) {
+            Ok(req) if req.graphics.is_some() || req.memory.is_some() => return (Choice::Explicit(req, spec), None),
             Ok(_) => {}
             Err(e) => problem = Some(e.to_string()),
         }
@@ -405,6 +412,8 @@ mod tests {
         let Choice::Hints(h) = choose(&e, &d).0 else { panic!("hints expected") };
         assert_eq!(h.policy, EnergyPolicy::Efficiency);
         assert_eq!(h.max_slowdown, 2.0);
+        let e = env(&["SLURM_SPANK__SLURM_SPANK_OPTION_energy_energy_gpu_freq=1200", "SLURM_SPANK__SLURM_SPANK_OPTION_energy_energy_policy=efficiency"]);
+        assert!(matches!(choose(&e, &d).0, Choice::Explicit(_, ref spec) if spec == "1200"), "--energy-gpu-freq is explicit");
         let (c, problem) = choose(&env(&["SLURM_GPU_FREQ=turbo"]), &d);
         assert!(matches!(c, Choice::Hints(ref h) if h.policy == d.policy));
         assert!(problem.is_some_and(|p| p.contains("turbo")));

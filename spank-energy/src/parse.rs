@@ -32,10 +32,13 @@ pub enum Opt {
     Share,
     Defer,
     Tag,
+    /// `--energy-gpu-freq`: `--gpu-freq`'s grammar, accepted also with shared GPUs
+    /// (`gres/shard`), where stock Slurm refuses `--gpu-freq`; applied as an explicit request.
+    GpuFreq,
 }
 
 impl Opt {
-    pub const ALL: [Opt; 5] = [Opt::Policy, Opt::MaxSlowdown, Opt::Share, Opt::Defer, Opt::Tag];
+    pub const ALL: [Opt; 6] = [Opt::Policy, Opt::MaxSlowdown, Opt::Share, Opt::Defer, Opt::Tag, Opt::GpuFreq];
 
     /// Option name as registered (`sbatch --<name>=...`).
     pub fn name(self) -> &'static str {
@@ -45,6 +48,7 @@ impl Opt {
             Opt::Share => "energy-share",
             Opt::Defer => "energy-defer",
             Opt::Tag => "energy-tag",
+            Opt::GpuFreq => "energy-gpu-freq",
         }
     }
 
@@ -56,6 +60,7 @@ impl Opt {
             Opt::Share => "allow|deny",
             Opt::Defer => "DURATION",
             Opt::Tag => "NAME",
+            Opt::GpuFreq => "SPEC",
         }
     }
 
@@ -79,6 +84,7 @@ impl Opt {
                 fmt_duration(b.max_defer_s)
             ),
             Opt::Tag => format!("1 to {MAX_TAG_LEN} letters, digits, '-', '_' or '.'"),
+            Opt::GpuFreq => "what --gpu-freq allows: [low|medium|high|highm1|MHz][,memory=...][,verbose]".to_string(),
         }
     }
 
@@ -90,6 +96,7 @@ impl Opt {
             Opt::Share => "May the job's GPUs be shared with other jobs",
             Opt::Defer => "How long the start may be deferred to save energy",
             Opt::Tag => "Workload tag (jobs with the same tag behave alike)",
+            Opt::GpuFreq => "GPU clocks like --gpu-freq, also on shared GPUs (gres/shard; the highest request wins)",
         };
         format!("{what}: {}", self.allowed(b))
     }
@@ -102,6 +109,7 @@ impl Opt {
             Opt::Share => value == "allow" || value == "deny",
             Opt::Defer => parse_duration_s(value).is_some_and(|s| s <= b.max_defer_s),
             Opt::Tag => valid_tag(value),
+            Opt::GpuFreq => gpu_control::gpu_freq::parse_gpu_freq(value).is_ok_and(|r| r.graphics.is_some() || r.memory.is_some()),
         };
         if ok {
             Ok(())

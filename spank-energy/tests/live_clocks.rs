@@ -6,8 +6,8 @@
 //!   when slurmd starts; a batch job and an srun step with `--energy-policy=efficiency` run at
 //!   the model's lowered clock and at the default after; an explicit `--gpu-freq` wins over the
 //!   policy; a slurmstepd killed with SIGKILL leaves a low clock that the next step repairs.
-//! - `shard_jobs_share_a_gpu_and_faults_do_not_fail_jobs`: two shard jobs on one GPU get the
-//!   higher of their clocks, the remaining one's after the first ends, the default after both;
+//! - `shard_jobs_share_a_gpu_and_faults_do_not_fail_jobs`: two shard jobs on one GPU (one with
+//!   the policy's clock, one with `--energy-gpu-freq`) get the higher of their clocks, the remaining one's after the first ends, the default after both;
 //!   an injected NVML failure leaves the job COMPLETED with one log line naming GPU and call.
 //!
 //! Skipped (with a printed reason) when not root, when Slurm is missing, or when the model's
@@ -296,7 +296,11 @@ fn shard_jobs_share_a_gpu_and_faults_do_not_fail_jobs() {
     // (c) two shard jobs on the one GPU: the higher clock, then the remaining one's, then default.
     let a = rig.sbatch(&["--gres=shard:1", "--energy-policy=efficiency", "--energy-max-slowdown=2.0", "--wrap", "sleep 16"]);
     rig.wait_clocks("shard job A alone: its policy clock", |c| c[0] == eff.graphics_mhz);
-    let b = rig.sbatch(&["--gres=shard:1", "--gpu-freq=1200", "--wrap", "sleep 6"]);
+    // Stock Slurm refuses --gpu-freq with shards (ESLURM_INVALID_GRES in libslurm's gres.c, in
+    // sbatch and slurmctld alike); the plugin's --energy-gpu-freq carries the same request.
+    let out = rig.cluster().command("sbatch").args(["--gres=shard:1", "--gpu-freq=1200", "--wrap", "true"]).output().expect("sbatch");
+    assert!(!out.status.success(), "stock Slurm accepted --gpu-freq with a shard");
+    let b = rig.sbatch(&["--gres=shard:1", "--energy-gpu-freq=1200", "--wrap", "sleep 6"]);
     rig.wait_clocks("A and B: the higher of the two (B's --gpu-freq)", |c| c[0] == high.graphics_mhz);
     rig.wait_done(b);
     rig.wait_clocks("B left: back to A's clock", |c| c[0] == eff.graphics_mhz);
