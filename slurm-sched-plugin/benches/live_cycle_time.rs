@@ -11,7 +11,9 @@
 //! full and the queue stays), released at once with one `scontrol release`, then cycles are
 //! measured for a fixed window. sched/backfill's figures come from `sdiag` (reset right after the
 //! release); sched/energy's from its own per-cycle log lines (`sched/energy: debug: cycle N:
-//! X ms ...; tested T started S ...`). Both test at most 500 jobs per cycle
+//! X ms ...; tested T started S ...`), once as configured by default (reservations for the first
+//! 4 blocked jobs) and once with `reservation_depth = 500` (a reservation for every blocked job it
+//! tests, as sched/backfill makes). All test at most 500 jobs per cycle
 //! (`bf_max_job_test` default, `max_jobs_tested` default) and run a cycle every 5 s. The ratio
 //! printed last is mean cycle time of sched/energy over that of sched/backfill, from this run.
 //!
@@ -78,10 +80,13 @@ struct Figures {
     note: String,
 }
 
-/// The queue: job `i` asks for 1, 2 or 4 GPUs and a time limit between 30 and 240 minutes, in a
-/// fixed pattern, so both schedulers see exactly the same jobs.
+/// The queue: job `i` asks for 1 to 4 GPUs, 1 to 4 CPUs, 256 to 2,048 MB and a time limit
+/// between 30 and 240 minutes, in a fixed pattern (so every scheduler sees exactly the same jobs,
+/// and a scheduler cannot skip most of them by remembering a few shapes that did not fit).
 fn job_args(i: usize) -> Vec<String> {
-    let gpus = [1, 2, 1, 4, 1, 2, 1, 1][i % 8];
+    let gpus = [1, 2, 1, 4, 1, 2, 3, 1][i % 8];
+    let cpus = 1 + i * 7 % 4;
+    let mem_mb = 256 * (1 + i * 5 % 8);
     let limit_min = 30 + (i * 37 % 8) * 30;
     vec![
         "-H".into(),
@@ -89,7 +94,8 @@ fn job_args(i: usize) -> Vec<String> {
         format!("bench{i}"),
         format!("--gres=gpu:{gpus}"),
         "-c".into(),
-        "1".into(),
+        cpus.to_string(),
+        format!("--mem={mem_mb}"),
         "-t".into(),
         limit_min.to_string(),
         "-o".into(),
@@ -150,7 +156,13 @@ fn sdiag_value(sdiag: &str, name: &str) -> Option<f64> {
     })
 }
 
-fn cluster_config(plugin_dir: &Path, sched_type: &str, nodes: u32) -> ClusterConfig {
+/// sched/energy's configuration in the benchmark: cycles every 5 s, statistics logged, and
+/// `extra` (e.g. a deeper reservation).
+fn energy_toml(extra: &str) -> String {
+    format!("[sched]\ninterval_s = 5\ndebug = true\n\n[planner]\n{extra}\n")
+}
+
+fn cluster_config(plugin_dir: &Path, sched_type: &str, nodes: u32, energy_extra: &str) -> ClusterConfig {
     let energy = sched_type == "sched/energy";
     ClusterConfig {
         nodes,
@@ -161,15 +173,16 @@ fn cluster_config(plugin_dir: &Path, sched_type: &str, nodes: u32) -> ClusterCon
         // sched/energy must be the only one starting jobs; sched/backfill keeps slurmctld's main
         // scheduler (the stock setup), but sdiag's backfill figures time the backfill thread only.
         scheduler_parameters: Some(if energy { "sched_interval=-1".into() } else { "bf_interval=5".into() }),
-        extra_files: vec![("energy.toml".into(), "[sched]\ninterval_s = 5\ndebug = true\n".into())],
+        extra_files: vec![("energy.toml".into(), energy_toml(energy_extra))],
         with_accounting: false,
         ..ClusterConfig::default()
     }
 }
 
-fn measure(plugin_dir: &Path, sched_type: &str, o: &Options) -> Figures {
-    eprintln!("{sched_type}: starting a {}-node cluster", o.nodes);
-    let cluster = LocalCluster::start(cluster_config(plugin_dir, sched_type, o.nodes)).unwrap_or_else(|e| panic!("cluster: {e}"));
+fn measure(plugin_dir: &Path, sched_type: &str, energy_extra: &str, o: &Options) -> Figures {
+    eprintln!("{sched_type} {energy_extra}: starting a {}-node cluster", o.nodes);
+    let cluster =
+        LocalCluster::start(cluster_config(plugin_dir, sched_type, o.nodes, energy_extra)).unwrap_or_else(|e| panic!("cluster: {e}"));
     let ids = submit_all(&cluster, o.jobs);
     let log_offset = cluster.slurmctld_log().len();
     release_all(&cluster, &ids);
@@ -265,8 +278,11 @@ fn main() {
         }
     };
     let plugins = common::plugin_dir();
-    let backfill = measure(plugins.path(), "sched/backfill", &o);
-    let energy = measure(plugins.path(), "sched/energy", &o);
+    let backfill = measure(plugins.path(), "sched/backfill", "", &o);
+    // As configured by default (reservations for the first 4 blocked jobs, like a small
+    // bf_max_job_* depth), and reserving for every blocked job it tests, like sched/backfill.
+    let energy = measure(plugins.path(), "sched/energy", "", &o);
+    let energy_deep = measure(plugins.path(), "sched/energy", "reservation_depth = 500", &o);
 
     println!();
     println!(
@@ -277,7 +293,7 @@ fn main() {
         "{:<15} {:>6} {:>10} {:>10} {:>10} {:>12} {:>12} {:>10} {:>8} {:>8}",
         "scheduler", "cycles", "mean ms", "last ms", "max ms", "tested/cyc", "tested last", "queue", "started", "running"
     );
-    for (name, f) in [("sched/backfill", &backfill), ("sched/energy", &energy)] {
+    for (name, f) in [("sched/backfill", &backfill), ("sched/energy", &energy), ("energy depth500", &energy_deep)] {
         println!(
             "{:<15} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>12.1} {:>12.0} {:>10.0} {:>8} {:>8}",
             name, f.cycles, f.mean_ms, f.last_ms, f.max_ms, f.tested_mean, f.tested_last, f.queue_mean, f.started, f.running_at_end
@@ -285,6 +301,9 @@ fn main() {
     }
     println!("backfill: {}", backfill.note);
     println!("energy:   {}", energy.note);
+    println!("depth500: {}", energy_deep.note);
     let ratio = energy.mean_ms / backfill.mean_ms;
     println!("ratio sched/energy / sched/backfill (mean cycle time): {ratio:.3}x (goal <= 0.5x)");
+    let ratio_deep = energy_deep.mean_ms / backfill.mean_ms;
+    println!("ratio sched/energy with reservation_depth = 500 / sched/backfill: {ratio_deep:.3}x");
 }

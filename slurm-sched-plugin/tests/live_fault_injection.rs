@@ -6,9 +6,9 @@
 //! completion.
 //!
 //! The feature build is made by the test itself (`cargo build --features fault-injection` into
-//! its own target dir next to this test binary), so `cargo test --workspace` on a fresh clone runs
-//! it; the normal build never contains the fault code. Skipped (with a printed reason) only when
-//! not root or when Slurm is not installed.
+//! `<target>/plugin-builds`, shared with the demo test), so `cargo test --workspace` on a fresh
+//! clone runs it; the normal build never contains the fault code (checked below). Skipped (with a
+//! printed reason) only when not root or when Slurm is not installed.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,13 +26,14 @@ interval_s = 1
 debug = true
 ";
 
-/// Builds the plugin with `--features fault-injection` into `<target>/fault-injection` and
+/// Builds the plugin with `--features fault-injection` into `<target>/plugin-builds` and
 /// returns the library's path.
 fn build_fault_injection_plugin() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
     // <target>/<profile>/deps/<test> -> <target>
     let target = exe.ancestors().nth(3).expect("target dir").to_path_buf();
-    let target_dir = target.join("fault-injection");
+    // Shared with the demo test (tools/tests/live_demo.rs): dependencies are built once.
+    let target_dir = target.join("plugin-builds");
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let t0 = Instant::now();
