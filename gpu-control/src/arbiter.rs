@@ -120,9 +120,10 @@ impl StepKey {
         Ok(StepKey { job_id, step_id, node: node.to_string(), stepd_pid, stepd_start_ticks })
     }
 
-    /// True while the same process (pid and start time) exists.
+    /// True while the same process (pid and start time) exists and has not exited (a killed
+    /// slurmstepd stays a zombie until its parent, often init, reaps it).
     pub fn is_alive(&self) -> bool {
-        process_start_ticks(self.stepd_pid).is_ok_and(|t| t == self.stepd_start_ticks)
+        process_status(self.stepd_pid).is_ok_and(|(state, t)| t == self.stepd_start_ticks && !matches!(state, 'Z' | 'X' | 'x'))
     }
 
     fn same_step(&self, other: &StepKey) -> bool {
@@ -138,14 +139,19 @@ impl fmt::Display for StepKey {
 
 /// Start time of a process in clock ticks after boot.
 pub fn process_start_ticks(pid: u32) -> io::Result<u64> {
+    process_status(pid).map(|(_, t)| t)
+}
+
+/// State letter (`R`, `S`, `Z`, ...) and start time of a process, from `/proc/<pid>/stat`.
+fn process_status(pid: u32) -> io::Result<(char, u64)> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // The command name (field 2) may contain spaces and parentheses: fields after the last ')'.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).ok_or_else(|| io::Error::other("malformed /proc stat"))?;
     // rest starts at field 3 (state); starttime is field 22.
-    rest.split_whitespace()
-        .nth(22 - 3)
-        .and_then(|t| t.parse().ok())
-        .ok_or_else(|| io::Error::other("no start time in /proc stat"))
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let state = fields.first().and_then(|s| s.chars().next()).ok_or_else(|| io::Error::other("no state in /proc stat"))?;
+    let start = fields.get(22 - 3).and_then(|t| t.parse().ok()).ok_or_else(|| io::Error::other("no start time in /proc stat"))?;
+    Ok((state, start))
 }
 
 /// One GPU the arbiter looks after.
@@ -692,6 +698,20 @@ mod tests {
         assert_eq!(out.repaired_steps.len(), 1);
         assert_eq!(app(&gpus, 1), 1312);
         assert!(arb.ledger().unwrap().gpus.is_empty());
+    }
+
+    #[test]
+    fn a_zombie_slurmstepd_is_dead() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let key = StepKey::for_process(1, 0, "n1", child.id()).unwrap();
+        // Not reaped yet: a zombie once it has exited.
+        let start = Instant::now();
+        while key.is_alive() && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(process_start_ticks(child.id()).is_ok(), "still in /proc as a zombie");
+        assert!(!key.is_alive());
+        child.wait().unwrap();
     }
 
     #[test]
