@@ -201,33 +201,39 @@ impl NodeApi {
         }
     }
 
-    /// The GPU bitmap of a slurmstepd step record (`ENERGY_DATA_STEP_PTR`): indices into this
-    /// node's GPUs in gres order; `None` if the step has no GPUs.
+    /// The GPUs of a slurmstepd step record (`ENERGY_DATA_STEP_PTR`): indices into this node's
+    /// GPUs in gres order, from the step's gres (srun steps) or, when the step has none and
+    /// `job_fallback` is set (for the batch step, whose credential carries only the job's gres),
+    /// from the job's gres on this node. `None` if there are no GPUs.
     ///
     /// # Safety
     /// `step` must be slurmstepd's `stepd_step_rec_t`, alive during the call.
-    pub unsafe fn step_gpu_indices(&self, step: *const c_void) -> Option<Vec<usize>> {
-        // SAFETY: `step` is the step record (caller).
-        let list = unsafe { sys::energy_stepd_step_gres_list(step) } as sys::List;
-        if list.is_null() {
-            return None;
-        }
+    pub unsafe fn step_gpu_indices(&self, step: *const c_void, job_fallback: bool) -> Option<Vec<usize>> {
         let name = cstring("gpu");
         let mut bitmap: *mut sys::bitstr_t = std::ptr::null_mut();
-        // SAFETY: valid list and name; `bitmap` receives a pointer into the step's data (not
-        // to be freed), valid while the step record lives.
-        let rc = unsafe {
-            ncall!(
-                self,
-                gres_get_step_info(
-                    list,
-                    name.as_ptr() as *mut c_char,
-                    0,
-                    sys::energy_gres_step_data_bitmap() as _,
-                    (&mut bitmap as *mut *mut sys::bitstr_t).cast::<c_void>(),
-                )
-            )
-        };
+        let out = (&mut bitmap as *mut *mut sys::bitstr_t).cast::<c_void>();
+        // SAFETY: `step` is the step record (caller).
+        let step_list = unsafe { sys::energy_stepd_step_gres_list(step) } as sys::List;
+        let mut rc = -1;
+        if !step_list.is_null() {
+            // SAFETY: valid list and name; `bitmap` receives a pointer into the step's data (not
+            // to be freed), valid while the step record lives.
+            rc = unsafe {
+                ncall!(self, gres_get_step_info(step_list, name.as_ptr() as *mut c_char, 0, sys::energy_gres_step_data_bitmap() as _, out))
+            };
+        }
+        if (rc != sys::SLURM_SUCCESS as i32 || bitmap.is_null()) && job_fallback {
+            bitmap = std::ptr::null_mut();
+            // SAFETY: as above, for the job's gres list extracted for this node (index 0).
+            let job_list = unsafe { sys::energy_stepd_job_gres_list(step) } as sys::List;
+            if job_list.is_null() {
+                return None;
+            }
+            // SAFETY: as above.
+            rc = unsafe {
+                ncall!(self, gres_get_job_info(job_list, name.as_ptr() as *mut c_char, 0, sys::energy_gres_job_data_bitmap() as _, out))
+            };
+        }
         if rc != sys::SLURM_SUCCESS as i32 || bitmap.is_null() {
             return None;
         }

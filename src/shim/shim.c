@@ -62,6 +62,11 @@ int energy_gres_step_data_bitmap(void)
 	return GRES_STEP_DATA_BITMAP;
 }
 
+int energy_gres_job_data_bitmap(void)
+{
+	return GRES_JOB_DATA_BITMAP;
+}
+
 const char *energy_slurm_api_resolve(energy_slurm_api_t *api)
 {
 	energy_slurm_api_t t;

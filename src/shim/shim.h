@@ -103,6 +103,7 @@
 	X(destroy_gres_slurmd_conf)          \
 	X(add_gres_to_list)                  \
 	X(gres_get_step_info)                \
+	X(gres_get_job_info)                 \
 	X(bit_alloc)                         \
 	X(bit_set)                           \
 	X(bit_test)                          \
@@ -129,6 +130,7 @@ extern bool energy_log_ready(void);
 /* Macro values the node-side plugins need. */
 extern uint32_t energy_gres_conf_env_nvml(void);
 extern int energy_gres_step_data_bitmap(void);
+extern int energy_gres_job_data_bitmap(void);
 
 /*
  * slurmstepd's step record (stepd_step_rec_t, src/slurmd/slurmstepd/slurmstepd_job.h), as
@@ -136,6 +138,7 @@ extern int energy_gres_step_data_bitmap(void);
  * in stepd.c against slurmstepd's own header; `step` must be that record.
  */
 extern void *energy_stepd_step_gres_list(const void *step);
+extern void *energy_stepd_job_gres_list(const void *step);
 extern void energy_stepd_ids(const void *step, uint32_t *job_id, uint32_t *step_id);
 /* This node's name in slurmd and slurmstepd (their `conf->node_name`); NULL elsewhere. Call
  * only in those two daemons: `conf` is looked up by name. */

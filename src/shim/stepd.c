@@ -16,6 +16,13 @@ void *energy_stepd_step_gres_list(const void *step)
 	return s ? (void *) s->step_gres_list : NULL;
 }
 
+void *energy_stepd_job_gres_list(const void *step)
+{
+	const stepd_step_rec_t *s = step;
+
+	return s ? (void *) s->job_gres_list : NULL;
+}
+
 void energy_stepd_ids(const void *step, uint32_t *job_id, uint32_t *step_id)
 {
 	const stepd_step_rec_t *s = step;

@@ -44,6 +44,8 @@ const SLURM_SUCCESS: c_int = 0;
 const SLURM_ERROR: c_int = -1;
 /// Slurm's step id of the extern step (`SLURM_EXTERN_CONT`).
 const SLURM_EXTERN_CONT: u32 = 0xffff_fffc;
+/// ... and of the batch step (`SLURM_BATCH_SCRIPT`).
+const SLURM_BATCH_SCRIPT: u32 = 0xffff_fffb;
 
 static LOG: Logger = Logger::new("acct_gather_energy/nvml");
 
@@ -107,11 +109,14 @@ pub extern "C" fn init() -> c_int {
         st.node_meter_tried = false;
         st.ctx = match daemon() {
             Daemon::Slurmd => "slurmd".into(),
-            Daemon::Slurmstepd => gres_energy::StepId::current().to_string(),
+            // The step's title is set later; STEP_PTR names the step.
+            Daemon::Slurmstepd => "slurmstepd".into(),
             Daemon::Slurmctld => "slurmctld".into(),
             Daemon::Other => "energy".into(),
         };
-        slurm_log!(LOG, verbose, "{}: loaded (GPU energy from NVML counters)", st.ctx);
+        let line = format!("{}: loaded (GPU energy from NVML counters)", st.ctx);
+        // One line per daemon start; per step only when asked for.
+        if daemon() == Daemon::Slurmstepd { slurm_log!(LOG, verbose, "{line}") } else { LOG.info(&line) }
         SLURM_SUCCESS
     })
 }
@@ -241,7 +246,8 @@ fn start_step(st: &mut State, step: *const c_void) {
         return;
     }
     // SAFETY: as above.
-    let Some(indices) = (unsafe { api.step_gpu_indices(step) }) else {
+    // The batch step counts the job's GPUs on this node (its credential has no step gres).
+    let Some(indices) = (unsafe { api.step_gpu_indices(step, step_id == SLURM_BATCH_SCRIPT) }) else {
         slurm_log!(LOG, verbose, "{ctx}: no GPUs in this step; no GPU energy");
         return;
     };

@@ -18,6 +18,9 @@ pub struct ClusterConfig {
     /// gres.conf `AutoDetect=` value: `None` writes `AutoDetect=off` and names the fake GPU
     /// character devices; `Some("nvml")` lets slurmd's GPU plugin find the GPUs itself.
     pub gpu_autodetect: Option<String>,
+    /// GRES type of the GPUs in the node lines (`Gres=gpu:<type>:N`), e.g. the type NVML
+    /// autodetection reports; `None` leaves them untyped (`Gres=gpu:N`).
+    pub gpu_type: Option<String>,
     /// CPUs Slurm believes each node has (`SlurmdParameters=config_overrides` lets it exceed the
     /// real machine).
     pub cpus_per_node: u32,
@@ -50,6 +53,7 @@ impl Default for ClusterConfig {
             gpus_per_node: 4,
             shards_per_gpu: 0,
             gpu_autodetect: None,
+            gpu_type: None,
             cpus_per_node: 4,
             mem_mb_per_node: 4096,
             plugin_dir: None,
@@ -250,10 +254,11 @@ pub(crate) fn slurm_conf(input: &SlurmConfInput<'_>) -> String {
         }
         line("AccountingStoreFlags=job_comment".into());
     }
+    let gpu_type = cfg.gpu_type.as_deref().map(|t| format!("{t}:")).unwrap_or_default();
     let gres = if cfg.gpus_per_node > 0 && cfg.shards_per_gpu > 0 {
-        format!(" Gres=gpu:{},shard:{}", cfg.gpus_per_node, cfg.gpus_per_node * cfg.shards_per_gpu)
+        format!(" Gres=gpu:{gpu_type}{},shard:{}", cfg.gpus_per_node, cfg.gpus_per_node * cfg.shards_per_gpu)
     } else if cfg.gpus_per_node > 0 {
-        format!(" Gres=gpu:{}", cfg.gpus_per_node)
+        format!(" Gres=gpu:{gpu_type}{}", cfg.gpus_per_node)
     } else {
         String::new()
     };

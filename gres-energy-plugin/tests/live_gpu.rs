@@ -1,0 +1,233 @@
+//! gpu_nvml.so and acct_gather_energy_nvml.so in a real local Slurm cluster, with the fake
+//! libnvidia-ml.so on slurmd's library path and `AutoDetect=nvml`:
+//!
+//! (a) the node registers its GPUs from NVML (type from the fake's model name), and slurmd's
+//!     log shows our gpu/nvml loaded;
+//! (b) a `--gres=gpu:2` job's sacct ConsumedEnergy equals the fake counters' delta over exactly
+//!     its two GPUs within 5 % (the four GPUs draw different power, so another pair or the node
+//!     total would not match);
+//! (c) `srun --gpu-freq=1000`: the fake shows the resolved clock during the step, the default
+//!     after it;
+//! (d) NVML errors injected (energy counter, SetApplicationsClocks): the job completes, and each
+//!     step logs the failure once, with GPU and call.
+//!
+//! Skipped (with a printed reason) only when not root or when Slurm is not installed.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use fake_nvml::{FailRule, FakeNvml};
+use gpu_control::gpu_freq::{FreqValue, resolve_freq_mhz};
+use slurm_testcluster::{ClusterConfig, LocalCluster, skip_reason};
+
+const GPUS: u32 = 4;
+/// Per-GPU utilisation (%): every GPU draws a different power.
+const UTIL_PCT: [u32; GPUS as usize] = [100, 50, 30, 70];
+
+/// A cdylib cargo built for this test run (`target/<profile>/deps/` or `target/<profile>/`).
+fn built(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let deps = exe.parent().expect("deps dir");
+    let candidates = [deps.join(name), deps.parent().expect("target dir").join(name)];
+    candidates
+        .iter()
+        .filter(|p| p.is_file())
+        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+        .cloned()
+        .unwrap_or_else(|| panic!("{name} not found in {candidates:?}: build the workspace first"))
+}
+
+fn mknod_gpus(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("dev dir");
+    for i in 0..GPUS {
+        let path = dir.join(format!("nvidia{i}"));
+        let status = std::process::Command::new("mknod")
+            .arg(&path)
+            .args(["c", "195", &i.to_string()])
+            .status()
+            .expect("run mknod");
+        assert!(status.success(), "mknod {}", path.display());
+    }
+}
+
+fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.split_whitespace().find_map(|w| w.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+}
+
+/// `KEY=value` line of a job's output.
+fn output_value(out: &str, key: &str) -> Option<String> {
+    out.lines().find_map(|l| l.strip_prefix(&format!("{key}=")).map(|v| v.trim().to_string()))
+}
+
+#[test]
+fn gpu_plugins_in_a_live_cluster() {
+    if let Some(why) = skip_reason() {
+        println!("SKIPPED: gpu_plugins_in_a_live_cluster: {why}");
+        return;
+    }
+    let t0 = Instant::now();
+    let work = tempfile::Builder::new().prefix("gres-energy-").tempdir().expect("temp dir");
+    let plugins = work.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::copy(built("libgpu_nvml.so"), plugins.join("gpu_nvml.so")).expect("copy gpu_nvml.so");
+    std::fs::copy(built("libacct_gather_energy_nvml.so"), plugins.join("acct_gather_energy_nvml.so"))
+        .expect("copy acct_gather_energy_nvml.so");
+    let nvml_dir = work.path().join("nvml");
+    fake_nvml::install_library(&built(fake_nvml::BUILT_LIBRARY_NAME), &nvml_dir).expect("install the fake NVML");
+    // 4 V100s near the machine's real CPUs (2 here), so slurmd can map their affinity.
+    std::fs::write(nvml_dir.join("fake-nvml.conf"), format!("gpu_count = {GPUS}\ncpu_count = 2\nnuma_nodes = 2\n")).unwrap();
+    let dev = work.path().join("dev");
+    mknod_gpus(&dev);
+    let ledger = work.path().join("ledger");
+
+    let fake = FakeNvml::for_library_dir(&nvml_dir).expect("fake NVML state");
+    for (gpu, util) in UTIL_PCT.iter().enumerate() {
+        fake.set_utilization(gpu, *util, 10).expect("set utilisation");
+    }
+
+    let type_name = gres_energy::detect::slurm_type_name(&fake.config.gpus[0].name);
+    let cluster = LocalCluster::start(ClusterConfig {
+        nodes: 1,
+        gpus_per_node: GPUS,
+        gpu_autodetect: Some("nvml".into()),
+        // The type the fake's model name gives: the node only comes up idle with it if
+        // autodetection reports exactly these GPUs.
+        gpu_type: Some(type_name.clone()),
+        plugin_dir: Some(plugins.clone()),
+        daemon_env: vec![
+            ("LD_LIBRARY_PATH".into(), nvml_dir.display().to_string()),
+            ("SLURM_ENERGY_NVIDIA_DEV_DIR".into(), dev.display().to_string()),
+            ("SLURM_ENERGY_CLOCK_LEDGER".into(), ledger.display().to_string()),
+        ],
+        extra_slurm_conf: vec![
+            "AcctGatherEnergyType=acct_gather_energy/nvml".into(),
+            "AcctGatherNodeFreq=30".into(),
+            "JobAcctGatherFrequency=task=5".into(),
+        ],
+        ..ClusterConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+    println!("cluster up after {:.1} s", t0.elapsed().as_secs_f64());
+
+    // (a) GPUs from NVML.
+    let node = cluster.command("scontrol").args(["show", "node", "n1", "-o"]).output().expect("scontrol");
+    let node = String::from_utf8_lossy(&node.stdout).into_owned();
+    let slurmd_log = cluster.slurmd_log("n1");
+    println!("node n1: Gres={}", field(&node, "Gres").unwrap_or("?"));
+    assert!(slurmd_log.contains("gpu/nvml: loaded (slurm-energy"), "our gpu/nvml was not loaded:\n{slurmd_log}");
+    assert!(
+        slurmd_log.contains(&format!("gpu/nvml: slurmd: {GPUS} GPU(s) detected through NVML")),
+        "no NVML detection in slurmd's log:\n{slurmd_log}"
+    );
+    assert!(
+        slurmd_log.contains(&format!("{}/nvidia3 {type_name}", dev.display())),
+        "device files/types not from NVML:\n{slurmd_log}"
+    );
+    let ctld_log = cluster.slurmctld_log();
+    assert!(
+        ctld_log.contains("acct_gather_energy/nvml: slurmctld: loaded"),
+        "slurmctld did not load acct_gather_energy/nvml:\n{ctld_log}"
+    );
+    let gres = field(&node, "Gres").unwrap_or_default();
+    assert!(gres.starts_with(&format!("gpu:{type_name}:{GPUS}")), "node Gres {gres:?}:\n{node}");
+    assert_eq!(field(&node, "State"), Some("IDLE"), "{node}");
+
+    // (b) energy of exactly the job's two GPUs. The work runs in an srun step: Slurm 22.05 adds
+    // only srun steps' energy to the job's `energy` TRES (the batch step's record is dropped
+    // without it, proc_req.c), which is what `sacct -X` ConsumedEnergy shows.
+    let job = cluster
+        .sbatch(
+            // Typed: only a node that registered this type from NVML can run it.
+            &[&format!("--gres=gpu:{type_name}:2"), "-o", &cluster.job_dir().join("energy-%j.out").display().to_string()],
+            &format!(
+                "echo GPUS=$SLURM_JOB_GPUS\nsrun --gres=gpu:{type_name}:2 sh -c 'echo T0=$(date +%s%N); sleep 10; echo T1=$(date +%s%N)'\n"
+            ),
+        )
+        .expect("sbatch");
+    assert_eq!(cluster.wait_job_done(job, Duration::from_secs(90)).unwrap(), "COMPLETED");
+    cluster.wait_accounted(job, Duration::from_secs(30)).unwrap();
+    let out = std::fs::read_to_string(cluster.job_dir().join(format!("energy-{job}.out"))).expect("job output");
+    let gpus: Vec<usize> = output_value(&out, "GPUS")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|g| g.trim().parse().ok())
+        .collect();
+    assert_eq!(gpus.len(), 2, "job output: {out}");
+    let t0_ns: u128 = output_value(&out, "T0").and_then(|v| v.parse().ok()).expect("T0");
+    let t1_ns: u128 = output_value(&out, "T1").and_then(|v| v.parse().ok()).expect("T1");
+    let seconds = (t1_ns - t0_ns) as f64 / 1e9;
+    let state = fake.state().expect("fake state");
+    let watts = |g: usize| fake_nvml::model::power_mw(&fake.config, &state.gpus[g]) / 1000.0;
+    let expected_j: f64 = gpus.iter().map(|&g| watts(g) * seconds).sum();
+    let node_j: f64 = (0..GPUS as usize).map(|g| watts(g) * seconds).sum();
+    let steps = cluster.command("sacct").args(["-n", "-P", "-j", &job.to_string(), "-o", "JobID,ConsumedEnergyRaw,TRESUsageInTot"]).output().expect("sacct");
+    println!("sacct steps:\n{}", String::from_utf8_lossy(&steps.stdout));
+    // slurmctld adds the steps' energy to the job's TRES when the last step completes, and sends
+    // that record to slurmdbd a moment after the job is accounted as ended.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let consumed_j: f64 = loop {
+        let sacct = cluster.sacct(job, "ConsumedEnergyRaw").unwrap_or_default();
+        match sacct.trim().parse::<f64>() {
+            Ok(j) if j > 0.0 => break j,
+            _ if Instant::now() > deadline => panic!("job {job}: ConsumedEnergyRaw {sacct:?}"),
+            _ => std::thread::sleep(Duration::from_millis(250)),
+        }
+    };
+    println!(
+        "energy: job {job} on GPUs {gpus:?} for {seconds:.2} s: sacct {consumed_j} J, fake counters {expected_j:.0} J \
+         ({:+.2} %), node total would be {node_j:.0} J",
+        (consumed_j - expected_j) / expected_j * 100.0
+    );
+    assert!((consumed_j - expected_j).abs() <= 0.05 * expected_j, "sacct {consumed_j} J vs counters {expected_j:.0} J");
+    assert!((consumed_j - node_j).abs() > 0.2 * node_j, "looks like the node total");
+
+    // (c) --gpu-freq on an srun step: the clock during the step, the default after.
+    let mut ladder = fake.config.graphics_clocks_mhz.clone();
+    ladder.sort_unstable_by(|a, b| b.cmp(a));
+    let want_mhz = resolve_freq_mhz(FreqValue::Mhz(1000), &ladder).expect("clocks");
+    let default_mhz = fake.config.default_graphics_clock_mhz;
+    assert_ne!(want_mhz, default_mhz);
+    let job = cluster
+        .sbatch(&["--gres=gpu:1", "--wrap", "srun --gres=gpu:1 --gpu-freq=1000,verbose sleep 4"], "")
+        .expect("sbatch");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = None;
+    while Instant::now() < deadline && seen.is_none() {
+        if let Ok(s) = fake.state() {
+            seen = s.gpus.iter().position(|g| g.app_graphics_clock_mhz == want_mhz);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(cluster.wait_job_done(job, Duration::from_secs(60)).unwrap(), "COMPLETED");
+    let after = fake.state().expect("fake state");
+    println!("gpu-freq: GPU {seen:?} ran at {want_mhz} MHz during the step; after: {:?} MHz",
+        after.gpus.iter().map(|g| g.app_graphics_clock_mhz).collect::<Vec<_>>());
+    assert!(seen.is_some(), "no GPU at {want_mhz} MHz during the step:\n{}", cluster.slurmd_log("n1"));
+    assert!(after.gpus.iter().all(|g| g.app_graphics_clock_mhz == default_mhz), "clocks not restored: {after:?}");
+
+    // (d) errors: the job completes; one line per step, GPU and call.
+    fake.inject_failure(FailRule::parse("nvmlDeviceGetTotalEnergyConsumption").unwrap()).unwrap();
+    fake.inject_failure(FailRule::parse("nvmlDeviceSetApplicationsClocks:NO_PERMISSION").unwrap()).unwrap();
+    let job = cluster
+        .sbatch(&["--gres=gpu:1", "--wrap", "srun --gres=gpu:1 --gpu-freq=low sleep 1; sleep 1"], "")
+        .expect("sbatch");
+    let state = cluster.wait_job_done(job, Duration::from_secs(60)).unwrap();
+    fake.clear_failures().unwrap();
+    let log = cluster.slurmd_log("n1");
+    let lines = |step: &str, call: &str| {
+        log.lines().filter(|l| l.contains(&format!("step {job}.{step}: GPU ")) && l.contains(&format!("{call} failed"))).count()
+    };
+    let (batch_energy, step_energy, step_clock) = (
+        lines("batch", "nvmlDeviceGetTotalEnergyConsumption"),
+        lines("0", "nvmlDeviceGetTotalEnergyConsumption"),
+        lines("0", "nvmlDeviceSetApplicationsClocks"),
+    );
+    println!("errors: job {job} {state}; error lines: batch energy {batch_energy}, step energy {step_energy}, step clocks {step_clock}");
+    assert_eq!(state, "COMPLETED");
+    assert_eq!((batch_energy, step_energy, step_clock), (1, 1, 1), "slurmd log:\n{log}");
+    let after = fake.state().expect("fake state");
+    assert!(after.gpus.iter().all(|g| g.app_graphics_clock_mhz == default_mhz), "clocks not restored: {after:?}");
+
+    cluster.stop().expect("stop");
+    println!("live GPU test took {:.1} s", t0.elapsed().as_secs_f64());
+}
