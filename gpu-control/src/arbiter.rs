@@ -133,7 +133,13 @@ impl StepKey {
 
 impl fmt::Display for StepKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "job {} step {} on {} (slurmstepd {})", self.job_id, self.step_id, self.node, self.stepd_pid)
+        let step = match self.step_id {
+            0xffff_fffa => "interactive".to_string(),
+            0xffff_fffb => "batch".to_string(),
+            0xffff_fffc => "extern".to_string(),
+            n => n.to_string(),
+        };
+        write!(f, "job {} step {step} on {} (slurmstepd {})", self.job_id, self.node, self.stepd_pid)
     }
 }
 

@@ -184,12 +184,16 @@ fn request(arbiter: &Arbiter, gpu: &dyn GpuControl, key: &StepKey, label: &str, 
     }
 }
 
-fn report(label: &str, out: &Outcome, choice: &Choice, asked: &[(u32, gpu_control::AppClocksMhz)]) {
-    log_gpu_errors(label, &out.gpu_errors, "the step runs on; clocks are restored when it ends");
+fn log_repaired(label: &str, out: &Outcome) {
     if !out.repaired_steps.is_empty() {
         let steps: Vec<String> = out.repaired_steps.iter().map(ToString::to_string).collect();
         log_info(&format!("{label}: restored the GPU clocks left by {}", steps.join(", ")));
     }
+}
+
+fn report(label: &str, out: &Outcome, choice: &Choice, asked: &[(u32, gpu_control::AppClocksMhz)]) {
+    log_gpu_errors(label, &out.gpu_errors, "the step runs on; clocks are restored when it ends");
+    log_repaired(label, out);
     let asked: Vec<String> = asked.iter().map(|(g, c)| format!("GPU {g} {} MHz", c.graphics_mhz)).collect();
     log_info(&format!("{label}: {} asks for {}", choice.describe(), asked.join(", ")));
 }
@@ -208,7 +212,10 @@ pub(crate) fn step_end(args: &ClockArgs) {
         }
     };
     match arbiter.release(&gpu, &step.key) {
-        Ok(out) => log_gpu_errors(&step.label, &out.gpu_errors, "the next step or slurmd start retries the restore"),
+        Ok(out) => {
+            log_gpu_errors(&step.label, &out.gpu_errors, "the next step or slurmd start retries the restore");
+            log_repaired(&step.label, &out);
+        }
         Err(e) => log_error(&format!("{}: {e}; the next step or slurmd start repairs the clocks", step.label)),
     }
 }
