@@ -31,7 +31,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use gpu_control::arbiter::DEFAULT_LEDGER_DIR;
+use gpu_control::arbiter::ledger_dir_from_env;
 use gpu_control::gpu_freq::{FreqValue, GpuFreqRequest, SLURM_DEFAULT_GPU_FREQ_DEF, parse_gpu_freq, resolve_application_clocks, resolve_freq_mhz};
 use gpu_control::{AppClocksMhz, GpuControl, GpuError};
 use model::config::{HintDefaults, PlannerConfig};
@@ -57,7 +57,8 @@ pub const ARG_KEYS: [&str; 5] = ["gpu_clocks", "clock_ledger", "nvml", "data_dir
 pub struct ClockArgs {
     /// `gpu_clocks=on|off` (default on).
     pub enabled: bool,
-    /// `clock_ledger=DIR` (default [`DEFAULT_LEDGER_DIR`]).
+    /// `clock_ledger=DIR`; default `$SLURM_ENERGY_CLOCK_LEDGER` of slurmd's environment, else
+    /// `/var/spool/slurm-energy/clock-ledger` (what the GPU plugin uses too: they must agree).
     pub ledger_dir: PathBuf,
     /// `nvml=PATH` of libnvidia-ml.so (default: the loader's search path).
     pub nvml_lib: Option<PathBuf>,
@@ -71,7 +72,7 @@ pub struct ClockArgs {
 
 impl Default for ClockArgs {
     fn default() -> Self {
-        ClockArgs { enabled: true, ledger_dir: PathBuf::from(DEFAULT_LEDGER_DIR), nvml_lib: None, data_dir: None, energy_config: None }
+        ClockArgs { enabled: true, ledger_dir: ledger_dir_from_env(), nvml_lib: None, data_dir: None, energy_config: None }
     }
 }
 
