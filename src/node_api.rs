@@ -197,7 +197,7 @@ impl NodeApi {
         // SAFETY: valid bitmap (caller), indices below its size.
         unsafe {
             let n = ncall!(self, bit_size(bitmap));
-            (0..n.max(0)).filter(|&i| ncall!(self, bit_test(bitmap, i)) != 0).map(|i| i as usize).collect()
+            (0..n).filter(|&i| ncall!(self, bit_test(bitmap, i)) != 0).map(|i| i as usize).collect()
         }
     }
 

@@ -200,8 +200,10 @@ pub extern "C" fn acct_gather_energy_p_update_node_energy() -> c_int {
     })
 }
 
+/// # Safety
+/// Called by Slurm: `data` is NULL or points to what `data_type` says (acct_gather_energy_t, time_t, uint16_t).
 #[unsafe(no_mangle)]
-pub extern "C" fn acct_gather_energy_p_get_data(data_type: sys::acct_energy_type, data: *mut c_void) -> c_int {
+pub unsafe extern "C" fn acct_gather_energy_p_get_data(data_type: sys::acct_energy_type, data: *mut c_void) -> c_int {
     guarded("acct_gather_energy_p_get_data", SLURM_ERROR, || {
         if data.is_null() {
             return SLURM_ERROR;
@@ -285,8 +287,10 @@ fn start_step(st: &mut State, step: *const c_void) {
     st.last = EnergyFields { poll_time: unix_now_s(), ..EnergyFields::default() };
 }
 
+/// # Safety
+/// Called by Slurm: for `ENERGY_DATA_STEP_PTR`, `data` is slurmstepd's step record, alive for the step.
 #[unsafe(no_mangle)]
-pub extern "C" fn acct_gather_energy_p_set_data(data_type: sys::acct_energy_type, data: *mut c_void) -> c_int {
+pub unsafe extern "C" fn acct_gather_energy_p_set_data(data_type: sys::acct_energy_type, data: *mut c_void) -> c_int {
     guarded("acct_gather_energy_p_set_data", SLURM_ERROR, || {
         let mut st = state();
         match data_type {
@@ -340,11 +344,16 @@ mod tests {
     fn outside_a_daemon_reports_nothing_and_does_not_fail() {
         // A test binary has no libslurmfull: init refuses cleanly, get_data gives zeros.
         assert_eq!(init(), SLURM_ERROR);
+        // SAFETY: a plain C struct of integers; all zeros is valid.
         let mut e: sys::acct_gather_energy_t = unsafe { std::mem::zeroed() };
-        assert_eq!(acct_gather_energy_p_get_data(sys::ENERGY_DATA_NODE_ENERGY_UP, (&mut e as *mut sys::acct_gather_energy_t).cast()), SLURM_SUCCESS);
+        // SAFETY: the pointers are to locals of the types the data types name.
+        let rc = unsafe { acct_gather_energy_p_get_data(sys::ENERGY_DATA_NODE_ENERGY_UP, (&mut e as *mut sys::acct_gather_energy_t).cast()) };
+        assert_eq!(rc, SLURM_SUCCESS);
         assert_eq!(e.consumed_energy, 0);
         let mut n: u16 = 0;
-        assert_eq!(acct_gather_energy_p_get_data(sys::ENERGY_DATA_SENSOR_CNT, (&mut n as *mut u16).cast()), SLURM_SUCCESS);
+        // SAFETY: as above.
+        let rc = unsafe { acct_gather_energy_p_get_data(sys::ENERGY_DATA_SENSOR_CNT, (&mut n as *mut u16).cast()) };
+        assert_eq!(rc, SLURM_SUCCESS);
         assert_eq!(n, 1);
     }
 }

@@ -197,8 +197,10 @@ fn abstract_cpus(node_config: &sys::node_config_load_t, gpu: &GpuInfo, ctx: &str
     Some(text)
 }
 
+/// # Safety
+/// Called by Slurm: `node_config` is NULL or slurmd's node configuration record for the call.
 #[unsafe(no_mangle)]
-pub extern "C" fn gpu_p_get_system_gpu_list(node_config: *mut sys::node_config_load_t) -> sys::List {
+pub unsafe extern "C" fn gpu_p_get_system_gpu_list(node_config: *mut sys::node_config_load_t) -> sys::List {
     guarded("gpu_p_get_system_gpu_list", std::ptr::null_mut(), || {
         let Some(api) = api() else { return std::ptr::null_mut() };
         let ctx = context();
@@ -265,8 +267,10 @@ fn step_key(api: &NodeApi) -> Option<StepKey> {
     StepKey::for_process(job, step, &node, std::process::id()).ok()
 }
 
+/// # Safety
+/// Called by Slurm: `usable_gpus` is NULL or a Slurm bitmap and `tres_freq` NULL or a C string, both alive for the call.
 #[unsafe(no_mangle)]
-pub extern "C" fn gpu_p_step_hardware_init(usable_gpus: *mut sys::bitstr_t, tres_freq: *mut c_char) {
+pub unsafe extern "C" fn gpu_p_step_hardware_init(usable_gpus: *mut sys::bitstr_t, tres_freq: *mut c_char) {
     guarded("gpu_p_step_hardware_init", (), || {
         let Some(api) = api() else { return };
         if usable_gpus.is_null() || tres_freq.is_null() {
@@ -317,8 +321,10 @@ pub extern "C" fn gpu_p_step_hardware_fini() {
 
 /// Stock's self-test hook (`~zero`, `~max`, `~one`, `~three`, `~half`, `~XX..`): the machine CPU
 /// range that a CPU mask of that shape stands for.
+/// # Safety
+/// Called by Slurm: `cpu_range` is NULL or a C string.
 #[unsafe(no_mangle)]
-pub extern "C" fn gpu_p_test_cpu_conv(cpu_range: *mut c_char) -> *mut c_char {
+pub unsafe extern "C" fn gpu_p_test_cpu_conv(cpu_range: *mut c_char) -> *mut c_char {
     guarded("gpu_p_test_cpu_conv", std::ptr::null_mut(), || {
         let Some(api) = api() else { return std::ptr::null_mut() };
         let text = if cpu_range.is_null() {
@@ -352,8 +358,10 @@ fn test_mask_cpus(keyword: &str) -> Option<Vec<u32>> {
     })
 }
 
+/// # Safety
+/// Called by Slurm: `gpu` is NULL or Slurm's record for GPU `dv_ind`, not used elsewhere during the call.
 #[unsafe(no_mangle)]
-pub extern "C" fn gpu_p_energy_read(dv_ind: u32, gpu: *mut sys::gpu_status_t) -> c_int {
+pub unsafe extern "C" fn gpu_p_energy_read(dv_ind: u32, gpu: *mut sys::gpu_status_t) -> c_int {
     guarded("gpu_p_energy_read", SLURM_ERROR, || {
         // SAFETY: Slurm passes its record for GPU `dv_ind` (or NULL).
         let Some(gpu) = (unsafe { gpu.as_mut() }) else { return SLURM_ERROR };
@@ -403,8 +411,10 @@ pub extern "C" fn gpu_p_energy_read(dv_ind: u32, gpu: *mut sys::gpu_status_t) ->
     })
 }
 
+/// # Safety
+/// Called by Slurm: `device_count` is NULL or points to Slurm's counter.
 #[unsafe(no_mangle)]
-pub extern "C" fn gpu_p_get_device_count(device_count: *mut c_uint) {
+pub unsafe extern "C" fn gpu_p_get_device_count(device_count: *mut c_uint) {
     guarded("gpu_p_get_device_count", (), || {
         // SAFETY: Slurm passes a pointer to its counter (or NULL).
         let Some(out) = (unsafe { device_count.as_mut() }) else { return };
