@@ -43,8 +43,9 @@
 //! slurmstepd that died, leaves no GPU at a low clock once the next step on the node starts or
 //! ends, or once slurmd calls [`Arbiter::repair`] at start.
 //!
-//! The ledger is written **before** clocks are changed, so a crash between the two leaves a
-//! record that repair undoes. Nothing here panics on data from files, `/proc` or NVML.
+//! A request is written to the ledger **before** clocks are changed, so a crash between the two
+//! leaves a record that repair undoes; a release changes clocks first and then writes once (a
+//! crash in between leaves requests of an exiting slurmstepd, which the next operation prunes). Nothing here panics on data from files, `/proc` or NVML.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -401,7 +402,7 @@ impl Arbiter {
         }
         // Record first: a crash after this point leaves something for repair to undo.
         self.store(&ledger)?;
-        self.apply(gpu, &mut ledger, &touched, &index_of, &mut out)?;
+        self.apply(gpu, &mut ledger, &touched, &index_of, &mut out, false)?;
         Ok(out)
     }
 
@@ -412,6 +413,7 @@ impl Arbiter {
         let mut ledger = self.load()?;
         let mut out = Outcome::default();
         let mut touched = prune_dead(&mut ledger, &mut out);
+        let before = ledger.requests.len();
         ledger.requests.retain(|r| {
             let mine = r.step.same_step(step);
             if mine {
@@ -419,8 +421,10 @@ impl Arbiter {
             }
             !mine
         });
-        self.store(&ledger)?;
-        self.apply(gpu, &mut ledger, &touched, &BTreeMap::new(), &mut out)?;
+        // Clocks first, then one write: a crash in between leaves requests of a slurmstepd
+        // that is about to exit, which the next operation prunes and re-applies.
+        let changed = ledger.requests.len() != before || !out.repaired_steps.is_empty();
+        self.apply(gpu, &mut ledger, &touched, &BTreeMap::new(), &mut out, changed)?;
         Ok(out)
     }
 
@@ -432,8 +436,8 @@ impl Arbiter {
         let mut out = Outcome::default();
         let mut touched = prune_dead(&mut ledger, &mut out);
         touched.extend(ledger.gpus.iter().map(|g| g.uuid.clone()));
-        self.store(&ledger)?;
-        self.apply(gpu, &mut ledger, &touched, &BTreeMap::new(), &mut out)?;
+        let changed = !out.repaired_steps.is_empty();
+        self.apply(gpu, &mut ledger, &touched, &BTreeMap::new(), &mut out, changed)?;
         Ok(out)
     }
 
@@ -443,14 +447,14 @@ impl Arbiter {
         self.load()
     }
 
-    /// Applies the effective clocks of `uuids` and stores the ledger again if GPU records
-    /// changed (dropped after a reset, or marked for a retry).
-    fn apply(&self, gpu: &dyn GpuControl, ledger: &mut Ledger, uuids: &BTreeSet<String>, known: &BTreeMap<String, u32>, out: &mut Outcome) -> Result<(), ArbiterError> {
+    /// Applies the effective clocks of `uuids` and stores the ledger if `must_store` or GPU
+    /// records changed (dropped after a reset, or marked for a retry).
+    fn apply(&self, gpu: &dyn GpuControl, ledger: &mut Ledger, uuids: &BTreeSet<String>, known: &BTreeMap<String, u32>, out: &mut Outcome, must_store: bool) -> Result<(), ArbiterError> {
         // Also retry resets that failed before.
         let mut uuids = uuids.clone();
         uuids.extend(ledger.gpus.iter().filter(|g| g.reset_pending).map(|g| g.uuid.clone()));
         if uuids.is_empty() {
-            return Ok(());
+            return if must_store { self.store(ledger) } else { Ok(()) };
         }
         let mut index_of = known.clone();
         if uuids.iter().any(|u| !index_of.contains_key(u)) {
@@ -496,7 +500,7 @@ impl Arbiter {
                 },
             }
         }
-        if ledger.gpus != before {
+        if must_store || ledger.gpus != before {
             self.store(ledger)?;
         }
         Ok(())

@@ -363,17 +363,26 @@ pub fn choose(env: &StepEnv, defaults: &HintDefaults) -> (Choice, Option<String>
 }
 
 /// Per-GPU clocks of a step. GPUs whose clocks cannot be worked out are left out, with their
-/// errors.
+/// errors. The model is asked once per GPU model name (NVML calls are cheap on real drivers but
+/// not free, and nodes are usually uniform).
 pub fn step_clocks(gpu: &dyn GpuControl, gpus: &[u32], choice: &Choice, model: Option<&PolicyModel>) -> (Vec<(u32, AppClocksMhz)>, Vec<GpuError>) {
     let mut clocks = Vec::new();
     let mut errors = Vec::new();
+    let mut by_name: BTreeMap<String, AppClocksMhz> = BTreeMap::new();
     for &index in gpus {
         let result = match choice {
             Choice::Explicit(req, _) => explicit_clocks(gpu, index, req),
             Choice::Decision(mhz) => policy_clocks(gpu, index, *mhz),
-            Choice::Hints(hints) => gpu_type_of(gpu, index).and_then(|gt| {
-                let mhz = model.map_or(gt.default_clock_mhz, |m| m.clock_mhz(hints, &gt, gpus.len() as u32));
-                policy_clocks(gpu, index, mhz)
+            Choice::Hints(hints) => gpu.name(index).and_then(|name| match by_name.get(&name) {
+                Some(c) => Ok(*c),
+                None => {
+                    let c = gpu_type_of(gpu, index).and_then(|gt| {
+                        let mhz = model.map_or(gt.default_clock_mhz, |m| m.clock_mhz(hints, &gt, gpus.len() as u32));
+                        policy_clocks(gpu, index, mhz)
+                    })?;
+                    by_name.insert(name, c);
+                    Ok(c)
+                }
             }),
         };
         match result {

@@ -152,17 +152,27 @@ pub(crate) fn step_start(spank: *mut c_void, args: &ClockArgs) {
         Ok(g) => g,
         Err(e) => return log_once(e.gpu, e.call, &format!("{label}: {e}; GPU clocks unchanged")),
     };
-    let (choice, choice_problem) = match PolicyModel::load(args) {
-        Ok(model) => {
-            let (choice, problem) = clocks::choose(&env, &model.planner.hints);
-            request(&arbiter, &gpu, &key, &label, &gpus, &choice, Some(&model));
-            (choice, problem)
-        }
-        Err(e) => {
-            log_once(None, "energy.toml", &format!("{label}: {e}; the policy clock is the default clock"));
-            let (choice, problem) = clocks::choose(&env, &model::config::HintDefaults::default());
-            request(&arbiter, &gpu, &key, &label, &gpus, &choice, None);
-            (choice, problem)
+    // energy.toml's hint defaults decide the choice only when the job gave no explicit clock;
+    // the model (a fit over the measured data) is loaded only when the hints need it.
+    let (choice, choice_problem) = {
+        let quick = clocks::choose(&env, &model::config::HintDefaults::default());
+        match quick.0 {
+            Choice::Hints(_) => match PolicyModel::load(args) {
+                Ok(model) => {
+                    let (choice, problem) = clocks::choose(&env, &model.planner.hints);
+                    request(&arbiter, &gpu, &key, &label, &gpus, &choice, Some(&model));
+                    (choice, problem)
+                }
+                Err(e) => {
+                    log_once(None, "energy.toml", &format!("{label}: {e}; the policy clock is the default clock"));
+                    request(&arbiter, &gpu, &key, &label, &gpus, &quick.0, None);
+                    quick
+                }
+            },
+            _ => {
+                request(&arbiter, &gpu, &key, &label, &gpus, &quick.0, None);
+                quick
+            }
         }
     };
     if let Some(p) = choice_problem {
