@@ -62,6 +62,9 @@ impl Default for SchedSettings {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GpuSpec {
+    /// The measured GPU model (`v100`, `a40`, ...) whose clock/power curves predict this GRES
+    /// type, when the type's own name is not one (e.g. untyped `gpu`). Default: the type's name.
+    pub model: Option<String>,
     pub default_clock_mhz: u32,
     pub min_clock_mhz: u32,
     pub max_clock_mhz: u32,
@@ -72,14 +75,15 @@ pub struct GpuSpec {
 impl Default for GpuSpec {
     /// A V100-class GPU.
     fn default() -> Self {
-        GpuSpec { default_clock_mhz: 1380, min_clock_mhz: 510, max_clock_mhz: 1530, idle_power_w: 40.0, max_power_w: 300.0 }
+        GpuSpec { model: None, default_clock_mhz: 1380, min_clock_mhz: 510, max_clock_mhz: 1530, idle_power_w: 40.0, max_power_w: 300.0 }
     }
 }
 
 impl GpuSpec {
     pub fn gpu_type(&self, name: &str) -> GpuType {
         GpuType {
-            name: name.to_string(),
+            // The planner finds the predictor's curves by this name.
+            name: self.model.clone().unwrap_or_else(|| name.to_string()),
             default_clock_mhz: self.default_clock_mhz,
             min_clock_mhz: self.min_clock_mhz,
             max_clock_mhz: self.max_clock_mhz,
@@ -270,6 +274,14 @@ mod tests {
         assert_eq!(c.planner.hints.policy, model::types::EnergyPolicy::Efficiency);
         assert_eq!(c.gpu_spec("v100").max_power_w, 250.0);
         assert_eq!(c.gpu_spec("a100"), GpuSpec::default());
+    }
+
+    #[test]
+    fn an_untyped_gpu_can_be_predicted_as_a_measured_model() {
+        let c = parse(p(), "[gpu_types.gpu]\nmodel = \"v100\"\nmax_power_w = 250\n").unwrap();
+        let t = c.gpu_spec("gpu").gpu_type("gpu");
+        assert_eq!((t.name.as_str(), t.max_power_w), ("v100", 250.0));
+        assert_eq!(c.gpu_spec("a40").gpu_type("a40").name, "a40");
     }
 
     #[test]

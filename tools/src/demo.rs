@@ -105,6 +105,8 @@ pub struct DemoOptions {
     pub timeout: Duration,
     /// Show a progress bar (on a terminal).
     pub progress: bool,
+    /// Measured data (zeus/, gavel/, ...) for sched/energy's predictor; none: default clocks.
+    pub data_dir: Option<PathBuf>,
 }
 
 /// Where the project is: the source tree this binary was built from, else the current directory.
@@ -221,6 +223,8 @@ pub struct DemoSetup {
     pub extra_files: Vec<(String, String)>,
     /// Lines appended to slurm.conf (e.g. `AcctGatherEnergyType=...`).
     pub extra_slurm_conf: Vec<String>,
+    /// Measured data for sched/energy's predictor (`[sched] data_dir`); none: default clocks.
+    pub data_dir: Option<PathBuf>,
 }
 
 /// The local cluster of the demo, with the plugin dir it loads from.
@@ -278,7 +282,7 @@ impl DemoCluster {
             std::fs::copy(src, plugin_dir.path().join(name)).map_err(|e| format!("copy {} into the plugin dir: {e}", src.display()))?;
         }
         let plugstack = format!("required {} max_defer=12h max_slowdown=3.0\n", plugin_dir.path().join("spank_energy.so").display());
-        let energy_toml = demo_energy_toml(project_energy_toml);
+        let energy_toml = demo_energy_toml(project_energy_toml, setup.data_dir.as_deref());
         let mut extra_files = vec![("energy.toml".to_string(), energy_toml), ("plugstack.conf".to_string(), plugstack)];
         extra_files.extend(setup.extra_files.iter().cloned());
         let cfg = ClusterConfig {
@@ -417,25 +421,32 @@ pub fn keep_text(cluster: &LocalCluster, plugin_dir: &Path) -> String {
     s
 }
 
-/// The project's energy.toml with the demo's cycle interval (2 s instead of 5 s).
-pub fn demo_energy_toml(project: &str) -> String {
-    let mut replaced = false;
-    let text: Vec<String> = project
-        .lines()
-        .map(|l| {
-            if !replaced && l.trim_start().starts_with("interval_s") {
-                replaced = true;
-                format!("{DEMO_INTERVAL_S}   # the demo's: cycles every 2 s")
-            } else {
-                l.to_string()
-            }
-        })
-        .collect();
-    let mut out = text.join("\n");
-    out.push('\n');
-    if !replaced {
-        out = format!("[sched]\n{DEMO_INTERVAL_S}\n{out}");
+/// The project's energy.toml with the demo's cycle interval (2 s instead of 5 s) and, when
+/// given, the measured data the predictor is fitted to (so that clocks are chosen per job).
+pub fn demo_energy_toml(project: &str, data_dir: Option<&Path>) -> String {
+    let mut added = String::from(DEMO_INTERVAL_S);
+    added.push_str("   # the demo's: cycles every 2 s");
+    if let Some(dir) = data_dir {
+        // A TOML basic string: escape backslashes and quotes.
+        let quoted = dir.display().to_string().replace('\\', "\\\\").replace('"', "\\\"");
+        let _ = write!(added, "\ndata_dir = \"{quoted}\"   # the demo's: measured data");
     }
+    let mut lines: Vec<String> = project.lines().map(str::to_string).collect();
+    if let Some(i) = lines.iter().position(|l| l.trim_start().starts_with("interval_s")) {
+        lines[i] = added;
+    } else if let Some(i) = lines.iter().position(|l| l.trim() == "[sched]") {
+        lines.insert(i + 1, added);
+    } else {
+        lines.insert(0, format!("[sched]\n{added}"));
+    }
+    if data_dir.is_some() {
+        // The demo's GPUs are untyped (`gpu`): predict them as V100s, which the data covers.
+        lines.push(String::new());
+        lines.push("[gpu_types.gpu]   # the demo's: fake GPUs predicted as measured V100s".into());
+        lines.push("model = \"v100\"".into());
+    }
+    let mut out = lines.join("\n");
+    out.push('\n');
     out
 }
 
@@ -507,7 +518,11 @@ pub fn run_demo(opts: &DemoOptions) -> Result<DemoReport, String> {
         "slurm-energy demo: starting a local cluster ({DEMO_NODES} nodes x {DEMO_GPUS_PER_NODE} fake GPUs, sched/energy, spank_energy, accounting)"
     );
     let t0 = Instant::now();
-    let demo = DemoCluster::start(&energy_toml, &DemoSetup { plugins: Some(plugins), ..DemoSetup::default() })?;
+    let data_dir = opts.data_dir.as_deref().filter(|d| d.join("zeus").is_dir()).map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.to_path_buf()));
+    if let Some(dir) = &data_dir {
+        eprintln!("slurm-energy demo: sched/energy predicts clocks and power from {}", dir.display());
+    }
+    let demo = DemoCluster::start(&energy_toml, &DemoSetup { plugins: Some(plugins), data_dir, ..DemoSetup::default() })?;
     eprintln!(
         "slurm-energy demo: cluster up in {:.1} s ({}); submitting {} jobs",
         t0.elapsed().as_secs_f64(),
@@ -573,13 +588,19 @@ mod tests {
 
     #[test]
     fn demo_energy_toml_shortens_the_interval_once() {
-        let t = demo_energy_toml("[sched]\n# c\ninterval_s = 5\n[planner]\n");
+        let t = demo_energy_toml("[sched]\n# c\ninterval_s = 5\n[planner]\n", None);
         assert!(t.contains("interval_s = 2"), "{t}");
         assert!(!t.contains("interval_s = 5"), "{t}");
-        let parsed: toml::Value = toml::from_str(&demo_energy_toml(ENERGY_TOML)).expect("valid TOML");
+        let parsed: toml::Value = toml::from_str(&demo_energy_toml(ENERGY_TOML, Some(Path::new("/d/a \"b\""))))
+            .expect("valid TOML");
         assert_eq!(parsed["sched"]["interval_s"].as_integer(), Some(2));
-        let bare = demo_energy_toml("[planner]\n");
-        assert!(bare.starts_with("[sched]\ninterval_s = 2\n"), "{bare}");
+        assert_eq!(parsed["sched"]["data_dir"].as_str(), Some("/d/a \"b\""));
+        assert_eq!(parsed["gpu_types"]["gpu"]["model"].as_str(), Some("v100"));
+        let bare = demo_energy_toml("[planner]\n", None);
+        assert!(bare.starts_with("[sched]\ninterval_s = 2 "), "{bare}");
+        let no_interval = demo_energy_toml("[sched]\ndebug = true\n", None);
+        let parsed: toml::Value = toml::from_str(&no_interval).expect("one [sched] table");
+        assert_eq!(parsed["sched"]["interval_s"].as_integer(), Some(2), "{no_interval}");
     }
 
     #[test]

@@ -63,6 +63,11 @@ struct DemoArgs {
     /// Give up waiting for the workload after this many seconds.
     #[arg(long, default_value_t = 300)]
     timeout_s: u64,
+    /// Measured data (zeus/, gavel/, ...) that sched/energy fits its clock and power predictor
+    /// to. Default: $SLURM_ENERGY_DATA, else ../shared/data next to the project; when absent,
+    /// jobs run at the default clock.
+    #[arg(long)]
+    data: Option<PathBuf>,
 }
 
 fn demo(a: DemoArgs) -> Result<(), String> {
@@ -77,6 +82,7 @@ fn demo(a: DemoArgs) -> Result<(), String> {
         keep: a.keep,
         timeout: std::time::Duration::from_secs(a.timeout_s),
         progress: std::io::stderr().is_terminal(),
+        data_dir: Some(a.data.unwrap_or_else(default_data_dir)),
     };
     let report = tools::demo::run_demo(&opts)?;
     tools::demo::print_table(&report.rows);

@@ -38,6 +38,7 @@ fn demo_runs_a_mixed_workload_and_every_job_has_a_decision_record() {
         keep: false,
         timeout: Duration::from_secs(180),
         progress: false,
+        data_dir: Some(model::data::default_data_dir()),
     };
     let report = run_demo(&opts).unwrap_or_else(|e| panic!("demo failed: {e}"));
     let table = format_table(&report.rows);
