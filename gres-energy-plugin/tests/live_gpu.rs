@@ -59,13 +59,17 @@ fn output_value(out: &str, key: &str) -> Option<String> {
     out.lines().find_map(|l| l.strip_prefix(&format!("{key}=")).map(|v| v.trim().to_string()))
 }
 
-#[test]
-fn gpu_plugins_in_a_live_cluster() {
-    if let Some(why) = skip_reason() {
-        println!("SKIPPED: gpu_plugins_in_a_live_cluster: {why}");
-        return;
-    }
-    let t0 = Instant::now();
+/// Everything a cluster of these tests needs: plugins, the fake NVML (4 GPUs with different
+/// utilisation), device files, a clock ledger; kept alive by the returned temp dir.
+struct Setup {
+    _work: tempfile::TempDir,
+    fake: FakeNvml,
+    type_name: String,
+    dev: PathBuf,
+    cluster: LocalCluster,
+}
+
+fn start(extra_slurm_conf: &[&str]) -> Setup {
     let work = tempfile::Builder::new().prefix("gres-energy-").tempdir().expect("temp dir");
     let plugins = work.path().join("plugins");
     std::fs::create_dir_all(&plugins).unwrap();
@@ -84,8 +88,13 @@ fn gpu_plugins_in_a_live_cluster() {
     for (gpu, util) in UTIL_PCT.iter().enumerate() {
         fake.set_utilization(gpu, *util, 10).expect("set utilisation");
     }
-
     let type_name = gres_energy::detect::slurm_type_name(&fake.config.gpus[0].name);
+    let mut extra: Vec<String> = vec![
+        "AcctGatherEnergyType=acct_gather_energy/nvml".into(),
+        "AcctGatherNodeFreq=30".into(),
+        "JobAcctGatherFrequency=task=5".into(),
+    ];
+    extra.extend(extra_slurm_conf.iter().map(|l| l.to_string()));
     let cluster = LocalCluster::start(ClusterConfig {
         nodes: 1,
         gpus_per_node: GPUS,
@@ -99,14 +108,40 @@ fn gpu_plugins_in_a_live_cluster() {
             ("SLURM_ENERGY_NVIDIA_DEV_DIR".into(), dev.display().to_string()),
             ("SLURM_ENERGY_CLOCK_LEDGER".into(), ledger.display().to_string()),
         ],
-        extra_slurm_conf: vec![
-            "AcctGatherEnergyType=acct_gather_energy/nvml".into(),
-            "AcctGatherNodeFreq=30".into(),
-            "JobAcctGatherFrequency=task=5".into(),
-        ],
+        extra_slurm_conf: extra,
         ..ClusterConfig::default()
     })
     .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+    Setup { _work: work, fake, type_name, dev, cluster }
+}
+
+/// Watts the fake's GPU `g` draws now.
+fn watts(fake: &FakeNvml, g: usize) -> f64 {
+    let state = fake.state().expect("fake state");
+    fake_nvml::model::power_mw(&fake.config, &state.gpus[g]) / 1000.0
+}
+
+/// The job's `sacct -X` ConsumedEnergyRaw, once slurmctld has sent it to slurmdbd.
+fn job_energy_j(cluster: &LocalCluster, job: u32) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let sacct = cluster.sacct(job, "ConsumedEnergyRaw").unwrap_or_default();
+        match sacct.trim().parse::<f64>() {
+            Ok(j) if j > 0.0 => break j,
+            _ if Instant::now() > deadline => panic!("job {job}: ConsumedEnergyRaw {sacct:?}"),
+            _ => std::thread::sleep(Duration::from_millis(250)),
+        }
+    }
+}
+
+#[test]
+fn gpu_plugins_in_a_live_cluster() {
+    if let Some(why) = skip_reason() {
+        println!("SKIPPED: gpu_plugins_in_a_live_cluster: {why}");
+        return;
+    }
+    let t0 = Instant::now();
+    let Setup { _work, fake, type_name, dev, cluster } = start(&[]);
     println!("cluster up after {:.1} s", t0.elapsed().as_secs_f64());
 
     // (a) GPUs from NVML.
@@ -156,23 +191,12 @@ fn gpu_plugins_in_a_live_cluster() {
     let t0_ns: u128 = output_value(&out, "T0").and_then(|v| v.parse().ok()).expect("T0");
     let t1_ns: u128 = output_value(&out, "T1").and_then(|v| v.parse().ok()).expect("T1");
     let seconds = (t1_ns - t0_ns) as f64 / 1e9;
-    let state = fake.state().expect("fake state");
-    let watts = |g: usize| fake_nvml::model::power_mw(&fake.config, &state.gpus[g]) / 1000.0;
+    let watts = |g: usize| watts(&fake, g);
     let expected_j: f64 = gpus.iter().map(|&g| watts(g) * seconds).sum();
     let node_j: f64 = (0..GPUS as usize).map(|g| watts(g) * seconds).sum();
     let steps = cluster.command("sacct").args(["-n", "-P", "-j", &job.to_string(), "-o", "JobID,ConsumedEnergyRaw,TRESUsageInTot"]).output().expect("sacct");
     println!("sacct steps:\n{}", String::from_utf8_lossy(&steps.stdout));
-    // slurmctld adds the steps' energy to the job's TRES when the last step completes, and sends
-    // that record to slurmdbd a moment after the job is accounted as ended.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let consumed_j: f64 = loop {
-        let sacct = cluster.sacct(job, "ConsumedEnergyRaw").unwrap_or_default();
-        match sacct.trim().parse::<f64>() {
-            Ok(j) if j > 0.0 => break j,
-            _ if Instant::now() > deadline => panic!("job {job}: ConsumedEnergyRaw {sacct:?}"),
-            _ => std::thread::sleep(Duration::from_millis(250)),
-        }
-    };
+    let consumed_j = job_energy_j(&cluster, job);
     println!(
         "energy: job {job} on GPUs {gpus:?} for {seconds:.2} s: sacct {consumed_j} J, fake counters {expected_j:.0} J \
          ({:+.2} %), node total would be {node_j:.0} J",
@@ -230,4 +254,34 @@ fn gpu_plugins_in_a_live_cluster() {
 
     cluster.stop().expect("stop");
     println!("live GPU test took {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+/// With `PrologFlags=Contain` slurmctld adds only the extern step's energy to the job: a job
+/// whose work is its batch script gets the energy of its GPUs over its whole life.
+#[test]
+fn contained_batch_job_gets_its_gpus_energy() {
+    if let Some(why) = skip_reason() {
+        println!("SKIPPED: contained_batch_job_gets_its_gpus_energy: {why}");
+        return;
+    }
+    let Setup { _work, fake, type_name, cluster, .. } = start(&["PrologFlags=Contain"]);
+    let job = cluster
+        .sbatch(
+            &[&format!("--gres=gpu:{type_name}:1"), "-o", &cluster.job_dir().join("contain-%j.out").display().to_string()],
+            "echo GPUS=$SLURM_JOB_GPUS\necho T0=$(date +%s%N)\nsleep 8\necho T1=$(date +%s%N)\n",
+        )
+        .expect("sbatch");
+    assert_eq!(cluster.wait_job_done(job, Duration::from_secs(60)).unwrap(), "COMPLETED");
+    cluster.wait_accounted(job, Duration::from_secs(30)).unwrap();
+    let out = std::fs::read_to_string(cluster.job_dir().join(format!("contain-{job}.out"))).expect("job output");
+    let gpu: usize = output_value(&out, "GPUS").and_then(|g| g.parse().ok()).expect("one GPU");
+    let t0_ns: u128 = output_value(&out, "T0").and_then(|v| v.parse().ok()).expect("T0");
+    let t1_ns: u128 = output_value(&out, "T1").and_then(|v| v.parse().ok()).expect("T1");
+    let script_j = watts(&fake, gpu) * (t1_ns - t0_ns) as f64 / 1e9;
+    let consumed_j = job_energy_j(&cluster, job);
+    println!("contain: job {job} on GPU {gpu}: sacct {consumed_j} J; the script alone ran {script_j:.0} J");
+    // The extern step spans the script plus the job's start and end (well under 2 s here).
+    assert!(consumed_j >= 0.97 * script_j, "sacct {consumed_j} J < script {script_j:.0} J");
+    assert!(consumed_j <= script_j + 2.0 * watts(&fake, gpu), "sacct {consumed_j} J >> script {script_j:.0} J");
+    cluster.stop().expect("stop");
 }

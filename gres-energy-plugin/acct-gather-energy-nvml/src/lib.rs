@@ -241,16 +241,14 @@ fn start_step(st: &mut State, step: *const c_void) {
     let (job_id, step_id) = unsafe { node_api::step_ids(step) };
     st.ctx = gres_energy::StepId::current().to_string();
     let ctx = st.ctx.clone();
-    if step_id == SLURM_EXTERN_CONT {
-        // The extern step holds the whole allocation: counting there would count the job's
-        // GPUs twice in the job's total.
-        slurm_log!(LOG, verbose, "{ctx}: extern step of job {job_id}: GPU energy not counted here");
-        return;
-    }
+    // The batch and extern steps count the job's GPUs on this node (their credentials carry no
+    // step gres). With `PrologFlags=Contain`, slurmctld adds only the extern step's energy to
+    // the job's `energy` TRES (step_mgr.c), so the job's total is its GPUs over its whole life;
+    // without it there is no extern step, and the job's total is the sum of its srun steps.
+    let job_fallback = matches!(step_id, SLURM_BATCH_SCRIPT | SLURM_EXTERN_CONT);
     // SAFETY: as above.
-    // The batch step counts the job's GPUs on this node (its credential has no step gres).
-    let Some(indices) = (unsafe { api.step_gpu_indices(step, step_id == SLURM_BATCH_SCRIPT) }) else {
-        slurm_log!(LOG, verbose, "{ctx}: no GPUs in this step; no GPU energy");
+    let Some(indices) = (unsafe { api.step_gpu_indices(step, job_fallback) }) else {
+        slurm_log!(LOG, verbose, "{ctx}: no GPUs in this step of job {job_id}; no GPU energy");
         return;
     };
     if indices.is_empty() {
