@@ -12,9 +12,10 @@
 //!    `--gpu-freq`), resolved with stock Slurm's rules ([`gpu_control::gpu_freq`]). A bare
 //!    `srun --gpu-freq` outside a batch job reaches slurmstepd only as the step's `tres_freq`,
 //!    which SPANK cannot read: the bundle's GPU plugin (`gpu_nvml.so`) asks the arbiter for it;
-//! 2. the clock sched/energy chose for the job, when the job carries it
-//!    (`SLURM_ENERGY_CLOCK_MHZ` in its SPANK environment, seen by the step as
-//!    `SLURM_SPANK_SLURM_ENERGY_CLOCK_MHZ`);
+//! 2. the clock sched/energy chose for the job: its decision record in the job's admin comment
+//!    (`energy:... clock=<MHz>MHz ...`), read from slurmctld at step start (`slurm_load_job`;
+//!    `sched_decision=off` skips the call), or `SLURM_SPANK_SLURM_ENERGY_CLOCK_MHZ` in the step's
+//!    environment;
 //! 3. the job's hints (`--energy-*`, over the defaults of `[planner.hints]` in energy.toml) and
 //!    the model: the planner is asked where this job would start on an idle node of this GPU
 //!    type, and its decision's clock is taken ([`PolicyModel::clock_mhz`]).
@@ -50,7 +51,7 @@ pub const DECISION_CLOCK_ENV: &str = "SLURM_ENERGY_CLOCK_MHZ";
 pub const DECISION_CLOCK_STEP_ENV: &str = "SLURM_SPANK_SLURM_ENERGY_CLOCK_MHZ";
 
 /// plugstack.conf keys of this module.
-pub const ARG_KEYS: [&str; 5] = ["gpu_clocks", "clock_ledger", "nvml", "data_dir", "energy_config"];
+pub const ARG_KEYS: [&str; 6] = ["gpu_clocks", "clock_ledger", "nvml", "data_dir", "energy_config", "sched_decision"];
 
 /// The plugin's clock settings (plugstack.conf arguments).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,11 +69,14 @@ pub struct ClockArgs {
     pub data_dir: Option<PathBuf>,
     /// `energy_config=PATH` (default `energy.toml` next to slurm.conf).
     pub energy_config: Option<PathBuf>,
+    /// `sched_decision=on|off` (default on): ask slurmctld for the job's admin comment, where
+    /// sched/energy records the clock it chose, when the step has no explicit clock.
+    pub sched_decision: bool,
 }
 
 impl Default for ClockArgs {
     fn default() -> Self {
-        ClockArgs { enabled: true, ledger_dir: ledger_dir_from_env(), nvml_lib: None, data_dir: None, energy_config: None }
+        ClockArgs { enabled: true, ledger_dir: ledger_dir_from_env(), nvml_lib: None, data_dir: None, energy_config: None, sched_decision: true }
     }
 }
 
@@ -90,11 +94,16 @@ impl ClockArgs {
                 }
             };
             match key {
-                "gpu_clocks" => {
-                    c.enabled = match value {
+                "gpu_clocks" | "sched_decision" => {
+                    let on = match value {
                         "on" | "yes" | "1" => true,
                         "off" | "no" | "0" => false,
-                        _ => return Err(format!("plugstack.conf argument '{arg}': gpu_clocks takes on or off")),
+                        _ => return Err(format!("plugstack.conf argument '{arg}': {key} takes on or off")),
+                    };
+                    if key == "gpu_clocks" {
+                        c.enabled = on;
+                    } else {
+                        c.sched_decision = on;
                     }
                 }
                 "clock_ledger" => c.ledger_dir = path()?,
@@ -187,6 +196,19 @@ impl StepEnv {
             .filter(|n| !n.is_empty() && !n.contains(char::is_whitespace))
             .unwrap_or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "localhost".into()))
     }
+}
+
+/// The clock of sched/energy's decision record (`energy:policy=... clock=1057MHz ...`, see
+/// `model::decision::StartDecision::record`) in the text of a job as `slurm_sprint_job_info`
+/// prints it (`... AdminComment=energy:policy=... clock=1057MHz ... `).
+pub fn decision_clock_from_job_text(text: &str) -> Option<u32> {
+    let comment = &text[text.find("AdminComment=energy:")? + "AdminComment=".len()..];
+    let clock = &comment[comment.find(" clock=")? + " clock=".len()..];
+    let digits: String = clock.chars().take_while(char::is_ascii_digit).collect();
+    if !clock[digits.len()..].starts_with("MHz") {
+        return None;
+    }
+    digits.parse().ok().filter(|&c| c > 0)
 }
 
 /// Hints from option values (`policy` -> `efficiency`, ...) over the site's defaults. A bad
@@ -430,6 +452,15 @@ mod tests {
     }
 
     #[test]
+    fn decision_clock_from_the_admin_comment() {
+        let job = "JobId=7 JobName=wrap UserId=root(0) AdminComment=energy:policy=efficiency nodes=n1 clock=1057MHz share=no slow=1.310 pred_w=150 pred_kwh=0.001 score=e1.00/i0.00/f0.00/c0.00/o0.00 Comment=x";
+        assert_eq!(decision_clock_from_job_text(job), Some(1057));
+        assert_eq!(decision_clock_from_job_text("JobId=7 AdminComment=other clock=900MHz"), None);
+        assert_eq!(decision_clock_from_job_text("JobId=7 AdminComment=energy:policy=x clock=12GHz"), None);
+        assert_eq!(decision_clock_from_job_text("JobId=7 Comment=energy:policy=x clock=900MHz"), None);
+    }
+
+    #[test]
     fn policy_clock_is_supported_and_never_above_default() {
         let gpus = FakeGpus::v100s(1);
         let c = policy_clocks(&gpus, 0, 1000).unwrap();
@@ -472,5 +503,7 @@ mod tests {
         assert!(!a.enabled);
         assert!(ClockArgs::parse(["clock_ledger=rel"]).unwrap_err().contains("absolute"));
         assert!(ClockArgs::parse(["gpu_clocks=maybe"]).is_err());
+        assert!(!ClockArgs::parse(["sched_decision=off"]).unwrap().sched_decision);
+        assert!(ClockArgs::default().sched_decision);
     }
 }

@@ -21,6 +21,61 @@ const S_JOB_ENV: c_int = 10;
 
 type GetItemFn = unsafe extern "C" fn(spank: *mut c_void, item: c_int, ...) -> c_int;
 
+/// `job_info_msg_t` from `<slurm/slurm.h>` (22.05; the same in 23.x-24.x).
+#[repr(C)]
+struct JobInfoMsg {
+    last_backfill: libc::time_t,
+    last_update: libc::time_t,
+    record_count: u32,
+    job_array: *mut c_void,
+}
+type LoadJobFn = unsafe extern "C" fn(resp: *mut *mut JobInfoMsg, job_id: u32, show_flags: u16) -> c_int;
+type SprintJobFn = unsafe extern "C" fn(job: *mut c_void, one_liner: c_int) -> *mut c_char;
+type FreeJobMsgFn = unsafe extern "C" fn(msg: *mut JobInfoMsg);
+type XfreeFn = unsafe extern "C" fn(p: *mut *mut c_void);
+/// `SHOW_DETAIL`
+const SHOW_DETAIL: u16 = 0x0002;
+
+/// The job as slurmctld describes it (`scontrol show job -o`), through libslurm's API in the
+/// loading process (slurmstepd links libslurmfull). `None` if any of it is unavailable.
+fn job_text_from_slurmctld(job_id: u32) -> Option<String> {
+    let load = lookup(c"slurm_load_job")?;
+    let sprint = lookup(c"slurm_sprint_job_info")?;
+    let free_msg = lookup(c"slurm_free_job_info_msg")?;
+    let xfree = lookup(c"slurm_xfree")?;
+    // SAFETY: the four signatures are those of <slurm/slurm.h> and src/common/xmalloc.h.
+    let (load, sprint, free_msg, xfree) = unsafe {
+        (
+            std::mem::transmute::<*mut c_void, LoadJobFn>(load),
+            std::mem::transmute::<*mut c_void, SprintJobFn>(sprint),
+            std::mem::transmute::<*mut c_void, FreeJobMsgFn>(free_msg),
+            std::mem::transmute::<*mut c_void, XfreeFn>(xfree),
+        )
+    };
+    let mut msg: *mut JobInfoMsg = std::ptr::null_mut();
+    // SAFETY: slurm_load_job stores a message it allocated (or nothing) in `msg`.
+    if unsafe { load(&mut msg, job_id, SHOW_DETAIL) } != 0 || msg.is_null() {
+        return None;
+    }
+    // SAFETY: `msg` is the message libslurm returned; `job_array` holds `record_count` records.
+    let text = unsafe {
+        let m = &*msg;
+        if m.record_count == 0 || m.job_array.is_null() {
+            None
+        } else {
+            let mut s = sprint(m.job_array, 1);
+            let text = (!s.is_null()).then(|| CStr::from_ptr(s).to_string_lossy().into_owned());
+            if !s.is_null() {
+                xfree(&mut s as *mut *mut c_char as *mut *mut c_void);
+            }
+            text
+        }
+    };
+    // SAFETY: frees the message slurm_load_job allocated, once.
+    unsafe { free_msg(msg) };
+    text
+}
+
 /// The step this slurmstepd runs, between start and end.
 struct ActiveStep {
     key: StepKey,
@@ -152,6 +207,14 @@ pub(crate) fn step_start(spank: *mut c_void, args: &ClockArgs) {
         Ok(g) => g,
         Err(e) => return log_once(e.gpu, e.call, &format!("{label}: {e}; GPU clocks unchanged")),
     };
+    // sched/energy's decision, unless the user set the clock.
+    if args.sched_decision
+        && env.decision_clock_mhz().is_none()
+        && env.explicit_gpu_freq().is_none()
+        && let Some(mhz) = job_text_from_slurmctld(job_id).as_deref().and_then(clocks::decision_clock_from_job_text)
+    {
+        env.set(clocks::DECISION_CLOCK_STEP_ENV, &mhz.to_string());
+    }
     // energy.toml's hint defaults decide the choice only when the job gave no explicit clock;
     // the model (a fit over the measured data) is loaded only when the hints need it.
     let (choice, choice_problem) = {
