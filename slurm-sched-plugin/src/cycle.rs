@@ -73,6 +73,9 @@ pub fn run(cfg: &Config, predictor: &Predictor) -> Result<CycleStats, String> {
     LOG.set_debug(cfg.sched.debug || conf.debug_backfill());
     let now_s = unix_now_s();
     let built = snapshot::build(&lock, &conf, cfg, now_s).map_err(|e| e.to_string())?;
+    // A panic here unwinds through the lock guard, which must release slurmctld's locks.
+    #[cfg(feature = "fault-injection")]
+    fault::maybe_panic(fault::Site::Locked);
     drop(lock);
     let snapshot_time = started.elapsed();
 
@@ -157,10 +160,13 @@ pub fn run(cfg: &Config, predictor: &Predictor) -> Result<CycleStats, String> {
 /// panic in the planner skips the cycle and never reaches slurmctld.
 fn plan(snapshot: &model::types::Snapshot, cfg: &Config, predictor: &Predictor) -> model::decision::PlanOutcome {
     #[cfg(feature = "fault-injection")]
-    fault::maybe_panic();
+    fault::maybe_panic(fault::Site::Planner);
     plan_snapshot(snapshot, &cfg.planner, predictor)
 }
 
+/// Test builds only: panics on purpose while a trigger file exists. The file's content chooses
+/// the site: `locked` panics while slurmctld's locks are held (after the snapshot), anything
+/// else inside the planner call.
 #[cfg(feature = "fault-injection")]
 pub mod fault {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -168,14 +174,26 @@ pub mod fault {
     /// Names the trigger file in slurmctld's environment.
     pub const ENV: &str = "SCHED_ENERGY_FAULT_FILE";
 
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Site {
+        Planner,
+        Locked,
+    }
+
     static INJECTED: AtomicU64 = AtomicU64::new(0);
 
-    /// Panics while the trigger file exists.
-    pub fn maybe_panic() {
+    /// Panics at `site` while the trigger file exists and names it.
+    pub fn maybe_panic(site: Site) {
         let Some(trigger) = std::env::var_os(ENV) else { return };
-        if std::path::Path::new(&trigger).exists() {
+        let Ok(content) = std::fs::read_to_string(&trigger) else { return };
+        let wanted = if content.trim() == "locked" { Site::Locked } else { Site::Planner };
+        if site == wanted {
             let n = INJECTED.fetch_add(1, Ordering::SeqCst) + 1;
-            panic!("injected planner fault #{n} ({ENV} exists)");
+            let place = match site {
+                Site::Planner => "planner",
+                Site::Locked => "locked snapshot",
+            };
+            panic!("injected {place} fault #{n} ({ENV} exists)");
         }
     }
 }

@@ -5,6 +5,10 @@
 //! ping`, its pid alive, `squeue` answers), and that once the fault stops the same jobs run to
 //! completion.
 //!
+//! A second phase panics while slurmctld's locks are held (right after the snapshot): the lock
+//! guard must release them while unwinding, so client commands keep answering (bounded by
+//! `timeout 30`, so a leaked lock fails the test instead of hanging it).
+//!
 //! The feature build is made by the test itself (`cargo build --features fault-injection` into
 //! `<target>/plugin-builds`, shared with the demo test), so `cargo test --workspace` on a fresh
 //! clone runs it; the normal build never contains the fault code (checked below). Skipped (with a
@@ -56,13 +60,39 @@ fn build_fault_injection_plugin() -> PathBuf {
 }
 
 fn skipped_cycles(log: &str) -> usize {
-    log.lines().filter(|l| l.contains("sched/energy: cycle skipped: internal error (panic: injected planner fault")).count()
+    skipped_at(log, "planner")
+}
+
+/// Cycles logged as skipped because of a fault injected at `site`.
+fn skipped_at(log: &str, site: &str) -> usize {
+    let needle = format!("sched/energy: cycle skipped: internal error (panic: injected {site} fault");
+    log.lines().filter(|l| l.contains(&needle)).count()
+}
+
+/// A client command bounded by `timeout 30`: a slurmctld whose locks leaked would hang it.
+fn client(cluster: &LocalCluster, prog: &str, args: &[&str]) -> String {
+    let out = cluster.command("timeout").arg("30").arg(prog).args(args).output().expect("timeout(1)");
+    assert!(
+        out.status.success(),
+        "`{prog} {}` failed or hung while sched/energy panics ({}): {}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn job_state(cluster: &LocalCluster, job: u32) -> String {
-    let out = cluster.command("squeue").args(["-h", "-j", &job.to_string(), "-o", "%T"]).output().expect("squeue");
-    assert!(out.status.success(), "squeue failed while the planner panics: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    client(cluster, "squeue", &["-h", "-j", &job.to_string(), "-o", "%T"]).trim().to_string()
+}
+
+fn wait_for_faults(cluster: &LocalCluster, site: &str, count: usize) {
+    let before = skipped_at(&cluster.slurmctld_log(), site);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while skipped_at(&cluster.slurmctld_log(), site) < before + count {
+        assert!(Instant::now() < deadline, "not {count} '{site}' faults logged within 60 s:\n{}", cluster.slurmctld_log());
+        std::thread::sleep(Duration::from_millis(300));
+    }
 }
 
 #[test]
@@ -102,12 +132,7 @@ fn planner_panic_skips_the_cycle_and_slurmctld_keeps_serving() {
         .collect();
 
     // Wait for several faulty cycles after the submission.
-    let before = skipped_cycles(&cluster.slurmctld_log());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while skipped_cycles(&cluster.slurmctld_log()) < before + FAULTY_CYCLES {
-        assert!(Instant::now() < deadline, "no '{FAULTY_CYCLES}' faulty cycles logged within 60 s:\n{}", cluster.slurmctld_log());
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    wait_for_faults(&cluster, "planner", FAULTY_CYCLES);
     let log = cluster.slurmctld_log();
     let line = log.lines().find(|l| l.contains("sched/energy: cycle skipped: internal error (panic: injected planner fault")).unwrap_or("");
     println!("log: {line}");
@@ -120,9 +145,19 @@ fn planner_panic_skips_the_cycle_and_slurmctld_keeps_serving() {
     assert!(!log.contains("sched/energy: started JobId="), "a job was started during the fault:\n{log}");
     // slurmctld keeps serving.
     assert!(pid_exists(ctld_pid), "slurmctld (pid {ctld_pid}) is gone:\n{log}");
-    let ping = cluster.command("scontrol").arg("ping").output().expect("scontrol ping");
-    let ping_text = String::from_utf8_lossy(&ping.stdout);
-    assert!(ping.status.success() && ping_text.contains("is UP"), "scontrol ping: {ping_text}");
+    let ping = client(&cluster, "scontrol", &["ping"]);
+    assert!(ping.contains("is UP"), "scontrol ping: {ping}");
+
+    // Now panic while slurmctld's locks are held: unwinding must release them, or the next
+    // client call (which needs slurmctld's job lock) would hang.
+    std::fs::write(&trigger, "locked\n").expect("trigger file");
+    wait_for_faults(&cluster, "locked snapshot", 2);
+    assert!(client(&cluster, "scontrol", &["ping"]).contains("is UP"));
+    for &job in &jobs {
+        assert_eq!(job_state(&cluster, job), "PENDING", "job {job} started although every cycle panicked");
+    }
+    client(&cluster, "sinfo", &["-h"]);
+    assert!(pid_exists(ctld_pid), "slurmctld (pid {ctld_pid}) is gone:\n{}", cluster.slurmctld_log());
 
     // Lift the fault: the next cycles plan again and the same jobs complete.
     std::fs::remove_file(&trigger).expect("remove the trigger file");
@@ -135,7 +170,12 @@ fn planner_panic_skips_the_cycle_and_slurmctld_keeps_serving() {
         assert!(log.contains(&format!("sched/energy: started JobId={job} on n")), "job {job} not started by sched/energy:\n{log}");
     }
     assert!(pid_exists(ctld_pid), "slurmctld (pid {ctld_pid}) is gone after the fault");
-    println!("faulty cycles logged: {}; test {:.1} s", skipped_cycles(&log), t0.elapsed().as_secs_f64());
+    println!(
+        "faulty cycles logged: {} in the planner, {} with the locks held; test {:.1} s",
+        skipped_cycles(&log),
+        skipped_at(&log, "locked snapshot"),
+        t0.elapsed().as_secs_f64()
+    );
     cluster.stop().expect("stop the cluster");
 }
 
