@@ -54,6 +54,16 @@ fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     text.split_whitespace().find_map(|w| w.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
 }
 
+/// pid of the slurmstepd whose title is `slurmstepd: [<step>]`.
+fn stepd_pid(step: &str) -> Option<u32> {
+    let want = format!("slurmstepd: [{step}]");
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+        String::from_utf8_lossy(&cmdline).trim_end_matches('\0').starts_with(&want).then_some(pid)
+    })
+}
+
 /// `KEY=value` line of a job's output.
 fn output_value(out: &str, key: &str) -> Option<String> {
     out.lines().find_map(|l| l.strip_prefix(&format!("{key}=")).map(|v| v.trim().to_string()))
@@ -141,7 +151,7 @@ fn gpu_plugins_in_a_live_cluster() {
         return;
     }
     let t0 = Instant::now();
-    let Setup { _work, fake, type_name, dev, cluster } = start(&[]);
+    let Setup { _work, fake, type_name, dev, mut cluster } = start(&[]);
     println!("cluster up after {:.1} s", t0.elapsed().as_secs_f64());
 
     // (a) GPUs from NVML.
@@ -251,6 +261,31 @@ fn gpu_plugins_in_a_live_cluster() {
     assert_eq!((batch_energy, step_energy, step_clock), (1, 1, 1), "slurmd log:\n{log}");
     let after = fake.state().expect("fake state");
     assert!(after.gpus.iter().all(|g| g.app_graphics_clock_mhz == default_mhz), "clocks not restored: {after:?}");
+
+    // (e) a slurmstepd killed with SIGKILL leaves its clock; slurmd's next start repairs it.
+    let low_mhz = *ladder.last().expect("clocks");
+    let job = cluster
+        .sbatch(&["--gres=gpu:1", "--wrap", "srun --gres=gpu:1 --gpu-freq=low sleep 120"], "")
+        .expect("sbatch");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut gpu = None;
+    while Instant::now() < deadline && gpu.is_none() {
+        gpu = fake.state().ok().and_then(|s| s.gpus.iter().position(|g| g.app_graphics_clock_mhz == low_mhz));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let gpu = gpu.unwrap_or_else(|| panic!("no GPU at {low_mhz} MHz:\n{}", cluster.slurmd_log("n1")));
+    let stepd = stepd_pid(&format!("{job}.0")).expect("slurmstepd of the step");
+    // SAFETY: kill(2) of the one slurmstepd this test's cluster started for this step.
+    assert_eq!(unsafe { libc::kill(stepd as i32, libc::SIGKILL) }, 0, "kill slurmstepd {stepd}");
+    let _ = cluster.command("scancel").arg(job.to_string()).status();
+    let _ = cluster.wait_job_done(job, Duration::from_secs(60));
+    let stuck = fake.state().expect("fake state").gpus[gpu].app_graphics_clock_mhz;
+    cluster.restart_slurmd("n1").expect("restart slurmd");
+    let repaired = fake.state().expect("fake state").gpus[gpu].app_graphics_clock_mhz;
+    println!("repair: GPU {gpu} at {stuck} MHz after SIGKILL of slurmstepd {stepd}; {repaired} MHz after slurmd restarted");
+    assert_eq!(stuck, low_mhz, "the killed step's clock should still be set before the repair");
+    assert_eq!(repaired, default_mhz, "slurmd's start did not repair the clock:\n{}", cluster.slurmd_log("n1"));
+    assert!(cluster.slurmd_log("n1").contains(&format!("dropped the clock requests of job {job} step 0")));
 
     cluster.stop().expect("stop");
     println!("live GPU test took {:.1} s", t0.elapsed().as_secs_f64());

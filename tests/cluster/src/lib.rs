@@ -318,6 +318,27 @@ impl LocalCluster {
         self.wait_nodes(NodeWait::AllResponding, START_TIMEOUT)
     }
 
+    /// Stops slurmd of `node` (SIGTERM; running steps' slurmstepd live on) and starts it again,
+    /// then waits until every node responds. For what slurmd does at start (GPU detection, the
+    /// GPU plugin's clock repair).
+    pub fn restart_slurmd(&mut self, node: &str) -> Result<(), ClusterError> {
+        let name = format!("slurmd {node}");
+        let index = self
+            .daemons
+            .iter()
+            .position(|d| d.name == name)
+            .ok_or_else(|| ClusterError::Unsupported(format!("{name} was never started")))?;
+        let mut old = self.daemons.remove(index);
+        if let Err(problem) = old.stop(STOP_GRACE) {
+            eprintln!("slurm-testcluster: {problem}");
+        }
+        let mut cmd = self.slurm_daemon_command("slurmd")?;
+        cmd.args(["-D", "-N", node]);
+        let new = Daemon::spawn(&name, cmd, Some(&self.layout.slurmd_log(node)), &self.layout.console(&name.replace(' ', "-")))?;
+        self.daemons.insert(index, new);
+        self.wait_nodes(NodeWait::AllResponding, START_TIMEOUT)
+    }
+
     /// `scontrol reconfigure`: slurmctld and every slurmd re-read their configuration files.
     pub fn reconfigure(&self) -> Result<(), ClusterError> {
         run(self.command("scontrol").arg("reconfigure")).map(|_| ())
