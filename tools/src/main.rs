@@ -37,9 +37,11 @@ enum Command {
     /// dir, SchedulerType=sched/energy, spank_energy.so in plugstack.conf, etc/energy.toml),
     /// submits 10 jobs with different --energy-policy/--energy-share/--energy-max-slowdown hints
     /// and --gres=gpu:N, waits for them, and prints one line per job: id, name, GPUs, hints,
-    /// nodes, state, elapsed time, energy (sacct ConsumedEnergy; 0 until a GPU energy plugin is
-    /// loaded) and the decision record sched/energy wrote into the job's admin comment. Then it
-    /// stops every daemon it started (by pid) and removes the temp dir, unless --keep.
+    /// nodes, state, elapsed time, energy (sacct ConsumedEnergy; "-" until a GPU energy plugin
+    /// is loaded) and the decision record sched/energy wrote into the job's admin comment
+    /// (policy, GPU clock predicted from the measured data, sharing, predicted slowdown and
+    /// energy). Then it stops every daemon it started (by pid) and removes the temp dir, unless
+    /// --keep.
     Demo(DemoArgs),
 }
 
