@@ -94,8 +94,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     report("  step start (open NVML, model, clocks, request)", &mut start_total);
     report("  step end (open NVML, release)", &mut end_total);
     report("  of which NVML open (nvmlInit_v2)", &mut open);
-    report("  of which energy.toml + model fit", &mut model_load);
-    report("  of which per-GPU clocks + arbiter request/release", &mut arbiter_only);
+    report("  of which energy.toml (curves are fitted in the next line)", &mut model_load);
+    report("  of which curve fit, per-GPU clocks, arbiter request/release", &mut arbiter_only);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

@@ -36,7 +36,8 @@ use gpu_control::arbiter::ledger_dir_from_env;
 use gpu_control::gpu_freq::{FreqValue, GpuFreqRequest, SLURM_DEFAULT_GPU_FREQ_DEF, parse_gpu_freq, resolve_application_clocks, resolve_freq_mhz};
 use gpu_control::{AppClocksMhz, GpuControl, GpuError};
 use model::config::{HintDefaults, PlannerConfig};
-use model::perf_power::{PerfPowerModel, ZEUS_GPUS};
+use model::data::zeus::{load_zeus, zeus_sweeps};
+use model::perf_power::{GpuCurves, PerfPowerModel, ZEUS_GPUS};
 use model::predictor::Predictor;
 use model::types::{EnergyPolicy, GpuType, Hints, JobId, Node, PendingJob, PowerState, Request, Snapshot};
 
@@ -240,6 +241,9 @@ pub fn hints_from_values(values: &BTreeMap<String, String>, defaults: &HintDefau
 pub struct PolicyModel {
     pub planner: PlannerConfig,
     pub predictor: Predictor,
+    /// Measured data; the clock curves of a GPU type are fitted from it when first needed (a
+    /// step needs one type, and fitting all of them would double its start-up cost).
+    pub data_dir: Option<PathBuf>,
     /// Where the configuration came from, for logs.
     pub source: String,
 }
@@ -268,12 +272,28 @@ impl PolicyModel {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && args.energy_config.is_none() => {}
             Err(e) => return Err(format!("{}: {e}", config_path.display())),
         }
-        let mut predictor = Predictor::default();
         if let Some(dir) = &data_dir {
-            predictor.perf = PerfPowerModel::fit_from_dir(dir).map_err(|e| format!("data_dir {}: {e}", dir.display()))?;
+            if !dir.join("zeus").is_dir() {
+                return Err(format!("data_dir {}: no zeus/ directory with the clock/power sweeps", dir.display()));
+            }
             source.push_str(&format!(", data {}", dir.display()));
         }
-        Ok(PolicyModel { planner, predictor, source })
+        Ok(PolicyModel { planner, predictor: Predictor::default(), data_dir, source })
+    }
+
+    /// The model with the curves of `gpu_type` fitted from the data directory, when it has
+    /// sweeps for that type; `None` when there is nothing to add.
+    fn with_curves_for(&self, gpu_type: &str) -> Option<Predictor> {
+        if self.predictor.curves(gpu_type).is_some() {
+            return None;
+        }
+        let dir = self.data_dir.as_ref()?;
+        let (name, max_clock_mhz) = ZEUS_GPUS.iter().copied().find(|(n, _)| *n == gpu_type)?;
+        let rows = load_zeus(&dir.join("zeus").join(format!("summary_power_{name}.csv"))).ok()?;
+        let curves = GpuCurves::fit(name, &zeus_sweeps(&rows), max_clock_mhz)?;
+        let mut predictor = self.predictor.clone();
+        predictor.perf = PerfPowerModel { gpus: vec![curves] };
+        Some(predictor)
     }
 
     /// The clock (MHz) the planner would give a job with `hints` and `gpus` GPUs of
@@ -292,7 +312,8 @@ impl PolicyModel {
         };
         let node = Node { name: "step".into(), gpu_type: 0, gpus, cpus: 1, mem_mb: 0, power: PowerState::On, available: true };
         let snapshot = Snapshot { now_s: 0.0, gpu_types: vec![gpu_type.clone()], nodes: vec![node], running: Vec::new(), pending: vec![job] };
-        let outcome = model::planner::plan_snapshot(&snapshot, &self.planner, &self.predictor);
+        let fitted = self.with_curves_for(&gpu_type.name);
+        let outcome = model::planner::plan_snapshot(&snapshot, &self.planner, fitted.as_ref().unwrap_or(&self.predictor));
         outcome.starts().next().map_or(gpu_type.default_clock_mhz, |d| d.clock_mhz)
     }
 }
