@@ -6,7 +6,8 @@
 //!   when slurmd starts; a batch job and an srun step with `--energy-policy=efficiency` run at
 //!   the model's lowered clock and at the default after; a job whose admin comment carries
 //!   sched/energy's decision runs at the decided clock; an explicit `--gpu-freq` wins over the
-//!   policy; a slurmstepd killed with SIGKILL leaves a low clock that the next step repairs.
+//!   policy; a slurmstepd killed with SIGKILL leaves a low clock that the next step repairs, and
+//!   another one that slurmd's restart repairs.
 //! - `shard_jobs_share_a_gpu_and_faults_do_not_fail_jobs`: two shard jobs on one GPU (one with
 //!   the policy's clock, one with `--energy-gpu-freq`) get the higher of their clocks, the remaining one's after the first ends, the default after both;
 //!   an injected NVML failure leaves the job COMPLETED with one log line naming GPU and call.
@@ -293,6 +294,24 @@ fn clocks_for_batch_and_srun_steps() {
     );
     rig.wait_clocks("all default", |c| c.iter().all(|&m| m == default_mhz));
     assert_eq!(rig.ledger_requests(), 0, "no request of the killed step is left");
+    let _ = rig.cluster().command("scancel").arg(killed.to_string()).status();
+
+    // (d) SIGKILL again; this time slurmd's restart (SPANK in slurmd context) repairs it.
+    let killed = rig.sbatch(&[hints[0], hints[1], "--gres=gpu:1", "--wrap", "sleep 20"]);
+    let low = rig.wait_clocks("job to be killed at the policy clock", |c| c.contains(&eff.graphics_mhz));
+    let gpu_index = low.iter().position(|&m| m == eff.graphics_mhz).expect("low GPU");
+    let stepd = batch_stepd_pid(killed).expect("slurmstepd of the batch step");
+    println!("  SIGKILL slurmstepd {stepd} of job {killed}, then restart slurmd");
+    // SAFETY: kill(2) on the one pid found for this job's batch step.
+    assert_eq!(unsafe { libc::kill(stepd as i32, libc::SIGKILL) }, 0);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(rig.clocks_mhz()[gpu_index], eff.graphics_mhz, "nothing restores the clock by itself");
+    rig.cluster.as_mut().expect("cluster").restart_slurmd("n1").expect("restart slurmd");
+    rig.wait_clocks("slurmd restart repaired the killed step's GPU", |c| c.iter().all(|&m| m == default_mhz));
+    assert_eq!(rig.ledger_requests(), 0);
+    let log = rig.cluster().slurmd_log("n1");
+    let want = format!("slurmd start: restored the GPU clocks left by job {killed} step batch");
+    assert!(log.contains(&want), "slurmd log lacks {want:?}:\n{}", tail(&log, 30));
     let _ = rig.cluster().command("scancel").arg(killed.to_string()).status();
     println!("clocks_for_batch_and_srun_steps: {:.1}s", t0.elapsed().as_secs_f64());
 }
