@@ -281,7 +281,16 @@ fn gpu_plugins_in_a_live_cluster() {
     let _ = cluster.wait_job_done(job, Duration::from_secs(60));
     let stuck = fake.state().expect("fake state").gpus[gpu].app_graphics_clock_mhz;
     cluster.restart_slurmd("n1").expect("restart slurmd");
-    let repaired = fake.state().expect("fake state").gpus[gpu].app_graphics_clock_mhz;
+    // slurmctld may still count the old slurmd as responding: wait for the new one's start.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut repaired = stuck;
+    while Instant::now() < deadline {
+        repaired = fake.state().expect("fake state").gpus[gpu].app_graphics_clock_mhz;
+        if repaired == default_mhz {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     println!("repair: GPU {gpu} at {stuck} MHz after SIGKILL of slurmstepd {stepd}; {repaired} MHz after slurmd restarted");
     assert_eq!(stuck, low_mhz, "the killed step's clock should still be set before the repair");
     assert_eq!(repaired, default_mhz, "slurmd's start did not repair the clock:\n{}", cluster.slurmd_log("n1"));

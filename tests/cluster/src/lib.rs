@@ -320,7 +320,8 @@ impl LocalCluster {
 
     /// Stops slurmd of `node` (SIGTERM; running steps' slurmstepd live on) and starts it again,
     /// then waits until every node responds. For what slurmd does at start (GPU detection, the
-    /// GPU plugin's clock repair).
+    /// GPU plugin's clock repair). slurmctld may still count the old slurmd's registration for a
+    /// moment: a test that needs the new slurmd's start done waits for its effect.
     pub fn restart_slurmd(&mut self, node: &str) -> Result<(), ClusterError> {
         let name = format!("slurmd {node}");
         let index = self
