@@ -331,7 +331,11 @@ fn shard_jobs_share_a_gpu_and_faults_do_not_fail_jobs() {
     rig.start(1, 2);
 
     // (c) two shard jobs on the one GPU: the higher clock, then the remaining one's, then default.
-    let a = rig.sbatch(&["--gres=shard:1", "--energy-policy=efficiency", "--energy-max-slowdown=2.0", "--wrap", "sleep 16"]);
+    // A runs until the test has seen what it needs (a marker file), so a slow scheduler under
+    // load cannot end it early; the loop is bounded so that it never outlives the test.
+    let stop_a = rig.cluster().job_dir().join("stop-a");
+    let a_script = format!("for i in $(seq 600); do [ -e {} ] && break; sleep 0.2; done", stop_a.display());
+    let a = rig.sbatch(&["--gres=shard:1", "--energy-policy=efficiency", "--energy-max-slowdown=2.0", "--wrap", &a_script]);
     rig.wait_clocks("shard job A alone: its policy clock", |c| c[0] == eff.graphics_mhz);
     // Stock Slurm refuses --gpu-freq with shards (ESLURM_INVALID_GRES in libslurm's gres.c, in
     // sbatch and slurmctld alike); the plugin's --energy-gpu-freq carries the same request.
@@ -341,6 +345,7 @@ fn shard_jobs_share_a_gpu_and_faults_do_not_fail_jobs() {
     rig.wait_clocks("A and B: the higher of the two (B's --gpu-freq)", |c| c[0] == high.graphics_mhz);
     rig.wait_done(b);
     rig.wait_clocks("B left: back to A's clock", |c| c[0] == eff.graphics_mhz);
+    std::fs::write(&stop_a, "").expect("marker");
     rig.wait_done(a);
     rig.wait_clocks("both left: default", |c| c[0] == default_mhz);
     assert_eq!(rig.ledger_requests(), 0);

@@ -125,15 +125,19 @@ fn explicit_srun_gpu_freq_through_gpu_nvml_beats_the_policy() {
     .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
     let t0 = Instant::now();
 
+    // The script moves on when the test has seen each phase (marker files; bounded loops).
+    let go = cluster.job_dir().join("go");
+    let done = cluster.job_dir().join("done");
+    let wait_for = |f: &Path| format!("for i in $(seq 600); do [ -e {} ] && break; sleep 0.2; done", f.display());
+    let script = format!("{}; srun --gpu-freq=1200 sleep 5; {}", wait_for(&go), wait_for(&done));
     let job = cluster
-        .sbatch(
-            &["--gres=gpu:1", "--energy-policy=efficiency", "--energy-max-slowdown=2.0", "--wrap", "sleep 4; srun --gpu-freq=1200 sleep 5; sleep 4"],
-            "",
-        )
+        .sbatch(&["--gres=gpu:1", "--energy-policy=efficiency", "--energy-max-slowdown=2.0", "--wrap", &script], "")
         .expect("sbatch");
     wait_clocks(&fake, &cluster, "batch step: policy", |c| c[0] == policy);
+    std::fs::write(&go, "").expect("marker");
     wait_clocks(&fake, &cluster, "srun --gpu-freq inside: explicit beats the job's policy", |c| c[0] == explicit);
     wait_clocks(&fake, &cluster, "srun step over: the batch step's policy again", |c| c[0] == policy);
+    std::fs::write(&done, "").expect("marker");
     let state = cluster.wait_job_done(job, Duration::from_secs(120)).expect("job done");
     assert_eq!(state, "COMPLETED");
     wait_clocks(&fake, &cluster, "job over: default", |c| c[0] == default_mhz);
