@@ -9,7 +9,7 @@ use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::Mutex;
 
 use gpu_control::arbiter::{Arbiter, Outcome, Source, StepKey};
-use gpu_control::{GpuControl, GpuError, NvmlGpu};
+use gpu_control::{GpuControl, GpuError, GpuErrorKind, NvmlGpu};
 
 use crate::clocks::{self, BATCH_STEP, Choice, ClockArgs, EXTERN_STEP, PolicyModel, StepEnv};
 use crate::{log_error, log_info, lookup};
@@ -199,13 +199,16 @@ pub(crate) fn step_start(spank: *mut c_void, args: &ClockArgs) {
         Ok(k) => k,
         Err(e) => return log_error(&format!("{label}: /proc/self/stat: {e}; GPU clocks unchanged")),
     };
+    // NVML first: a node without it (GPUs Slurm knows only from gres.conf) gets no ledger.
+    let gpu = match open_nvml(args) {
+        Ok(g) => g,
+        // No NVML library on this node: nothing to control, not a fault of this step.
+        Err(e) if e.kind == GpuErrorKind::Library => return log_info(&format!("{label}: {e}; GPU clocks unchanged")),
+        Err(e) => return log_once(e.gpu, e.call, &format!("{label}: {e}; GPU clocks unchanged")),
+    };
     let arbiter = match Arbiter::open(&args.ledger_dir) {
         Ok(a) => a,
         Err(e) => return log_error(&format!("{label}: {e}; GPU clocks unchanged")),
-    };
-    let gpu = match open_nvml(args) {
-        Ok(g) => g,
-        Err(e) => return log_once(e.gpu, e.call, &format!("{label}: {e}; GPU clocks unchanged")),
     };
     // sched/energy's decision, unless the user set the clock.
     if args.sched_decision
