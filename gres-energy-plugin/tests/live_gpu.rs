@@ -294,7 +294,13 @@ fn gpu_plugins_in_a_live_cluster() {
     println!("repair: GPU {gpu} at {stuck} MHz after SIGKILL of slurmstepd {stepd}; {repaired} MHz after slurmd restarted");
     assert_eq!(stuck, low_mhz, "the killed step's clock should still be set before the repair");
     assert_eq!(repaired, default_mhz, "slurmd's start did not repair the clock:\n{}", cluster.slurmd_log("n1"));
-    assert!(cluster.slurmd_log("n1").contains(&format!("dropped the clock requests of job {job} step 0")));
+    // The clock is reset before the repair is logged: give the log line a moment.
+    let want = format!("dropped the clock requests of job {job} step 0");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cluster.slurmd_log("n1").contains(&want) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(cluster.slurmd_log("n1").contains(&want), "no '{want}' in slurmd's log:\n{}", cluster.slurmd_log("n1"));
 
     cluster.stop().expect("stop");
     println!("live GPU test took {:.1} s", t0.elapsed().as_secs_f64());
