@@ -39,7 +39,8 @@ pub struct ClusterConfig {
     pub extra_files: Vec<(String, String)>,
     /// Environment added to every Slurm daemon (slurmdbd, slurmctld, slurmd; slurmstepd inherits
     /// slurmd's): e.g. `LD_LIBRARY_PATH` pointing at a fake `libnvidia-ml.so`, or
-    /// `FAKE_NVML_STATE_DIR`.
+    /// `FAKE_NVML_STATE_DIR`. For slurmd, `%n` in a value is replaced by the node name, so
+    /// that each node of the host can have GPUs of its own (`FAKE_NVML_STATE_DIR=<dir>/%n`).
     pub daemon_env: Vec<(String, String)>,
     /// Run MariaDB and slurmdbd and account jobs (`sacct`). Without it the cluster starts faster
     /// but `sacct` has nothing to show.

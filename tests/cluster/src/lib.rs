@@ -333,8 +333,7 @@ impl LocalCluster {
         if let Err(problem) = old.stop(STOP_GRACE) {
             eprintln!("slurm-testcluster: {problem}");
         }
-        let mut cmd = self.slurm_daemon_command("slurmd")?;
-        cmd.args(["-D", "-N", node]);
+        let cmd = self.slurmd_command(node)?;
         let new = Daemon::spawn(&name, cmd, Some(&self.layout.slurmd_log(node)), &self.layout.console(&name.replace(' ', "-")))?;
         self.daemons.insert(index, new);
         self.wait_nodes(NodeWait::AllResponding, START_TIMEOUT)
@@ -459,6 +458,15 @@ impl LocalCluster {
     fn slurm_daemon_command(&self, prog: &str) -> Result<Command, ClusterError> {
         let mut cmd = self.daemon_command(prog)?;
         cmd.envs(self.cfg.daemon_env.iter().map(|(k, v)| (k, v)));
+        Ok(cmd)
+    }
+
+    /// `slurmd -D -N <node>` with `ClusterConfig::daemon_env`, `%n` in a value replaced by the
+    /// node name (per-node fake GPU state and clock ledger on one host).
+    fn slurmd_command(&self, node: &str) -> Result<Command, ClusterError> {
+        let mut cmd = self.daemon_command("slurmd")?;
+        cmd.envs(self.cfg.daemon_env.iter().map(|(k, v)| (k, v.replace("%n", node))));
+        cmd.args(["-D", "-N", node]);
         Ok(cmd)
     }
 
@@ -673,8 +681,7 @@ impl LocalCluster {
     }
 
     fn start_slurmd(&mut self, node: &str) -> Result<(), ClusterError> {
-        let mut cmd = self.slurm_daemon_command("slurmd")?;
-        cmd.args(["-D", "-N", node]);
+        let cmd = self.slurmd_command(node)?;
         self.spawn(
             &format!("slurmd {node}"),
             cmd,
