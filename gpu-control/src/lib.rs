@@ -6,6 +6,7 @@
 //! - [`NvmlGpu`] (in `nvml`): the implementation over NVIDIA's NVML via `nvml-wrapper`.
 //! - [`FakeGpus`] (in `fake`): an in-memory implementation for unit tests.
 //! - [`gpu_freq`]: Slurm's `--gpu-freq` grammar and its resolution to clocks.
+//! - [`gres_type`]: the GRES type name Slurm gives a GPU found through NVML.
 //! - [`arbiter`]: clocks of GPUs shared between steps, with a crash-safe node-local ledger.
 //!
 //! Nothing here panics on data from NVML, files or users: every failure is a [`GpuError`]
@@ -16,6 +17,7 @@ mod control;
 mod error;
 mod fake;
 pub mod gpu_freq;
+pub mod gres_type;
 mod nvml;
 mod nvml_clocks;
 

@@ -46,10 +46,7 @@ pub struct Detection {
     pub errors: Vec<GpuError>,
 }
 
-/// NVML's product name as a Slurm GRES type.
-pub fn slurm_type_name(nvml_name: &str) -> String {
-    nvml_name.trim().chars().map(|c| if c == ' ' { '_' } else { c.to_ascii_lowercase() }).collect()
-}
+pub use gpu_control::gres_type::slurm_type_name;
 
 /// `0-3,8,10-11`, as Slurm's `bit_fmt_full` writes a CPU set.
 pub fn cpu_range(ids: &[u32]) -> String {
