@@ -40,7 +40,7 @@ pub fn plan_snapshot(s: &Snapshot, cfg: &PlannerConfig, pred: &Predictor) -> Pla
                 c.ladder
                     .iter()
                     .enumerate()
-                    .min_by_key(|(_, st)| st.clock_mhz.abs_diff(r.clock_mhz))
+                    .min_by_key(|(_, st)| step_clock_mhz(gt, st).abs_diff(r.clock_mhz))
                     .map_or(c.default_step(), |(i, _)| i)
             });
             pred.predict_clock(&gt.name, gt.max_power_w, family.as_deref(), step).power_w
@@ -170,6 +170,14 @@ pub fn plan(view: &mut ClusterView, now_s: f64, pending: &[PendingJob], cfg: &Pl
 
 /// The clock step with the least predicted energy whose predicted slowdown stays within
 /// `bound` (the default step when none does better).
+/// The clock of a ladder step on a GPU type: the step's fraction of the clock the type runs at
+/// by default (the measured sweeps are relative to an unconstrained run at that clock), kept
+/// within the type's range. Sites state `default_clock_mhz` as their GPUs' default application
+/// clock, so the clock a step names is one the GPU plugin can apply as is.
+fn step_clock_mhz(gt: &crate::types::GpuType, s: &crate::perf_power::ClockStep) -> u32 {
+    ((s.clock_frac * f64::from(gt.default_clock_mhz)).round() as u32).clamp(gt.min_clock_mhz, gt.max_clock_mhz)
+}
+
 fn lowest_energy_step(curves: &crate::perf_power::GpuCurves, class: Option<&str>, bound: f64) -> (usize, crate::perf_power::Prediction) {
     let mut best = curves.default_step();
     let mut best_p = curves.predict(class, best);
@@ -260,7 +268,7 @@ impl<'a> Cycle<'a> {
                     let class = t.family.as_deref().and_then(crate::workloads::zeus_network);
                     let (step, p) = lowest_energy_step(curves, class, bound);
                     let s = curves.ladder[step];
-                    let clock = s.clock_mhz.clamp(gt.min_clock_mhz, gt.max_clock_mhz);
+                    let clock = step_clock_mhz(gt, &s);
                     if clock > t.clock_mhz {
                         raise.push((t.job, clock, s.power_limit_w, p.power_w));
                     }
@@ -398,7 +406,7 @@ impl<'a> Cycle<'a> {
             let e = p.time_ratio * p.power_w;
             if e < best_energy - 1e-9 {
                 best_energy = e;
-                let clock = s.clock_mhz.clamp(gt.min_clock_mhz, gt.max_clock_mhz);
+                let clock = step_clock_mhz(gt, &s);
                 best = (step, clock, s.power_limit_w, p.time_ratio, p.power_w);
             }
         }
@@ -698,7 +706,7 @@ impl<'a> Cycle<'a> {
                 let s = curves.ladder[step];
                 let base_slowdown = c.slowdown / self.pred.predict_clock(&gt.name, gt.max_power_w, family.as_deref(), c.clock_step).time_ratio;
                 c.clock_step = step;
-                c.clock_mhz = s.clock_mhz.clamp(gt.min_clock_mhz, gt.max_clock_mhz);
+                c.clock_mhz = step_clock_mhz(gt, &s);
                 c.power_limit_w = s.power_limit_w;
                 c.slowdown = base_slowdown * p.time_ratio;
                 c.power_w = power;

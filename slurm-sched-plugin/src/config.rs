@@ -6,7 +6,7 @@
 //! [planner]            # model::config::PlannerConfig (with [planner.scorers], [planner.hints])
 //! reservation_depth = 4
 //! [gpu_types.v100]     # GPU models by GRES type name ("gpu" for untyped GRES)
-//! default_clock_mhz = 1380
+//! default_clock_mhz = 1312
 //! ```
 //!
 //! Every error names the file, the line and the key, so slurmctld's log says what to fix.
@@ -75,7 +75,7 @@ pub struct GpuSpec {
 impl Default for GpuSpec {
     /// A V100-class GPU.
     fn default() -> Self {
-        GpuSpec { model: None, default_clock_mhz: 1380, min_clock_mhz: 510, max_clock_mhz: 1530, idle_power_w: 40.0, max_power_w: 300.0 }
+        GpuSpec { model: None, default_clock_mhz: 1312, min_clock_mhz: 510, max_clock_mhz: 1530, idle_power_w: 40.0, max_power_w: 300.0 }
     }
 }
 
