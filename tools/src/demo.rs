@@ -169,6 +169,39 @@ pub fn prepare_environment(project_dir: &Path) -> Result<PathBuf, String> {
 pub struct PluginFiles {
     pub sched_energy: PathBuf,
     pub spank_energy: PathBuf,
+    /// The node side (GPU plugin, energy plugin, fake NVML), when it was built.
+    pub gpu: Option<GpuPluginFiles>,
+}
+
+/// The node side of the bundle and the fake NVML the demo's GPUs are simulated by.
+#[derive(Clone, Debug)]
+pub struct GpuPluginFiles {
+    pub gpu_nvml: PathBuf,
+    pub acct_gather_energy_nvml: PathBuf,
+    /// `libfake_nvml.so`: installed as the demo nodes' `libnvidia-ml.so` (never on a real cluster).
+    pub fake_nvml_lib: PathBuf,
+    /// `fake-nvml-ctl`: the demo's jobs put load on their GPUs with it.
+    pub fake_nvml_ctl: PathBuf,
+}
+
+impl GpuPluginFiles {
+    /// The four files in `dir` (cargo's output dir), or `None` when the GPU plugin is not there.
+    pub fn in_dir(dir: &Path) -> Result<Option<GpuPluginFiles>, String> {
+        let gpu_nvml = dir.join("libgpu_nvml.so");
+        if !gpu_nvml.is_file() {
+            return Ok(None);
+        }
+        let need = |name: &str| {
+            let p = dir.join(name);
+            if p.is_file() { Ok(p) } else { Err(format!("{} is missing (libgpu_nvml.so is there): build fake-nvml and acct-gather-energy-nvml too", p.display())) }
+        };
+        Ok(Some(GpuPluginFiles {
+            gpu_nvml,
+            acct_gather_energy_nvml: need("libacct_gather_energy_nvml.so")?,
+            fake_nvml_lib: need("libfake_nvml.so")?,
+            fake_nvml_ctl: need("fake-nvml-ctl")?,
+        }))
+    }
 }
 
 impl PluginFiles {
@@ -180,11 +213,15 @@ impl PluginFiles {
                 .find(|p| p.is_file())
                 .ok_or_else(|| format!("neither {name}.so nor lib{name}.so in {}", dir.display()))
         };
-        Ok(PluginFiles { sched_energy: find("sched_energy")?, spank_energy: find("spank_energy")? })
+        Ok(PluginFiles { sched_energy: find("sched_energy")?, spank_energy: find("spank_energy")?, gpu: GpuPluginFiles::in_dir(dir)? })
     }
 }
 
-/// Builds `sched_energy.so` and `spank_energy.so` with cargo against the Slurm tree `slurm_src`.
+/// What the demo builds: both controller-side plugins, the node side, and the fake NVML.
+pub const BUILD_PACKAGES: [&str; 5] = ["slurm-sched-plugin", "spank-energy", "gpu-nvml-plugin", "acct-gather-energy-nvml", "fake-nvml"];
+
+/// Builds `sched_energy.so`, `spank_energy.so`, the GPU and energy plugins and the fake NVML
+/// with cargo against the Slurm tree `slurm_src`.
 pub fn build_plugins(project_dir: &Path, slurm_src: Option<&Path>, release: bool, target_dir: Option<&Path>) -> Result<PluginFiles, String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let target = match target_dir {
@@ -192,7 +229,7 @@ pub fn build_plugins(project_dir: &Path, slurm_src: Option<&Path>, release: bool
         None => std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| project_dir.join("target")),
     };
     let mut cmd = Command::new(&cargo);
-    cmd.current_dir(project_dir).args(["build", "-p", "slurm-sched-plugin", "-p", "spank-energy", "--lib"]);
+    cmd.current_dir(project_dir).arg("build").args(BUILD_PACKAGES.iter().flat_map(|p| ["-p", p]));
     if release {
         cmd.arg("--release");
     }
@@ -202,7 +239,11 @@ pub fn build_plugins(project_dir: &Path, slurm_src: Option<&Path>, release: bool
     } else if std::env::var_os("SLURM_SRC_DIR").is_none() {
         return Err("SLURM_SRC_DIR is not set and tools/slurm-env.sh was not run: cannot build the plugins".into());
     }
-    eprintln!("slurm-energy demo: building the plugins (cargo build{} -p slurm-sched-plugin -p spank-energy)", if release { " --release" } else { "" });
+    eprintln!(
+        "slurm-energy demo: building the plugins (cargo build{} -p {})",
+        if release { " --release" } else { "" },
+        BUILD_PACKAGES.join(" -p ")
+    );
     let status = cmd.stdin(Stdio::null()).status().map_err(|e| format!("run {}: {e} (is cargo installed?)", cargo.to_string_lossy()))?;
     if !status.success() {
         return Err(format!("building the plugins failed ({status})"));
@@ -227,10 +268,124 @@ pub struct DemoSetup {
     pub data_dir: Option<PathBuf>,
 }
 
+/// Product name of the demo's simulated GPUs (the fake NVML's V100 model).
+pub const FAKE_GPU_NAME: &str = "Tesla V100-SXM2-32GB";
+/// GPU utilisation a demo job puts on each of its GPUs while it runs (%).
+pub const DEMO_LOAD_PCT: u32 = 90;
+
+/// The demo's simulated GPUs: the fake `libnvidia-ml.so` on slurmd's library path (so the real
+/// `gpu_nvml.so`, energy plugin and SPANK clock code run unchanged), [`DEMO_GPUS_PER_NODE`] V100s
+/// per node with state of their own (`<dir>/state/<node>`), `nvidiaN` character devices, and
+/// a clock ledger per node. Jobs make load with `fake-nvml-ctl` (see [`Self::job_script`]).
+pub struct FakeGpuSite {
+    dir: tempfile::TempDir,
+    ctl: PathBuf,
+    /// GRES type the nodes report (`tesla_v100-sxm2-32gb`).
+    pub type_name: String,
+}
+
+impl FakeGpuSite {
+    pub fn create(files: &GpuPluginFiles) -> Result<FakeGpuSite, String> {
+        let dir = tempfile::Builder::new().prefix("slurm-energy-demo-gpus-").tempdir().map_err(|e| format!("create the fake GPU dir: {e}"))?;
+        let base = dir.path();
+        let nvml = base.join("nvml");
+        let out = Command::new(&files.fake_nvml_ctl)
+            .arg("install")
+            .arg(&nvml)
+            .arg("--lib")
+            .arg(&files.fake_nvml_lib)
+            .output()
+            .map_err(|e| format!("run {}: {e}", files.fake_nvml_ctl.display()))?;
+        if !out.status.success() {
+            return Err(format!("fake-nvml-ctl install: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        }
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let config = format!(
+            "# slurm-energy demo: {DEMO_GPUS_PER_NODE} simulated GPUs per node\ngpu_count = {DEMO_GPUS_PER_NODE}\nname = {FAKE_GPU_NAME}\ncpu_count = {cpus}\nnuma_nodes = 1\n"
+        );
+        std::fs::write(nvml.join("fake-nvml.conf"), config).map_err(|e| format!("write fake-nvml.conf: {e}"))?;
+        let dev = base.join("dev");
+        std::fs::create_dir_all(&dev).map_err(|e| format!("create {}: {e}", dev.display()))?;
+        for i in 0..DEMO_GPUS_PER_NODE {
+            let path = dev.join(format!("nvidia{i}"));
+            let status = Command::new("mknod")
+                .arg(&path)
+                .args(["c", "195", &i.to_string()])
+                .status()
+                .map_err(|e| format!("run mknod: {e}"))?;
+            if !status.success() {
+                return Err(format!("mknod {} failed ({status})", path.display()));
+            }
+        }
+        for sub in ["state", "ledger"] {
+            std::fs::create_dir_all(base.join(sub)).map_err(|e| format!("create {sub} dir: {e}"))?;
+        }
+        Ok(FakeGpuSite { dir, ctl: files.fake_nvml_ctl.clone(), type_name: gpu_control::gres_type::slurm_type_name(FAKE_GPU_NAME) })
+    }
+
+    /// Environment of the Slurm daemons (slurmd's `%n` is its node name: one GPU state and one
+    /// clock ledger per node, as on separate machines).
+    pub fn daemon_env(&self) -> Vec<(String, String)> {
+        let base = self.dir.path();
+        vec![
+            ("LD_LIBRARY_PATH".into(), base.join("nvml").display().to_string()),
+            ("FAKE_NVML_CONFIG".into(), base.join("nvml").join("fake-nvml.conf").display().to_string()),
+            ("FAKE_NVML_STATE_DIR".into(), format!("{}/%n", base.join("state").display())),
+            ("SLURM_ENERGY_NVIDIA_DEV_DIR".into(), base.join("dev").display().to_string()),
+            ("SLURM_ENERGY_CLOCK_LEDGER".into(), format!("{}/%n", base.join("ledger").display())),
+        ]
+    }
+
+    /// slurm.conf lines: the bundle's energy plugin, polled often enough for a short demo.
+    pub fn slurm_conf_lines() -> Vec<String> {
+        vec![
+            "AcctGatherEnergyType=acct_gather_energy/nvml".into(),
+            "AcctGatherNodeFreq=30".into(),
+            "JobAcctGatherFrequency=task=5".into(),
+            // The batch step's energy then shows on the job's own sacct line.
+            "PrologFlags=Contain".into(),
+        ]
+    }
+
+    /// A demo job's batch script: put [`DEMO_LOAD_PCT`] % load on the job's GPUs, print the
+    /// fake's line for its first GPU (with the application clock spank_energy set before the
+    /// script started; see [`parse_app_clock_mhz`]), work for `sleep_s`, take the load off.
+    pub fn job_script(&self, sleep_s: u32) -> String {
+        let nvml = self.dir.path().join("nvml");
+        let script = r#"#!/bin/sh
+ctl="@CTL@ --config @CONF@ --state-dir @STATE@/$SLURMD_NODENAME"
+gpus=$(echo "$SLURM_JOB_GPUS" | tr , ' ')
+for g in $gpus; do $ctl set-util "$g" @LOAD@; done
+echo "GPUs $gpus on $SLURMD_NODENAME"
+first=${gpus%% *}
+$ctl show | grep "^gpu $first:"
+sleep @SLEEP@
+for g in $gpus; do $ctl set-util "$g" 0; done
+"#;
+        script
+            .replace("@CTL@", &self.ctl.display().to_string())
+            .replace("@CONF@", &nvml.join("fake-nvml.conf").display().to_string())
+            .replace("@STATE@", &self.dir.path().join("state").display().to_string())
+            .replace("@LOAD@", &DEMO_LOAD_PCT.to_string())
+            .replace("@SLEEP@", &sleep_s.to_string())
+    }
+}
+
+/// The graphics application clock in a `fake-nvml-ctl show` line (`... app 877/1312 MHz ...`).
+pub fn parse_app_clock_mhz(output: &str) -> Option<u32> {
+    output.lines().filter(|l| l.starts_with("gpu ")).find_map(|l| {
+        let after = l.split(" app ").nth(1)?;
+        let pair = after.split_whitespace().next()?;
+        pair.split('/').nth(1)?.parse().ok()
+    })
+}
+
 /// The local cluster of the demo, with the plugin dir it loads from.
 pub struct DemoCluster {
     pub cluster: LocalCluster,
     plugin_dir: tempfile::TempDir,
+    /// The simulated GPUs, when the node-side plugins are loaded.
+    gpus: Option<FakeGpuSite>,
 }
 
 /// One finished job, as `sacct` recorded it.
@@ -243,10 +398,12 @@ pub struct DemoRow {
     pub elapsed: String,
     /// sched/energy's decision record (the job's AdminComment), in full.
     pub decision: String,
-    /// `ConsumedEnergyRaw` (J). 0 until a GPU energy plugin reports energy.
+    /// `ConsumedEnergyRaw` (J): the GPU energy acct_gather_energy/nvml counted over the job's
+    /// own GPUs (none without the node-side plugins).
     pub energy_j: Option<f64>,
-    // GPU columns (energy from NVML, applied clock) go here once gres-energy-plugin exists;
-    // add them to `columns()` below too.
+    /// Application clock of the job's first GPU while its script ran (MHz), as the fake NVML
+    /// showed it: what spank_energy applied.
+    pub gpu_clock_mhz: Option<u32>,
 }
 
 impl DemoRow {
@@ -269,8 +426,9 @@ impl DemoRow {
 
 impl DemoCluster {
     /// Starts 3 nodes x 4 fake GPUs with accounting, `SchedulerType=sched/energy`, the SPANK
-    /// plugin in plugstack.conf and the project's energy.toml.
-    pub fn start(project_energy_toml: &str, setup: &DemoSetup) -> Result<DemoCluster, String> {
+    /// plugin in plugstack.conf and the project's energy.toml; with `gpus`, also `gpu_nvml.so`
+    /// (`AutoDetect=nvml`) and `acct_gather_energy_nvml.so` over the fake NVML.
+    pub fn start(project_energy_toml: &str, setup: &DemoSetup, gpus: Option<FakeGpuSite>) -> Result<DemoCluster, String> {
         let plugins = setup.plugins.as_ref().ok_or("no plugins given")?;
         let plugin_dir = tempfile::Builder::new()
             .prefix("slurm-energy-demo-plugins-")
@@ -278,11 +436,20 @@ impl DemoCluster {
             .map_err(|e| format!("create the plugin dir: {e}"))?;
         let mut files = vec![(plugins.sched_energy.clone(), "sched_energy.so".to_string()), (plugins.spank_energy.clone(), "spank_energy.so".to_string())];
         files.extend(setup.extra_plugins.iter().cloned());
+        let mut daemon_env = setup.daemon_env.clone();
+        let mut extra_slurm_conf = setup.extra_slurm_conf.clone();
+        if let (Some(site), Some(gpu_files)) = (&gpus, &plugins.gpu) {
+            files.push((gpu_files.gpu_nvml.clone(), "gpu_nvml.so".into()));
+            files.push((gpu_files.acct_gather_energy_nvml.clone(), "acct_gather_energy_nvml.so".into()));
+            daemon_env.extend(site.daemon_env());
+            extra_slurm_conf.extend(FakeGpuSite::slurm_conf_lines());
+        }
         for (src, name) in &files {
             std::fs::copy(src, plugin_dir.path().join(name)).map_err(|e| format!("copy {} into the plugin dir: {e}", src.display()))?;
         }
         let plugstack = format!("required {} max_defer=12h max_slowdown=3.0\n", plugin_dir.path().join("spank_energy.so").display());
-        let energy_toml = demo_energy_toml(project_energy_toml, setup.data_dir.as_deref());
+        let gpu_type = gpus.as_ref().map(|g| g.type_name.clone());
+        let energy_toml = demo_energy_toml(project_energy_toml, setup.data_dir.as_deref(), gpu_type.as_deref());
         let mut extra_files = vec![("energy.toml".to_string(), energy_toml), ("plugstack.conf".to_string(), plugstack)];
         extra_files.extend(setup.extra_files.iter().cloned());
         let cfg = ClusterConfig {
@@ -292,13 +459,15 @@ impl DemoCluster {
             sched_type: "sched/energy".into(),
             scheduler_parameters: Some("sched_interval=-1".into()),
             extra_files,
-            extra_slurm_conf: setup.extra_slurm_conf.clone(),
-            daemon_env: setup.daemon_env.clone(),
+            extra_slurm_conf,
+            daemon_env,
+            gpu_autodetect: gpu_type.as_ref().map(|_| "nvml".to_string()),
+            gpu_type,
             with_accounting: true,
             ..ClusterConfig::default()
         };
         let cluster = LocalCluster::start(cfg).map_err(|e| format!("the local cluster did not start: {e}"))?;
-        Ok(DemoCluster { cluster, plugin_dir })
+        Ok(DemoCluster { cluster, plugin_dir, gpus })
     }
 
     /// Submits the workload, waits for every job to end (with a progress bar when `progress`),
@@ -308,9 +477,15 @@ impl DemoCluster {
         for job in workload {
             let mut args = vec!["-J".to_string(), job.name.clone(), format!("--gres=gpu:{}", job.gpus), "-t".into(), "5".into()];
             args.extend(job.hints.iter().cloned());
-            args.extend(["--wrap".to_string(), format!("echo GPUs $CUDA_VISIBLE_DEVICES on $(hostname); sleep {}", job.sleep_s)]);
+            let script = match &self.gpus {
+                Some(site) => site.job_script(job.sleep_s),
+                None => {
+                    args.extend(["--wrap".to_string(), format!("echo GPUs $CUDA_VISIBLE_DEVICES on $SLURMD_NODENAME; sleep {}", job.sleep_s)]);
+                    String::new()
+                }
+            };
             let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-            let id = self.cluster.sbatch(&refs, "").map_err(|e| format!("sbatch {}: {e}", job.name))?;
+            let id = self.cluster.sbatch(&refs, &script).map_err(|e| format!("sbatch {}: {e}", job.name))?;
             ids.push(id);
         }
         self.wait_all(&ids, timeout, progress)?;
@@ -325,7 +500,8 @@ impl DemoCluster {
             let mut f = line.lines().next().unwrap_or_default().splitn(5, '|');
             let mut next = || f.next().unwrap_or_default().trim().to_string();
             let (nodes, state, elapsed, energy, decision) = (next(), next(), next(), next(), next());
-            rows.push(DemoRow { job_id: id, job: job.clone(), nodes, state, elapsed, decision, energy_j: energy.parse().ok() });
+            let gpu_clock_mhz = self.cluster.job_output(id).ok().as_deref().and_then(parse_app_clock_mhz);
+            rows.push(DemoRow { job_id: id, job: job.clone(), nodes, state, elapsed, decision, energy_j: energy.parse().ok(), gpu_clock_mhz });
         }
         Ok(rows)
     }
@@ -386,8 +562,12 @@ impl DemoCluster {
 
     /// Leaves every daemon running and the files in place; returns how to use and stop it.
     pub fn keep_running(self) -> String {
-        let DemoCluster { cluster, plugin_dir } = self;
+        let DemoCluster { cluster, plugin_dir, gpus } = self;
         let text = keep_text(&cluster, &plugin_dir.keep());
+        // The fake NVML the kept daemons load stays too.
+        if let Some(site) = gpus {
+            let _ = site.dir.keep();
+        }
         // Not dropped: dropping would stop the daemons and remove the base dir.
         std::mem::forget(cluster);
         text
@@ -423,7 +603,7 @@ pub fn keep_text(cluster: &LocalCluster, plugin_dir: &Path) -> String {
 
 /// The project's energy.toml with the demo's cycle interval (2 s instead of 5 s) and, when
 /// given, the measured data the predictor is fitted to (so that clocks are chosen per job).
-pub fn demo_energy_toml(project: &str, data_dir: Option<&Path>) -> String {
+pub fn demo_energy_toml(project: &str, data_dir: Option<&Path>, gpu_type: Option<&str>) -> String {
     let mut added = String::from(DEMO_INTERVAL_S);
     added.push_str("   # the demo's: cycles every 2 s");
     if let Some(dir) = data_dir {
@@ -440,9 +620,11 @@ pub fn demo_energy_toml(project: &str, data_dir: Option<&Path>) -> String {
         lines.insert(0, format!("[sched]\n{added}"));
     }
     if data_dir.is_some() {
-        // The demo's GPUs are untyped (`gpu`): predict them as V100s, which the data covers.
+        // The demo's GPUs (untyped `gpu`, or the type NVML autodetection gives the fake V100s):
+        // predict them as V100s, which the data covers.
         lines.push(String::new());
-        lines.push("[gpu_types.gpu]   # the demo's: fake GPUs predicted as measured V100s".into());
+        let table = gpu_type.map_or("gpu".to_string(), |t| format!("\"{t}\""));
+        lines.push(format!("[gpu_types.{table}]   # the demo's: fake GPUs predicted as measured V100s"));
         lines.push("model = \"v100\"".into());
     }
     let mut out = lines.join("\n");
@@ -462,8 +644,8 @@ fn columns() -> Vec<Column> {
         ("NODES", |r| r.nodes.clone()),
         ("STATE", |r| r.state.clone()),
         ("ELAPSED", |r| r.elapsed.clone()),
-        ("ENERGY_J", |r| r.energy_j.map_or("-".into(), |j| format!("{j:.0}"))),
-        // GPU energy (NVML) and applied-clock columns: add them here.
+        ("CLOCK_MHZ", |r| r.gpu_clock_mhz.map_or("-".into(), |c| c.to_string())),
+        ("GPU_ENERGY_J", |r| r.energy_j.map_or("-".into(), |j| format!("{j:.0}"))),
         ("DECISION (sched/energy)", |r| r.decision_short()),
     ]
 }
@@ -515,14 +697,21 @@ pub fn run_demo(opts: &DemoOptions) -> Result<DemoReport, String> {
     let energy_toml_path = opts.project_dir.join("etc").join("energy.toml");
     let energy_toml = std::fs::read_to_string(&energy_toml_path).unwrap_or_else(|_| ENERGY_TOML.to_string());
     eprintln!(
-        "slurm-energy demo: starting a local cluster ({DEMO_NODES} nodes x {DEMO_GPUS_PER_NODE} fake GPUs, sched/energy, spank_energy, accounting)"
+        "slurm-energy demo: starting a local cluster ({DEMO_NODES} nodes x {DEMO_GPUS_PER_NODE} simulated GPUs, sched/energy, spank_energy, gpu_nvml, acct_gather_energy/nvml, accounting)"
     );
     let t0 = Instant::now();
     let data_dir = opts.data_dir.as_deref().filter(|d| d.join("zeus").is_dir()).map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.to_path_buf()));
     if let Some(dir) = &data_dir {
         eprintln!("slurm-energy demo: sched/energy predicts clocks and power from {}", dir.display());
     }
-    let demo = DemoCluster::start(&energy_toml, &DemoSetup { plugins: Some(plugins), data_dir, ..DemoSetup::default() })?;
+    let gpus = match &plugins.gpu {
+        Some(files) => Some(FakeGpuSite::create(files)?),
+        None => {
+            eprintln!("slurm-energy demo: no gpu_nvml.so built: GPU energy and clocks are not shown");
+            None
+        }
+    };
+    let demo = DemoCluster::start(&energy_toml, &DemoSetup { plugins: Some(plugins), data_dir, ..DemoSetup::default() }, gpus)?;
     eprintln!(
         "slurm-energy demo: cluster up in {:.1} s ({}); submitting {} jobs",
         t0.elapsed().as_secs_f64(),
@@ -561,6 +750,7 @@ mod tests {
             elapsed: "00:00:05".into(),
             decision: decision.into(),
             energy_j: Some(0.0),
+            gpu_clock_mhz: Some(1057),
         }
     }
 
@@ -588,19 +778,29 @@ mod tests {
 
     #[test]
     fn demo_energy_toml_shortens_the_interval_once() {
-        let t = demo_energy_toml("[sched]\n# c\ninterval_s = 5\n[planner]\n", None);
+        let t = demo_energy_toml("[sched]\n# c\ninterval_s = 5\n[planner]\n", None, None);
         assert!(t.contains("interval_s = 2"), "{t}");
         assert!(!t.contains("interval_s = 5"), "{t}");
-        let parsed: toml::Value = toml::from_str(&demo_energy_toml(ENERGY_TOML, Some(Path::new("/d/a \"b\""))))
+        let parsed: toml::Value = toml::from_str(&demo_energy_toml(ENERGY_TOML, Some(Path::new("/d/a \"b\"")), Some("tesla_v100-sxm2-32gb")))
             .expect("valid TOML");
         assert_eq!(parsed["sched"]["interval_s"].as_integer(), Some(2));
         assert_eq!(parsed["sched"]["data_dir"].as_str(), Some("/d/a \"b\""));
-        assert_eq!(parsed["gpu_types"]["gpu"]["model"].as_str(), Some("v100"));
-        let bare = demo_energy_toml("[planner]\n", None);
+        assert_eq!(parsed["gpu_types"]["tesla_v100-sxm2-32gb"]["model"].as_str(), Some("v100"));
+        let untyped: toml::Value = toml::from_str(&demo_energy_toml(ENERGY_TOML, Some(Path::new("/d")), None)).expect("valid TOML");
+        assert_eq!(untyped["gpu_types"]["gpu"]["model"].as_str(), Some("v100"));
+        let bare = demo_energy_toml("[planner]\n", None, None);
         assert!(bare.starts_with("[sched]\ninterval_s = 2 "), "{bare}");
-        let no_interval = demo_energy_toml("[sched]\ndebug = true\n", None);
+        let no_interval = demo_energy_toml("[sched]\ndebug = true\n", None, None);
         let parsed: toml::Value = toml::from_str(&no_interval).expect("one [sched] table");
         assert_eq!(parsed["sched"]["interval_s"].as_integer(), Some(2), "{no_interval}");
+    }
+
+    #[test]
+    fn app_clock_is_read_from_the_fake_nvml_line() {
+        let out = "GPUs 2 3 on n1\ngpu 2: util  90%/ 10%  app 877/1057 MHz  locked -  clock 1057 MHz  power 120.3 W  energy 5.000 J\n";
+        assert_eq!(parse_app_clock_mhz(out), Some(1057));
+        assert_eq!(parse_app_clock_mhz("GPUs on n1\n"), None);
+        assert_eq!(parse_app_clock_mhz("gpu 0: app x/y MHz"), None);
     }
 
     #[test]

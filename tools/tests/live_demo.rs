@@ -1,7 +1,8 @@
 //! `slurm-energy demo`'s core against real daemons: build the plugins with cargo, start the demo
-//! cluster (sched/energy + spank_energy + accounting), run a small workload with different hints,
-//! and check that every job completed, ran where its decision record says, and carries the
-//! policy it asked for; then that the cluster is gone.
+//! cluster (sched/energy + spank_energy + gpu_nvml + acct_gather_energy/nvml over the fake NVML,
+//! accounting), run a small workload with different hints, and check that every job completed,
+//! ran where its decision record says, carries the policy it asked for, has GPU energy in sacct
+//! and ran at a clock that follows its policy; then that the cluster is gone.
 //!
 //! The plugins are built (debug) into `<target>/plugin-builds` beside this test binary, so
 //! `cargo test --workspace` on a fresh clone runs it; `tools/slurm-env.sh` is run only when
@@ -58,9 +59,17 @@ fn demo_runs_a_mixed_workload_and_every_job_has_a_decision_record() {
         let want = job.hints.iter().find_map(|h| h.strip_prefix("--energy-policy=")).unwrap_or("balanced");
         assert!(row.decision.contains(&format!("policy={want} ")), "job {} asked for {want}: {}", row.job_id, row.decision);
         assert!(row.elapsed.starts_with("00:"), "job {} elapsed {}", row.job_id, row.elapsed);
-        // No energy plugin is loaded yet, so sacct has no ConsumedEnergy to show (the column says
-        // "-"); with the GPU plugin this becomes a check that energy is above zero.
+        // The node side is loaded: GPU energy from the fake NVML's counters, and the clock the
+        // SPANK plugin applied before the script ran.
+        let energy_j = row.energy_j.unwrap_or_else(|| panic!("job {} has no ConsumedEnergy: {table}", row.job_id));
+        // At least idle power (41 W) on each GPU for the seconds the job slept.
+        assert!(energy_j >= 41.0 * f64::from(job.gpus) * f64::from(job.sleep_s) * 0.9, "job {}: {energy_j} J: {table}", row.job_id);
+        assert!(row.gpu_clock_mhz.is_some(), "job {} shows no GPU clock: {table}", row.job_id);
     }
+    // The policy shows in the clocks: efficiency below performance (the fake's default is the
+    // performance clock).
+    let clock_of = |name: &str| report.rows.iter().find(|r| r.job.name == name).and_then(|r| r.gpu_clock_mhz).expect("clock");
+    assert!(clock_of("eff") < clock_of("perf"), "efficiency {} MHz vs performance {} MHz: {table}", clock_of("eff"), clock_of("perf"));
     // Every line of the table is there, with the shortened decision.
     assert_eq!(table.lines().count(), workload.len() + 1, "{table}");
     assert!(table.lines().skip(1).all(|l| l.contains("policy=") && l.contains("COMPLETED")), "{table}");
