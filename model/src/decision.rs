@@ -68,6 +68,15 @@ impl StartDecision {
     }
 }
 
+/// The GPU clock (MHz) a decision record (from [`StartDecision::record`]) names: what the
+/// controller and the compute nodes read back from a job's admin comment. `None` for any other
+/// text, or text that only follows the record (a record is `energy:` first, `clock=` later).
+pub fn recorded_clock_mhz(record: &str) -> Option<u32> {
+    let rest = record.trim_start().strip_prefix("energy:")?;
+    let clock = rest.split_whitespace().find_map(|kv| kv.strip_prefix("clock="))?;
+    clock.strip_suffix("MHz")?.parse().ok().filter(|&c| c > 0)
+}
+
 /// A blocked high-priority job: these nodes are held for it from `start_s`; nothing of lower
 /// priority may delay it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -137,5 +146,32 @@ impl PlanOutcome {
     }
     pub fn reservations(&self) -> impl Iterator<Item = &Reservation> {
         self.decisions.iter().filter_map(|d| if let Decision::Reserve(r) = d { Some(r) } else { None })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_recorded_clock_reads_back() {
+        let d = StartDecision {
+            job: JobId(7),
+            policy: EnergyPolicy::Efficiency,
+            allocations: Vec::new(),
+            clock_mhz: 1085,
+            power_limit_w: 200.0,
+            shares_with: Vec::new(),
+            time_limit_s: 600.0,
+            predicted_slowdown: 1.08,
+            predicted_power_w: 300.0,
+            predicted_energy_j: 1.0e5,
+            wakes: Vec::new(),
+            score: ScoreBreakdown::default(),
+        };
+        assert_eq!(recorded_clock_mhz(&d.record(&["n1"])), Some(1085));
+        assert_eq!(recorded_clock_mhz("note: clock=900MHz"), None);
+        assert_eq!(recorded_clock_mhz("energy:policy=x clock=1.2GHz"), None);
+        assert_eq!(recorded_clock_mhz("energy:policy=x clock=0MHz"), None);
     }
 }

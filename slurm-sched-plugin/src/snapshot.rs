@@ -91,11 +91,15 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64) ->
         }
         let end = if completing { now_s } else { (job.end_time() as f64).max(now_s + 1.0) };
         let hints = hints::from_spank_env(job.spank_env(), &cfg.planner.hints);
-        let clock_mhz = allocations
-            .first()
-            .and_then(|a| snap_nodes.get(a.node.0 as usize))
-            .and_then(|n| gpu_types.get(n.gpu_type))
-            .map_or(0, |g| g.default_clock_mhz);
+        // The clock this plugin chose when it started the job (its decision record), else the
+        // GPU type's default.
+        let clock_mhz = job.admin_comment().and_then(model::decision::recorded_clock_mhz).unwrap_or_else(|| {
+            allocations
+                .first()
+                .and_then(|a| snap_nodes.get(a.node.0 as usize))
+                .and_then(|n| gpu_types.get(n.gpu_type))
+                .map_or(0, |g| g.default_clock_mhz)
+        });
         running.push(RunningJob {
             id: JobId(job.id()),
             user: job.user_id(),

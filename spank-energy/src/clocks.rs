@@ -204,12 +204,9 @@ impl StepEnv {
 /// prints it (`... AdminComment=energy:policy=... clock=1057MHz ... `).
 pub fn decision_clock_from_job_text(text: &str) -> Option<u32> {
     let comment = &text[text.find("AdminComment=energy:")? + "AdminComment=".len()..];
-    let clock = &comment[comment.find(" clock=")? + " clock=".len()..];
-    let digits: String = clock.chars().take_while(char::is_ascii_digit).collect();
-    if !clock[digits.len()..].starts_with("MHz") {
-        return None;
-    }
-    digits.parse().ok().filter(|&c| c > 0)
+    // The record is `key=value` words; the next field of the job text is `Name=...` again.
+    let record: Vec<&str> = comment.split_whitespace().take_while(|w| !w.starts_with(char::is_uppercase)).collect();
+    model::decision::recorded_clock_mhz(&record.join(" "))
 }
 
 /// Hints from option values (`policy` -> `efficiency`, ...) over the site's defaults. A bad
