@@ -43,6 +43,10 @@ pub struct NodeHolding {
     pub memory_mb: u64,
     /// Indices of the GPUs (bits of the node's `gpu` GRES) the job holds there.
     pub gpu_indices: Vec<u32>,
+    /// Indices of the GPUs whose `gres/shard`s the job holds there (shared GPUs). In 22.05 a
+    /// job's shard `gres_bit_alloc` has one bit per GPU of the node (the shard GRES's
+    /// topology is the GPUs'), so its bits are GPU indices, as for `gpu`.
+    pub shard_gpu_indices: Vec<u32>,
 }
 
 impl<'a> JobRef<'a> {
@@ -190,7 +194,8 @@ impl<'a> JobRef<'a> {
         let nodes = bitmap.ones();
         // SAFETY: job_resrcs is NULL or owned by the record.
         let res = unsafe { self.rec.job_resrcs.as_ref() };
-        let gpu_bits = self.gpu_bitmaps(nodes.len());
+        let gpu_bits = self.gres_bitmaps("gpu", nodes.len());
+        let shard_bits = self.gres_bitmaps("shard", nodes.len());
         nodes
             .iter()
             .enumerate()
@@ -206,13 +211,15 @@ impl<'a> JobRef<'a> {
                     _ => (0, 0),
                 };
                 let gpu_indices = gpu_bits.get(offset).cloned().unwrap_or_default();
-                NodeHolding { node, cpus, memory_mb, gpu_indices }
+                let shard_gpu_indices = shard_bits.get(offset).cloned().unwrap_or_default();
+                NodeHolding { node, cpus, memory_mb, gpu_indices, shard_gpu_indices }
             })
             .collect()
     }
 
-    /// Per node offset of the job, the GPU indices allocated (from `gres_list_alloc`).
-    fn gpu_bitmaps(&self, node_count: usize) -> Vec<Vec<u32>> {
+    /// Per node offset of the job, the bits of GRES `name` allocated (from `gres_list_alloc`):
+    /// GPU indices for `gpu` and for `shard`.
+    fn gres_bitmaps(&self, name: &str, node_count: usize) -> Vec<Vec<u32>> {
         let mut out = vec![Vec::new(); node_count];
         // SAFETY: gres_list_alloc is NULL or a List owned by the record; items are
         // gres_state_t whose gres_data is a gres_job_state_t (job context).
@@ -221,7 +228,7 @@ impl<'a> JobRef<'a> {
             // SAFETY: see above.
             let state = unsafe { &*(item as *const sys::gres_state_t) };
             // SAFETY: gres_name is NULL or a string owned by the state.
-            if unsafe { opt_str(state.gres_name) } != Some("gpu") || state.gres_data.is_null() {
+            if unsafe { opt_str(state.gres_name) } != Some(name) || state.gres_data.is_null() {
                 continue;
             }
             // SAFETY: job-context GRES data (see above).

@@ -171,6 +171,37 @@ impl SlurmctldLock {
         Ok(Started { job_id: job_rec.job_id, nodes })
     }
 
+    /// Sets the reason a pending job shows (`squeue` %R, `scontrol show job` Reason=: the
+    /// job's `state_desc`, which both print instead of the reason code when set). Does nothing
+    /// when the job is not pending or already shows `text`. Slurm clears it when the job
+    /// starts. Needs the job write lock. Returns whether the text was set.
+    pub fn set_pending_reason(&mut self, job_id: u32, text: &str) -> Result<bool, NotLocked> {
+        self.require("a job's pending reason", |l| l.job, LockLevel::Write)?;
+        let api = self.api();
+        // SAFETY: find_job_record reads the job hash under the job lock we hold.
+        let job = unsafe { call!(api, find_job_record(job_id)) };
+        // SAFETY: NULL or a record we may modify under the job write lock.
+        let Some(rec) = (unsafe { job.as_mut() }) else { return Ok(false) };
+        // SAFETY: the shim only reads state fields of a valid record.
+        if !unsafe { sys::energy_job_is_pending(rec) } {
+            return Ok(false);
+        }
+        // SAFETY: state_desc is NULL or a string owned by the record.
+        if unsafe { crate::node::opt_str(rec.state_desc) } == Some(text) {
+            return Ok(false);
+        }
+        let Ok(c_text) = CString::new(text.replace('\0', " ")) else { return Ok(false) };
+        // SAFETY: state_desc is an xmalloc'd string owned by the record (or NULL): freed with
+        // slurm_xfree (which NULLs it) and replaced by Slurm's own copy, under the job write lock.
+        unsafe {
+            let mut old = rec.state_desc as *mut std::ffi::c_void;
+            call!(api, slurm_xfree(&mut old));
+            rec.state_desc = call!(api, xstrdup(c_text.as_ptr()));
+            *api.raw().last_job_update = now();
+        }
+        Ok(true)
+    }
+
     /// Sets a job's admin comment (shown by `scontrol show job` and stored in accounting when
     /// the job ends). Needs the job write lock.
     pub fn set_admin_comment(&mut self, job_id: u32, text: &str) -> Result<bool, NotLocked> {

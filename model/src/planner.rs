@@ -22,11 +22,22 @@ use crate::config::PlannerConfig;
 use crate::decision::{CycleEnd, CycleStats, Decision, Deferral, PlanOutcome, Reclock, Reservation, ScoreBreakdown, StartDecision};
 use crate::predictor::Predictor;
 use crate::ranking;
-use crate::state::{Amount, Claim, ClusterView, GpuTenant};
+use crate::state::{Amount, Claim, ClusterView, GpuTenant, NodeView};
 use crate::types::{EnergyPolicy, JobId, NodeAllocation, NodeIdx, PendingJob, PowerState, Snapshot};
 
 /// Plan one cycle over a snapshot (what a plugin does every cycle).
 pub fn plan_snapshot(s: &Snapshot, cfg: &PlannerConfig, pred: &Predictor) -> PlanOutcome {
+    plan_snapshot_filtered(s, cfg, pred, None)
+}
+
+/// Which nodes a pending job may be placed on, beyond its resources: `false` keeps the job off
+/// the node in this cycle (exclusive and shared placements alike). A plugin uses it for
+/// constraints the planner does not model (e.g. sched/energy keeps `--energy-share=deny`
+/// `gres/shard` jobs off nodes where other shard jobs run, since Slurm picks the GPU).
+pub type NodeFilter<'f> = &'f dyn Fn(&PendingJob, &NodeView) -> bool;
+
+/// [`plan_snapshot`] with an optional [`NodeFilter`]; `None` plans exactly as `plan_snapshot`.
+pub fn plan_snapshot_filtered(s: &Snapshot, cfg: &PlannerConfig, pred: &Predictor, filter: Option<NodeFilter<'_>>) -> PlanOutcome {
     let mut view = ClusterView::from_snapshot(
         s,
         |h| Predictor::family(h.tag.as_deref()),
@@ -46,7 +57,7 @@ pub fn plan_snapshot(s: &Snapshot, cfg: &PlannerConfig, pred: &Predictor) -> Pla
             pred.predict_clock(&gt.name, gt.max_power_w, family.as_deref(), step).power_w
         },
     );
-    plan(&mut view, s.now_s, &s.pending, cfg, pred)
+    plan_filtered(&mut view, s.now_s, &s.pending, cfg, pred, filter)
 }
 
 /// A request's shape: (nodes, GPUs per node, CPUs per node, memory per node). The few shapes
@@ -102,11 +113,21 @@ struct Cycle<'a> {
     gpus_total: i64,
     gpus_busy_at_start: i64,
     pending: &'a [PendingJob],
+    /// Optional per-job node filter (plugins only; `None` in the simulator).
+    filter: Option<NodeFilter<'a>>,
+    /// The filter turned a node away for the job being tried: its failure says nothing about
+    /// other jobs of the same shape, so it is not cached.
+    filtered_out: std::cell::Cell<bool>,
 }
 
 /// Plan one cycle on a view the caller keeps (the simulator). Started jobs are added to the
 /// view; claims of reservations are cleared at the start of the next cycle.
 pub fn plan(view: &mut ClusterView, now_s: f64, pending: &[PendingJob], cfg: &PlannerConfig, pred: &Predictor) -> PlanOutcome {
+    plan_filtered(view, now_s, pending, cfg, pred, None)
+}
+
+/// [`plan`] with an optional [`NodeFilter`]; `None` plans exactly as `plan`.
+pub fn plan_filtered<'a>(view: &mut ClusterView, now_s: f64, pending: &'a [PendingJob], cfg: &'a PlannerConfig, pred: &'a Predictor, filter: Option<NodeFilter<'a>>) -> PlanOutcome {
     let started = Instant::now();
     view.clear_claims();
     let mut cycle = Cycle {
@@ -128,6 +149,8 @@ pub fn plan(view: &mut ClusterView, now_s: f64, pending: &[PendingJob], cfg: &Pl
         gpus_total: view.nodes.iter().filter(|n| n.node.available).map(|n| n.node.gpus as i64).sum(),
         gpus_busy_at_start: view.nodes.iter().filter(|n| n.node.available).map(|n| n.node.gpus as i64 - n.free.gpus.max(0)).sum(),
         pending,
+        filter,
+        filtered_out: std::cell::Cell::new(false),
     };
     if cfg.boost_when_congested && cycle.congested() {
         cycle.boost_running(view);
@@ -328,6 +351,8 @@ impl<'a> Cycle<'a> {
             .iter()
             .enumerate()
             .filter(|(_, nv)| nv.node.available && nv.node.gpus as i64 >= need.gpus && nv.node.cpus as i64 >= need.cpus && nv.node.mem_mb as i64 >= need.mem_mb)
+            // The plugin's node filter (as the nodes are now): no claim where the job may not go.
+            .filter(|(_, nv)| self.filter.is_none_or(|f| f(job, nv)))
             .filter_map(|(i, nv)| {
                 let not_before = match nv.node.power {
                     PowerState::On => self.now_s,
@@ -442,7 +467,8 @@ impl<'a> Cycle<'a> {
         let expected_runtime_s = job.time_limit_s * self.pred.runtime.expected_fraction(job.user);
         let mut candidates: Vec<Candidate> = Vec::new();
         if exclusive_possible && !known_failure {
-            let nodes = self.exclusive_nodes(view, &need, end_s, k);
+            self.filtered_out.set(false);
+            let nodes = self.exclusive_nodes(view, job, &need, end_s, k);
             self.stats.nodes_scored += nodes.len();
             if nodes.len() >= k {
                 // One clock choice per GPU type for this job.
@@ -459,6 +485,7 @@ impl<'a> Cycle<'a> {
                 }
             } else {
                 match self.failed_shapes.iter_mut().find(|(s, _)| *s == shape) {
+                    _ if self.filtered_out.get() => {}
                     Some((_, failed_end)) => *failed_end = failed_end.min(end_s),
                     None => self.failed_shapes.push((shape, end_s)),
                 }
@@ -469,8 +496,9 @@ impl<'a> Cycle<'a> {
             // Sharing skips nodes with claims, so whether a GPU can be shared does not depend
             // on the job's end: one failure per (tag, shape) holds for the rest of the cycle.
             if !share_known_failure {
+                self.filtered_out.set(false);
                 let shared = self.shared_candidates(view, job, family.as_deref(), &need, end_s, expected_runtime_s);
-                if shared.is_empty() {
+                if shared.is_empty() && !self.filtered_out.get() {
                     self.failed_shares.push((job.hints.tag.as_deref(), shape));
                 }
                 candidates.extend(shared);
@@ -511,9 +539,19 @@ impl<'a> Cycle<'a> {
         true
     }
 
+    /// The plugin's node filter for `job` (always true without one); notes a refusal.
+    fn node_allowed(&self, job: &PendingJob, nv: &NodeView) -> bool {
+        let Some(filter) = self.filter else { return true };
+        let ok = filter(job, nv);
+        if !ok {
+            self.filtered_out.set(true);
+        }
+        ok
+    }
+
     /// Feasible nodes for an exclusive placement, best-fitting first (or in node order when
     /// packing is off), at most `max_nodes_scored` (but at least `k`).
-    fn exclusive_nodes(&self, view: &ClusterView, need: &Amount, end_s: f64, k: usize) -> Vec<usize> {
+    fn exclusive_nodes(&self, view: &ClusterView, job: &PendingJob, need: &Amount, end_s: f64, k: usize) -> Vec<usize> {
         let limit = self.cfg.max_nodes_scored.max(k);
         let g = need.gpus.max(0) as u32;
         let mut out = Vec::new();
@@ -522,7 +560,7 @@ impl<'a> Cycle<'a> {
             for free in g..=view.max_free_gpus() {
                 for n in view.nodes_with_free_gpus(free) {
                     let nv = &view.nodes[n as usize];
-                    if !ranking::filter(nv, need, self.now_s, end_s) {
+                    if !ranking::filter(nv, need, self.now_s, end_s) || !self.node_allowed(job, nv) {
                         continue;
                     }
                     if nv.node.power == PowerState::Suspended {
@@ -538,7 +576,7 @@ impl<'a> Cycle<'a> {
             out.extend(suspended.into_iter().take(limit - out.len()));
         } else {
             for (i, nv) in view.nodes.iter().enumerate() {
-                if nv.free.gpus >= need.gpus && ranking::filter(nv, need, self.now_s, end_s) {
+                if nv.free.gpus >= need.gpus && ranking::filter(nv, need, self.now_s, end_s) && self.node_allowed(job, nv) {
                     out.push(i);
                     if out.len() >= limit {
                         break;
@@ -626,7 +664,7 @@ impl<'a> Cycle<'a> {
                 break;
             }
             let nv = &view.nodes[n as usize];
-            if !nv.claims.is_empty() || !ranking::filter(nv, &share_need, self.now_s, end_s) {
+            if !nv.claims.is_empty() || !ranking::filter(nv, &share_need, self.now_s, end_s) || !self.node_allowed(job, nv) {
                 continue;
             }
             looked += 1;

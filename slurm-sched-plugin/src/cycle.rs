@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use model::decision::{CycleEnd, Decision};
-use model::planner::plan_snapshot;
+use model::planner::plan_snapshot_filtered;
 use model::predictor::Predictor;
 use slurm_bindings::conf::ConfView;
 use slurm_bindings::locks::{LockLevels, SlurmctldLock};
@@ -80,7 +80,7 @@ pub fn run(cfg: &Config, predictor: &Predictor) -> Result<CycleStats, String> {
     let snapshot_time = started.elapsed();
 
     let plan_start = Instant::now();
-    let outcome = plan(&built.snapshot, cfg, predictor);
+    let outcome = plan(&built, cfg, predictor);
     let plan_time = plan_start.elapsed();
 
     let mut stats = CycleStats {
@@ -110,7 +110,29 @@ pub fn run(cfg: &Config, predictor: &Predictor) -> Result<CycleStats, String> {
         }
     }
 
+    // `--energy-share=deny` shard jobs that stay pending while shard jobs run: they wait for a
+    // node without shard jobs (the node filter kept them off the others); say so in their
+    // reason and, once per job, in the log.
+    let waiting_deny: Vec<u32> = if built.shards.deny.is_empty() || built.shards.running == 0 {
+        Vec::new()
+    } else {
+        let started: std::collections::HashSet<u32> = outcome.starts().map(|s| s.job.0).collect();
+        built.snapshot.pending.iter().map(|p| p.id.0).filter(|id| built.shards.is_deny(*id) && !started.contains(id)).collect()
+    };
+
     let apply_start = Instant::now();
+    if !waiting_deny.is_empty() {
+        let mut lock = SlurmctldLock::acquire(LockLevels::SCHEDULER).map_err(|e| e.to_string())?;
+        let held_since = Instant::now();
+        for &id in &waiting_deny {
+            match lock.set_pending_reason(id, DENY_WAIT_REASON) {
+                Ok(true) => slurm_log!(LOG, info, "JobId={id} waits: {DENY_WAIT_REASON}"),
+                Ok(false) => {}
+                Err(e) => slurm_log!(LOG, debug, "JobId={id}: reason not set: {e}"),
+            }
+        }
+        stats.locked += held_since.elapsed();
+    }
     if outcome.starts().next().is_some() {
         let max_locked = Duration::from_millis(cfg.sched.max_lock_ms);
         let pause = Duration::from_millis(cfg.sched.yield_ms);
@@ -158,11 +180,18 @@ pub fn run(cfg: &Config, predictor: &Predictor) -> Result<CycleStats, String> {
 /// The planner call. With the `fault-injection` feature (test builds only) it panics while the
 /// file named by `SCHED_ENERGY_FAULT_FILE` (in slurmctld's environment) exists, to prove that a
 /// panic in the planner skips the cycle and never reaches slurmctld.
-fn plan(snapshot: &model::types::Snapshot, cfg: &Config, predictor: &Predictor) -> model::decision::PlanOutcome {
+fn plan(built: &snapshot::Built, cfg: &Config, predictor: &Predictor) -> model::decision::PlanOutcome {
     #[cfg(feature = "fault-injection")]
     fault::maybe_panic(fault::Site::Planner);
-    plan_snapshot(snapshot, &cfg.planner, predictor)
+    let shards = &built.shards;
+    let filter = |job: &model::types::PendingJob, node: &model::state::NodeView| shards.node_allowed(job, node);
+    // Without shard jobs the filter would accept every node: plan exactly as the simulator does.
+    let filter: Option<model::planner::NodeFilter<'_>> = if shards.all.is_empty() { None } else { Some(&filter) };
+    plan_snapshot_filtered(&built.snapshot, &cfg.planner, predictor, filter)
 }
+
+/// The pending reason of a `--energy-share=deny` shard job kept off nodes with shard jobs.
+pub const DENY_WAIT_REASON: &str = "sched/energy: --energy-share=deny gres/shard job waits for a node without other gres/shard jobs";
 
 /// Test builds only: panics on purpose while a trigger file exists. The file's content chooses
 /// the site: `locked` panics while slurmctld's locks are held (after the snapshot), anything

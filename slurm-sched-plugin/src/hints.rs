@@ -46,6 +46,23 @@ pub fn from_spank_env<'a>(env: impl IntoIterator<Item = (&'a str, &'a str)>, def
     }
 }
 
+/// The job's own `--energy-share` option, if it gave one (`Some(true)` = allow): a
+/// `gres/shard` job shares unless it said `deny`, whatever the configured default.
+pub fn explicit_share<'a>(env: impl IntoIterator<Item = (&'a str, &'a str)>) -> Option<bool> {
+    let mut share = None;
+    for (key, value) in env {
+        let Some(opt) = key.strip_prefix(PREFIX) else { continue };
+        if opt.strip_prefix("energy_").unwrap_or(opt) == "share" {
+            share = match value.trim() {
+                "allow" => Some(true),
+                "deny" => Some(false),
+                _ => share,
+            };
+        }
+    }
+    share
+}
+
 /// Seconds in a `--energy-defer` value, in the grammar the SPANK plugin accepted it in
 /// (`model::duration`).
 pub fn parse_duration_s(s: &str) -> Option<f64> {
@@ -86,6 +103,14 @@ mod tests {
         let d = HintDefaults::default();
         let h = from_spank_env([("_SLURM_SPANK_OPTION_energy_policy", "turbo"), ("_SLURM_SPANK_OPTION_energy_max_slowdown", "0.5")], &d);
         assert_eq!(h, d.default_hints());
+    }
+
+    #[test]
+    fn explicit_share_only_when_given() {
+        assert_eq!(explicit_share([("PATH", "/bin")]), None);
+        assert_eq!(explicit_share([("_SLURM_SPANK_OPTION_energy_energy_share", "deny")]), Some(false));
+        assert_eq!(explicit_share([("_SLURM_SPANK_OPTION_energy_share", "allow")]), Some(true));
+        assert_eq!(explicit_share([("_SLURM_SPANK_OPTION_energy_share", "maybe")]), None);
     }
 
     #[test]

@@ -1,9 +1,19 @@
 //! slurmctld's records -> the planner's [`Snapshot`]: nodes, running jobs with what they hold
 //! and when they end at the latest, pending jobs in slurmctld's priority order with their
 //! requests and hints. Only translation: no decision is made here.
+//!
+//! GPU sharing exists in Slurm only through `gres/shard` (a GPU handed out as `gpu` is never
+//! shared, and the reverse), so: a job holding or asking for `gpu` is exclusive whatever its
+//! hints; a job asking for `shard:K` is a one-GPU-per-node job that shares unless it said
+//! `--energy-share=deny`; a running shard job is a tenant of the GPU(s) its shards are on.
+//! [`ShardJobs`] keeps `deny` shard jobs and other shard jobs on different nodes, and `gpu` jobs
+//! off nodes with shard jobs (Slurm, not the plugin, picks the GPU within a node, and 22.05.8's
+//! cons_tres may hand a GPU that holds shards to a `gpu` job: it only counts, not excludes, the
+//! GPUs the other GRES holds when it picks a `gpu` job's bits; shard jobs do avoid `gpu` GPUs).
 
 use std::collections::{BTreeMap, HashSet};
 
+use model::state::NodeView;
 use model::types::{GpuType, JobId, Node, NodeAllocation, NodeIdx, PendingJob, PowerState, Request, RunningJob, Snapshot};
 use slurm_bindings::conf::ConfView;
 use slurm_bindings::gres;
@@ -26,6 +36,45 @@ pub struct Built {
     pub node_names: Vec<String>,
     /// Pending jobs left out (heterogeneous, or nothing usable), for the statistics.
     pub skipped: usize,
+    pub shards: ShardJobs,
+}
+
+/// The `gres/shard` jobs of a snapshot (running and pending), and which of them deny sharing.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ShardJobs {
+    pub all: HashSet<u32>,
+    pub deny: HashSet<u32>,
+    /// Running shard jobs, for the "waits for a node without shard jobs" reason.
+    pub running: usize,
+}
+
+impl ShardJobs {
+    fn add(&mut self, id: u32, share: bool) {
+        self.all.insert(id);
+        if !share {
+            self.deny.insert(id);
+        }
+    }
+
+    pub fn is_deny(&self, id: u32) -> bool {
+        self.deny.contains(&id)
+    }
+
+    /// The planner's node filter: a `deny` shard job only on a node without other shard jobs
+    /// (running, or started earlier in this plan); any other shard job never on a node with a
+    /// `deny` shard job; a `gpu` job never on a node with shard jobs (Slurm could give it a GPU
+    /// whose shards are in use). Jobs without GPUs are not constrained.
+    pub fn node_allowed(&self, job: &PendingJob, node: &NodeView) -> bool {
+        let id = job.id.0;
+        if !self.all.contains(&id) {
+            return job.request.gpus_per_node == 0 || !node.jobs.iter().any(|j| self.all.contains(&j.0));
+        }
+        if self.deny.contains(&id) {
+            !node.jobs.iter().any(|j| j.0 != id && self.all.contains(&j.0))
+        } else {
+            !node.jobs.iter().any(|j| self.deny.contains(&j.0))
+        }
+    }
 }
 
 pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64) -> Result<Built, NotLocked> {
@@ -68,19 +117,23 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64) ->
     let max_gpus = snap_nodes.iter().map(|n| n.gpus).max().unwrap_or(0);
 
     let mut running = Vec::new();
+    let mut shards = ShardJobs::default();
     for job in lock.jobs()? {
         let completing = job.is_completing();
         if !(job.is_running() || job.is_suspended() || completing) {
             continue;
         }
-        let allocations: Vec<NodeAllocation> = job
-            .holdings()
+        let holdings = job.holdings();
+        // Holds shards and no whole GPU: a tenant of the GPUs its shards are on.
+        let is_shard = holdings.iter().all(|h| h.gpu_indices.is_empty()) && holdings.iter().any(|h| !h.shard_gpu_indices.is_empty());
+        let allocations: Vec<NodeAllocation> = holdings
             .into_iter()
             .filter_map(|h| {
                 let node = *table_to_snap.get(&h.node)?;
+                let gpus = if is_shard { &h.shard_gpu_indices } else { &h.gpu_indices };
                 Some(NodeAllocation {
                     node: NodeIdx(node),
-                    gpu_indices: h.gpu_indices.iter().filter_map(|&g| u8::try_from(g).ok()).collect(),
+                    gpu_indices: gpus.iter().filter_map(|&g| u8::try_from(g).ok()).collect(),
                     cpus: h.cpus,
                     mem_mb: if mem_consumable { h.memory_mb } else { 0 },
                 })
@@ -90,7 +143,14 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64) ->
             continue;
         }
         let end = if completing { now_s } else { (job.end_time() as f64).max(now_s + 1.0) };
-        let hints = hints::from_spank_env(job.spank_env(), &cfg.planner.hints);
+        let mut hints = hints::from_spank_env(job.spank_env(), &cfg.planner.hints);
+        // Only shard jobs share (and do unless they said deny); `gpu` jobs are exclusive.
+        let shared = is_shard && hints::explicit_share(job.spank_env()).unwrap_or(true);
+        hints.share_allowed = shared;
+        if is_shard {
+            shards.add(job.id(), shared);
+            shards.running += 1;
+        }
         // The clock this plugin chose when it started the job (its decision record), else the
         // GPU type's default.
         let clock_mhz = job.admin_comment().and_then(model::decision::recorded_clock_mhz).unwrap_or_else(|| {
@@ -108,7 +168,7 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64) ->
             allocations,
             clock_mhz,
             hints,
-            shared: false,
+            shared,
         });
     }
 
@@ -125,7 +185,12 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64) ->
             skipped += 1;
             continue;
         }
-        let request = request_of(&job, mem_consumable, max_cpus, max_gpus);
+        let (request, is_shard) = request_of(&job, mem_consumable, max_cpus, max_gpus);
+        let mut hints = hints::from_spank_env(job.spank_env(), &cfg.planner.hints);
+        hints.share_allowed = is_shard && hints::explicit_share(job.spank_env()).unwrap_or(true);
+        if is_shard {
+            shards.add(job.id(), hints.share_allowed);
+        }
         pending.push(PendingJob {
             id: JobId(job.id()),
             user: job.user_id(),
@@ -133,12 +198,12 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64) ->
             submit_time_s: job.submit_time() as f64,
             request,
             time_limit_s: time_limit_s(&job),
-            hints: hints::from_spank_env(job.spank_env(), &cfg.planner.hints),
+            hints,
             cpus_range: None,
         });
     }
 
-    Ok(Built { snapshot: Snapshot { now_s, gpu_types, nodes: snap_nodes, running, pending }, table_index, node_names, skipped })
+    Ok(Built { snapshot: Snapshot { now_s, gpu_types, nodes: snap_nodes, running, pending }, table_index, node_names, skipped, shards })
 }
 
 fn time_limit_s(job: &JobRef<'_>) -> f64 {
@@ -154,10 +219,12 @@ fn time_limit_s(job: &JobRef<'_>) -> f64 {
 }
 
 /// Per-node request: `--gres=gpu:N` / `--gpus-per-node` (tres_per_node), `--gpus` (tres_per_job,
-/// spread over the nodes), `--gpus-per-task`; CPUs and memory as slurmctld stored them.
-fn request_of(job: &JobRef<'_>, mem_consumable: bool, max_cpus: u32, max_gpus: u32) -> Request {
+/// spread over the nodes), `--gpus-per-task`; CPUs and memory as slurmctld stored them. A job
+/// asking for `--gres=shard:K` and no `gpu` needs one (shared) GPU per node: `(request, true)`.
+fn request_of(job: &JobRef<'_>, mem_consumable: bool, max_cpus: u32, max_gpus: u32) -> (Request, bool) {
     let nodes = job.min_nodes();
     let per_node = job.tres_per_node().map_or(0, |s| gres::count(s, "gpu"));
+    let shards_per_node = job.tres_per_node().map_or(0, |s| gres::count(s, "shard"));
     let per_job = job.tres_per_job().map_or(0, |s| gres::count(s, "gpu"));
     let per_task = job.tres_per_task().map_or(0, |s| gres::count(s, "gpu"));
     let gpus = if per_node > 0 {
@@ -167,6 +234,8 @@ fn request_of(job: &JobRef<'_>, mem_consumable: bool, max_cpus: u32, max_gpus: u
     } else {
         (per_task * job.num_tasks() as u64).div_ceil(nodes as u64)
     };
+    let is_shard = gpus == 0 && shards_per_node > 0;
+    let gpus = if is_shard { 1 } else { gpus };
     let mut gpus_per_node = gpus.min(u32::MAX as u64) as u32;
     let mut cpus_per_node = job.pn_min_cpus().max(job.min_cpus().div_ceil(nodes));
     if job.whole_node() {
@@ -178,5 +247,56 @@ fn request_of(job: &JobRef<'_>, mem_consumable: bool, max_cpus: u32, max_gpus: u
         (true, MemoryRequest::PerNode(mb)) => mb,
         (true, MemoryRequest::PerCpu(mb)) => mb * cpus_per_node as u64,
     };
-    Request { nodes, gpus_per_node, cpus_per_node, mem_mb_per_node }
+    (Request { nodes, gpus_per_node, cpus_per_node, mem_mb_per_node }, is_shard)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::state::{ClusterView, GpuTenant};
+    use model::types::Hints;
+
+    fn pending(id: u32, gpus: u32) -> PendingJob {
+        PendingJob {
+            id: JobId(id),
+            user: 0,
+            priority: 1,
+            submit_time_s: 0.0,
+            request: Request { nodes: 1, gpus_per_node: gpus, cpus_per_node: 1, mem_mb_per_node: 0 },
+            time_limit_s: 60.0,
+            hints: Hints::default(),
+            cpus_range: None,
+        }
+    }
+
+    /// Node 0 runs shard job 1 (allow), node 1 runs shard job 2 (deny), node 2 runs gpu job 3,
+    /// node 3 is idle.
+    fn view() -> ClusterView {
+        let gt = GpuType { name: "v100".into(), default_clock_mhz: 1312, min_clock_mhz: 135, max_clock_mhz: 1530, idle_power_w: 40.0, max_power_w: 300.0 };
+        let nodes = (0..4)
+            .map(|i| Node { name: format!("n{i}"), gpu_type: 0, gpus: 2, cpus: 8, mem_mb: 0, power: PowerState::On, available: true })
+            .collect();
+        let mut v = ClusterView::new(vec![gt], nodes);
+        for (job, node) in [(1, 0), (2, 1), (3, 2)] {
+            let alloc = NodeAllocation { node: NodeIdx(node), gpu_indices: vec![0], cpus: 1, mem_mb: 0 };
+            let tenant = GpuTenant { job: JobId(job), share_allowed: job == 1, max_slowdown: 1.0, family: None, clock_mhz: 1312, power_w: 100.0 };
+            v.add_job(JobId(job), &[alloc], 1e9, &tenant);
+        }
+        v
+    }
+
+    #[test]
+    fn deny_shard_jobs_and_gpu_jobs_stay_off_nodes_with_shard_jobs() {
+        let mut shards = ShardJobs::default();
+        shards.add(1, true);
+        shards.add(2, false);
+        shards.add(10, true); // pending allow shard job
+        shards.add(11, false); // pending deny shard job
+        let v = view();
+        let allowed = |job: PendingJob| (0..4).filter(|&n| shards.node_allowed(&job, &v.nodes[n])).collect::<Vec<_>>();
+        assert_eq!(allowed(pending(10, 1)), vec![0, 2, 3], "allow shard job: anywhere but next to the deny job");
+        assert_eq!(allowed(pending(11, 1)), vec![2, 3], "deny shard job: only where no shard job runs");
+        assert_eq!(allowed(pending(12, 1)), vec![2, 3], "gpu job: only where no shard job runs");
+        assert_eq!(allowed(pending(13, 0)), vec![0, 1, 2, 3], "CPU-only job: anywhere");
+    }
 }

@@ -1,0 +1,158 @@
+//! GPU sharing through `gres/shard` (EaCO co-location) on a live cluster: 2 nodes x 1 fake GPU,
+//! `GresTypes=gpu,shard`, 4 shards per GPU, `sched/energy` with the measured data (Gavel pairs)
+//! and `spank_energy.so` for the `--energy-*` options.
+//!
+//! 1. `A` (`--gres=shard:1 --energy-share=allow --energy-tag=resnet18`) starts on a node `NA`.
+//! 2. `G` (`--gres=gpu:1`) goes to the other node `NB`: A's shard holds NA's GPU.
+//! 3. `D` (`--gres=shard:1 --energy-share=deny`): NA has a shard job and NB's GPU is G's, so D
+//!    waits, with sched/energy's reason in `squeue` and a log line, although Slurm would take it
+//!    on NA's GPU next to A.
+//! 4. `B` (`--gres=shard:1 --energy-share=allow --energy-tag=resnet18`, lower priority than D
+//!    only by submit order): co-located with A on NA (predicted resnet18 pair slowdown 1.10
+//!    from Gavel), its decision record says `share=<A>`.
+//! 5. G ends: D starts alone on NB, `share=none`.
+//!
+//! Skipped (with a printed reason) when not root, Slurm is missing, `libspank_energy.so` is not
+//! built, or the measured data is not found.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use slurm_testcluster::{ClusterConfig, LocalCluster, skip_reason};
+
+mod common;
+use common::plugin_dir;
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+fn spank_plugin() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let deps = exe.parent()?;
+    let candidates = [deps.join("libspank_energy.so"), deps.parent()?.join("libspank_energy.so")];
+    candidates
+        .into_iter()
+        .filter(|p| p.is_file())
+        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+}
+
+/// The measured data (`$SLURM_ENERGY_DATA`, else `shared/data` next to the checkout), if there.
+fn data_dir() -> Option<PathBuf> {
+    let dir = model::data::default_data_dir();
+    dir.join("gavel").is_dir().then_some(dir)
+}
+
+/// `squeue` field (`%T`, `%N`, `%R`) of a job, empty once it left the queue.
+fn squeue(cluster: &LocalCluster, job: u32, format: &str) -> String {
+    let out = cluster.command("squeue").args(["-h", "-j", &job.to_string(), "-o", format]).output().expect("run squeue");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn wait_running(cluster: &LocalCluster, job: u32) -> String {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        if squeue(cluster, job, "%T") == "RUNNING" {
+            return squeue(cluster, job, "%N");
+        }
+        assert!(Instant::now() < deadline, "job {job} not running after {TIMEOUT:?} ({}):\n{}", squeue(cluster, job, "%T %R"), cluster.slurmctld_log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The job's `AdminComment=` (sched/energy's decision record).
+fn admin_comment(cluster: &LocalCluster, job: u32) -> String {
+    let out = cluster.command("scontrol").args(["show", "job", &job.to_string()]).output().expect("run scontrol");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines().find_map(|l| l.trim().strip_prefix("AdminComment=")).unwrap_or("").to_string()
+}
+
+fn shard_job(cluster: &LocalCluster, name: &str, hints: &[&str]) -> u32 {
+    let mut args = vec!["-J", name, "--gres=shard:1", "-t", "5"];
+    args.extend_from_slice(hints);
+    cluster.sbatch(&args, "#!/bin/sh\nsleep 120\n").unwrap_or_else(|e| panic!("sbatch {name}: {e}"))
+}
+
+#[test]
+fn shard_jobs_share_by_interference_and_deny_jobs_never_share() {
+    if let Some(why) = skip_reason() {
+        println!("SKIPPED: shard_jobs_share_by_interference_and_deny_jobs_never_share: {why}");
+        return;
+    }
+    let Some(spank) = spank_plugin() else {
+        println!("SKIPPED: shard sharing: libspank_energy.so not built (run `cargo test -p spank-energy -p slurm-sched-plugin`)");
+        return;
+    };
+    let Some(data) = data_dir() else {
+        println!("SKIPPED: shard sharing: measured data not found (set SLURM_ENERGY_DATA)");
+        return;
+    };
+    let t0 = Instant::now();
+    let plugins = plugin_dir();
+    let toml = format!("[sched]\ninterval_s = 1\ndebug = true\ndata_dir = \"{}\"\n\n[planner]\nsharing = true\n", data.display());
+    let cluster = LocalCluster::start(ClusterConfig {
+        nodes: 2,
+        gpus_per_node: 1,
+        shards_per_gpu: 4,
+        plugin_dir: Some(plugins.path().to_path_buf()),
+        sched_type: "sched/energy".into(),
+        scheduler_parameters: Some("sched_interval=-1".into()),
+        extra_files: vec![("energy.toml".into(), toml), ("plugstack.conf".into(), format!("required {}\n", spank.display()))],
+        ..ClusterConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+    let nodes = cluster.node_names();
+
+    // 1. The first shard tenant.
+    let a = shard_job(&cluster, "A", &["--energy-share=allow", "--energy-tag=resnet18"]);
+    let na = wait_running(&cluster, a);
+    assert!(nodes.contains(&na), "A on {na:?}, nodes {nodes:?}");
+    let nb = nodes.iter().find(|n| **n != na).cloned().expect("a second node");
+
+    // 2. A whole GPU: not the one A's shard is on.
+    let g = cluster.sbatch(&["-J", "G", "--gres=gpu:1", "-t", "5"], "#!/bin/sh\nsleep 120\n").expect("sbatch G");
+    assert_eq!(wait_running(&cluster, g), nb, "gpu job G placed next to shard job A:\n{}", cluster.slurmctld_log());
+
+    // 3. A deny shard job has nowhere to go alone: it waits, saying why.
+    let d = shard_job(&cluster, "D", &["--energy-share=deny", "--energy-tag=resnet18"]);
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let reason = squeue(&cluster, d, "%T|%R");
+        if reason.contains("waits for a node without other gres/shard jobs") {
+            assert!(reason.starts_with("PENDING|"), "{reason}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "D: {reason}:\n{}", cluster.slurmctld_log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // 4. A compatible allow shard job: co-located with A by predicted interference.
+    let b = shard_job(&cluster, "B", &["--energy-share=allow", "--energy-tag=resnet18"]);
+    assert_eq!(wait_running(&cluster, b), na, "allow job B not co-located with A:\n{}", cluster.slurmctld_log());
+    let record_b = admin_comment(&cluster, b);
+    assert!(record_b.contains(&format!(" share={a} ")), "B's record does not name A ({a}): {record_b}");
+    let log = cluster.slurmctld_log();
+    let started_b = log.lines().find(|l| l.contains(&format!("sched/energy: started JobId={b} on {na}: "))).unwrap_or_else(|| panic!("{log}"));
+    assert!(started_b.contains(&format!(" share={a} ")), "{started_b}");
+    // D still waits (B, submitted after it, shares; D never does).
+    assert_eq!(squeue(&cluster, d, "%T"), "PENDING", "deny job D started next to a shard job");
+    // Logged once, though D was tested in every cycle since.
+    assert_eq!(log.matches(&format!("sched/energy: JobId={d} waits: ")).count(), 1, "{log}");
+
+    // Slurm's view: A and B on the same GPU of NA.
+    let detail = cluster.command("scontrol").args(["show", "job", "-d"]).output().expect("scontrol show job -d");
+    let detail = String::from_utf8_lossy(&detail.stdout).to_string();
+    println!("{}", detail.lines().filter(|l| l.contains("JobId=") || l.contains("GRES=")).collect::<Vec<_>>().join("\n"));
+
+    // 5. NB frees up: D runs there, alone.
+    let _ = cluster.command("scancel").arg(g.to_string()).status();
+    assert_eq!(wait_running(&cluster, d), nb, "D after G ended:\n{}", cluster.slurmctld_log());
+    let record_d = admin_comment(&cluster, d);
+    assert!(record_d.contains(" share=none "), "D: {record_d}");
+    let log = cluster.slurmctld_log();
+    assert!(!log.contains("internal error (panic"), "{log}");
+
+    for job in [a, b, d] {
+        let _ = cluster.command("scancel").arg(job.to_string()).status();
+    }
+    cluster.stop().expect("stop the cluster");
+    println!("shard sharing: A={a} on {na}, G={g} on {nb}, B={b} shares with A, D={d} waited then ran alone on {nb}; test {:.1} s", t0.elapsed().as_secs_f64());
+}
