@@ -202,6 +202,38 @@ impl SlurmctldLock {
         Ok(true)
     }
 
+    /// Raises a running job's time limit to `limit_min` minutes (never lowers it), within its
+    /// partition's `MaxTime`, and moves its end time to match: a job slowed by a lower GPU clock
+    /// the scheduler chose is not killed for that choice. Jobs without a limit (`INFINITE`/unset)
+    /// are left alone. Needs the job write and partition read locks. Returns `(old, new)` minutes
+    /// when the limit changed.
+    pub fn extend_time_limit(&mut self, job_id: u32, limit_min: u32) -> Result<Option<(u32, u32)>, NotLocked> {
+        self.require("a job's time limit", |l| l.job, LockLevel::Write)?;
+        self.require("a job's time limit", |l| l.part, LockLevel::Read)?;
+        let api = self.api();
+        // SAFETY: lookup under the job write lock.
+        let job = unsafe { call!(api, find_job_record(job_id)) };
+        // SAFETY: NULL or a record we may modify under the job write lock.
+        let Some(rec) = (unsafe { job.as_mut() }) else { return Ok(None) };
+        let old = rec.time_limit;
+        if old == crate::INFINITE || old == crate::NO_VAL || old == 0 || limit_min <= old {
+            return Ok(None);
+        }
+        // SAFETY: part_ptr is NULL or a partition record, stable under the partition read lock.
+        let part_max = unsafe { rec.part_ptr.as_ref() }.map_or(crate::INFINITE, |p| p.max_time);
+        let new = if part_max == crate::INFINITE || part_max == crate::NO_VAL { limit_min } else { limit_min.min(part_max) };
+        if new <= old {
+            return Ok(None);
+        }
+        rec.time_limit = new;
+        if rec.start_time > 0 {
+            rec.end_time = rec.start_time + sys::time_t::from(new) * 60;
+        }
+        // SAFETY: slurmctld's last_job_update, written under the job write lock.
+        unsafe { *api.raw().last_job_update = now() };
+        Ok(Some((old, new)))
+    }
+
     /// Sets a job's admin comment (shown by `scontrol show job` and stored in accounting when
     /// the job ends). Needs the job write lock.
     pub fn set_admin_comment(&mut self, job_id: u32, text: &str) -> Result<bool, NotLocked> {

@@ -159,6 +159,17 @@ pub fn run(cfg: &Config, predictor: &Predictor) -> Result<CycleStats, String> {
                 Ok(s) => {
                     stats.jobs_started += 1;
                     slurm_log!(LOG, info, "started JobId={} on {}: {}", s.job_id, s.nodes, record);
+                    // The planner extends the limit of a job it slows (extend_time_limits).
+                    let limit_min = (start.time_limit_s / 60.0).ceil();
+                    if limit_min.is_finite() && limit_min >= 1.0 {
+                        match lock.extend_time_limit(s.job_id, limit_min.min(f64::from(u32::MAX - 1)) as u32) {
+                            Ok(Some((old, new))) => {
+                                slurm_log!(LOG, info, "JobId={}: time limit {old} -> {new} min (predicted slowdown {:.3})", s.job_id, start.predicted_slowdown)
+                            }
+                            Ok(None) => {}
+                            Err(e) => slurm_log!(LOG, error, "JobId={}: time limit not extended: {e}", s.job_id),
+                        }
+                    }
                 }
                 Err(e @ (StartError::NotPending | StartError::AccountingPolicy)) => {
                     stats.start_failures += 1;

@@ -702,9 +702,15 @@ impl LocalCluster {
             let out = util::output_of(self.command("sinfo").args(["-h", "-N", "-o", "%N %t"]))?;
             if out.status.success() {
                 last = String::from_utf8_lossy(&out.stdout).into_owned();
+                // One line per node and partition: a node in two partitions counts once.
                 let states: Vec<&str> = last
                     .lines()
-                    .filter_map(|l| l.split_whitespace().nth(1))
+                    .filter_map(|l| {
+                        let mut f = l.split_whitespace();
+                        Some((f.next()?, f.next()?))
+                    })
+                    .collect::<std::collections::BTreeMap<&str, &str>>()
+                    .into_values()
                     .collect();
                 if states.len() == self.cfg.nodes as usize && states.iter().all(|s| want.accepts(s))
                 {

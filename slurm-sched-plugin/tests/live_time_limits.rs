@@ -1,0 +1,135 @@
+//! A job sched/energy slows with a lower GPU clock gets its time limit extended by the slowdown
+//! it may suffer, within the partition's `MaxTime`, so that it is never killed for a choice it
+//! did not make; a job run at the default clock keeps its limit. Live: 1 node x 4 fake GPUs,
+//! `sched/energy` with the measured data (so that clocks are chosen per job) and
+//! `spank_energy.so` for the hints.
+//!
+//! 1. `--energy-policy=efficiency --energy-max-slowdown=1.5 -t 4`: the record shows `slow>1`,
+//!    `scontrol show job` shows a limit of 6 min (4 x 1.5), and slurmctld logs the change.
+//! 2. `--energy-policy=performance -t 4`: 4 min, no log line.
+//! 3. The same efficiency job in a partition with `MaxTime=5`: 5 min, not 6.
+//!
+//! Skipped (with a printed reason) when not root, Slurm is missing, `libspank_energy.so` is not
+//! built, or the measured data is not found.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use slurm_testcluster::{ClusterConfig, LocalCluster, skip_reason};
+
+mod common;
+use common::plugin_dir;
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+fn spank_plugin() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let deps = exe.parent()?;
+    let candidates = [deps.join("libspank_energy.so"), deps.parent()?.join("libspank_energy.so")];
+    candidates
+        .into_iter()
+        .filter(|p| p.is_file())
+        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+}
+
+fn data_dir() -> Option<PathBuf> {
+    let dir = model::data::default_data_dir();
+    dir.join("zeus").is_dir().then_some(dir)
+}
+
+/// `Key=value` of `scontrol show job`.
+fn job_field(cluster: &LocalCluster, job: u32, key: &str) -> String {
+    let out = cluster.command("scontrol").args(["show", "job", &job.to_string()]).output().expect("run scontrol");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let want = format!("{key}=");
+    // AdminComment holds blanks: take it to the end of its line.
+    if key == "AdminComment" {
+        return text.lines().find_map(|l| l.trim().strip_prefix(&want)).unwrap_or("").to_string();
+    }
+    text.split_whitespace().find_map(|w| w.strip_prefix(&want)).unwrap_or("").to_string()
+}
+
+fn wait_running(cluster: &LocalCluster, job: u32) {
+    let deadline = Instant::now() + TIMEOUT;
+    while job_field(cluster, job, "JobState") != "RUNNING" {
+        assert!(Instant::now() < deadline, "job {job} not running after {TIMEOUT:?}:\n{}", cluster.slurmctld_log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `slow=` of a decision record.
+fn recorded_slowdown(record: &str) -> f64 {
+    record.split_whitespace().find_map(|kv| kv.strip_prefix("slow=")).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)
+}
+
+#[test]
+fn slowed_jobs_get_longer_time_limits_within_the_partition() {
+    if let Some(why) = skip_reason() {
+        println!("SKIPPED: slowed_jobs_get_longer_time_limits_within_the_partition: {why}");
+        return;
+    }
+    let Some(spank) = spank_plugin() else {
+        println!("SKIPPED: time limits: libspank_energy.so not built (run `cargo test -p spank-energy -p slurm-sched-plugin`)");
+        return;
+    };
+    let Some(data) = data_dir() else {
+        println!("SKIPPED: time limits: measured data not found (set SLURM_ENERGY_DATA)");
+        return;
+    };
+    let t0 = Instant::now();
+    let plugins = plugin_dir();
+    // The fake GPUs are untyped (`gpu`): predict them as the measured V100s.
+    let toml = format!("[sched]\ninterval_s = 1\ndata_dir = \"{}\"\n\n[gpu_types.gpu]\nmodel = \"v100\"\n", data.display());
+    let cluster = LocalCluster::start(ClusterConfig {
+        nodes: 1,
+        gpus_per_node: 4,
+        plugin_dir: Some(plugins.path().to_path_buf()),
+        sched_type: "sched/energy".into(),
+        scheduler_parameters: Some("sched_interval=-1".into()),
+        extra_files: vec![("energy.toml".into(), toml), ("plugstack.conf".into(), format!("required {}\n", spank.display()))],
+        extra_slurm_conf: vec!["PartitionName=short Nodes=ALL MaxTime=5 State=UP".into()],
+        with_accounting: false,
+        ..ClusterConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+    let script = "#!/bin/sh\nsleep 60\n";
+
+    // 1. Slowed: the limit grows by the bound the user allowed.
+    let eff = cluster
+        .sbatch(&["--gres=gpu:1", "-t", "4", "--energy-policy=efficiency", "--energy-max-slowdown=1.5"], script)
+        .expect("sbatch efficiency");
+    wait_running(&cluster, eff);
+    let record = job_field(&cluster, eff, "AdminComment");
+    let slow = recorded_slowdown(&record);
+    println!("efficiency job {eff}: {record}; TimeLimit={}", job_field(&cluster, eff, "TimeLimit"));
+    assert!(slow > 1.0 && slow <= 1.5, "the efficiency job was not slowed within its bound: {record}");
+    assert_eq!(job_field(&cluster, eff, "TimeLimit"), "00:06:00", "job {eff}: {record}");
+    assert!(
+        cluster.slurmctld_log().contains(&format!("sched/energy: JobId={eff}: time limit 4 -> 6 min")),
+        "no time limit line for job {eff}:\n{}",
+        cluster.slurmctld_log()
+    );
+
+    // 2. Not slowed: the user's limit stands.
+    let perf = cluster.sbatch(&["--gres=gpu:1", "-t", "4", "--energy-policy=performance"], script).expect("sbatch performance");
+    wait_running(&cluster, perf);
+    let record = job_field(&cluster, perf, "AdminComment");
+    assert!(record.contains(" slow=1.000 "), "{record}");
+    assert_eq!(job_field(&cluster, perf, "TimeLimit"), "00:04:00", "job {perf}: {record}");
+    assert!(!cluster.slurmctld_log().contains(&format!("JobId={perf}: time limit")), "{}", cluster.slurmctld_log());
+
+    // 3. The partition's MaxTime caps the extension.
+    let capped = cluster
+        .sbatch(&["-p", "short", "--gres=gpu:1", "-t", "4", "--energy-policy=efficiency", "--energy-max-slowdown=1.5"], script)
+        .expect("sbatch capped");
+    wait_running(&cluster, capped);
+    let record = job_field(&cluster, capped, "AdminComment");
+    assert!(recorded_slowdown(&record) > 1.0, "{record}");
+    assert_eq!(job_field(&cluster, capped, "TimeLimit"), "00:05:00", "job {capped}: {record}");
+
+    for job in [eff, perf, capped] {
+        let _ = cluster.command("scancel").arg(job.to_string()).status();
+    }
+    cluster.stop().expect("stop the cluster");
+    println!("time limits: test {:.1} s", t0.elapsed().as_secs_f64());
+}
