@@ -51,6 +51,18 @@ impl Logger {
         Logger { prefix, debug: AtomicBool::new(false) }
     }
 
+    /// Runs a plugin entry point's body so that no panic reaches the daemon: a panic becomes an
+    /// error line (`<prefix>: <entry>: internal error (panic: ...); ignored`) and `on_panic`.
+    pub fn guarded<T>(&self, entry: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+            Ok(v) => v,
+            Err(panic) => {
+                self.error(&format!("{entry}: internal error (panic: {}); ignored", panic_text(&*panic)));
+                on_panic
+            }
+        }
+    }
+
     /// Log debug lines at info level (the plugin's debug switch).
     pub fn set_debug(&self, on: bool) {
         self.debug.store(on, Ordering::Relaxed);
@@ -115,4 +127,13 @@ macro_rules! slurm_log {
     ($logger:expr, debug, $($arg:tt)*) => {
         if $logger.enabled($crate::log::Level::Debug) { $logger.debug(&format!($($arg)*)) }
     };
+}
+
+/// The message of a caught panic (`&str` or `String` payload), for a log line.
+pub fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown payload".to_string())
 }

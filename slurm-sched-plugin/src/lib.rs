@@ -57,32 +57,11 @@ pub static plugin_version: u32 = slurm_bindings::SLURM_VERSION_NUMBER;
 const SLURM_SUCCESS: c_int = 0;
 const SLURM_ERROR: c_int = -1;
 
-/// Runs an entry point's body; a panic becomes a log line and `on_panic`.
-fn guarded<T>(entry: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(v) => v,
-        Err(panic) => {
-            LOG.error(&format!("{entry}: internal error (panic: {}); ignored", panic_text(&*panic)));
-            on_panic
-        }
-    }
-}
-
-fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        s.to_string()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "unknown payload".to_string()
-    }
-}
-
 /// Called by slurmctld when it loads the plugin (from `read_slurm_conf`, with the configuration
 /// write lock held). Non-zero makes slurmctld fail to start.
 #[unsafe(no_mangle)]
 pub extern "C" fn init() -> c_int {
-    guarded("init", SLURM_ERROR, || match start() {
+    LOG.guarded("init", SLURM_ERROR, || match start() {
         Ok(()) => SLURM_SUCCESS,
         Err(e) => {
             LOG.error(&e);
@@ -94,14 +73,14 @@ pub extern "C" fn init() -> c_int {
 /// Called when slurmctld unloads the plugin (shutdown, or a SchedulerType change).
 #[unsafe(no_mangle)]
 pub extern "C" fn fini() {
-    guarded("fini", (), stop)
+    LOG.guarded("fini", (), stop)
 }
 
 /// `scontrol reconfigure` and friends. slurmctld may hold its configuration write lock here:
 /// take no lock, only ask the thread to re-read the configuration.
 #[unsafe(no_mangle)]
 pub extern "C" fn sched_p_reconfig() -> c_int {
-    guarded("sched_p_reconfig", SLURM_SUCCESS, || {
+    LOG.guarded("sched_p_reconfig", SLURM_SUCCESS, || {
         if let Ok(state) = STATE.lock() {
             if let Some(running) = state.as_ref() {
                 running.shared.reconfig.store(true, Ordering::SeqCst);
@@ -224,7 +203,7 @@ fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut pre
             return;
         }
         if shared.reconfig.swap(false, Ordering::SeqCst) {
-            guarded("reconfigure", (), || reload(&path, &mut cfg, &mut predictor));
+            LOG.guarded("reconfigure", (), || reload(&path, &mut cfg, &mut predictor));
             continue;
         }
         cycle_no += 1;
@@ -241,7 +220,7 @@ fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut pre
             }
             Ok(Err(e)) => LOG.error(&format!("cycle skipped: {e} (cycle {cycle_no})")),
             Err(panic) => {
-                LOG.error(&format!("cycle skipped: internal error (panic: {}) (cycle {cycle_no})", panic_text(&*panic)))
+                LOG.error(&format!("cycle skipped: internal error (panic: {}) (cycle {cycle_no})", slurm_bindings::log::panic_text(&*panic)))
             }
         }
     }

@@ -16,7 +16,6 @@
 //! can tell from slurm.conf which one runs. Every entry point catches panics.
 
 use std::ffi::{c_int, c_void};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, MutexGuard};
 
 use gpu_control::GpuControl;
@@ -73,31 +72,13 @@ fn state() -> MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown".to_string())
-}
-
-fn guarded<T>(entry: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(v) => v,
-        Err(panic) => {
-            LOG.error(&format!("{entry}: internal error (panic: {}); ignored", panic_text(&*panic)));
-            on_panic
-        }
-    }
-}
-
 fn daemon() -> Daemon {
     node_api::node_api().map_or(Daemon::Other, |a| a.daemon())
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn init() -> c_int {
-    guarded("init", SLURM_ERROR, || {
+    LOG.guarded("init", SLURM_ERROR, || {
         if let Err(e) = node_api::node_api() {
             LOG.error(&format!("cannot load: {e}"));
             return SLURM_ERROR;
@@ -123,7 +104,7 @@ pub extern "C" fn init() -> c_int {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn fini() -> c_int {
-    guarded("fini", SLURM_SUCCESS, || {
+    LOG.guarded("fini", SLURM_SUCCESS, || {
         let mut st = state();
         st.meter = None;
         drop(st);
@@ -193,7 +174,7 @@ fn write_fields(out: &mut sys::acct_gather_energy_t, f: &EnergyFields) {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn acct_gather_energy_p_update_node_energy() -> c_int {
-    guarded("acct_gather_energy_p_update_node_energy", SLURM_SUCCESS, || {
+    LOG.guarded("acct_gather_energy_p_update_node_energy", SLURM_SUCCESS, || {
         let mut st = state();
         poll(&mut st);
         SLURM_SUCCESS
@@ -204,7 +185,7 @@ pub extern "C" fn acct_gather_energy_p_update_node_energy() -> c_int {
 /// Called by Slurm: `data` is NULL or points to what `data_type` says (acct_gather_energy_t, time_t, uint16_t).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn acct_gather_energy_p_get_data(data_type: sys::acct_energy_type, data: *mut c_void) -> c_int {
-    guarded("acct_gather_energy_p_get_data", SLURM_ERROR, || {
+    LOG.guarded("acct_gather_energy_p_get_data", SLURM_ERROR, || {
         if data.is_null() {
             return SLURM_ERROR;
         }
@@ -289,7 +270,7 @@ fn start_step(st: &mut State, step: *const c_void) {
 /// Called by Slurm: for `ENERGY_DATA_STEP_PTR`, `data` is slurmstepd's step record, alive for the step.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn acct_gather_energy_p_set_data(data_type: sys::acct_energy_type, data: *mut c_void) -> c_int {
-    guarded("acct_gather_energy_p_set_data", SLURM_ERROR, || {
+    LOG.guarded("acct_gather_energy_p_set_data", SLURM_ERROR, || {
         let mut st = state();
         match data_type {
             sys::ENERGY_DATA_STEP_PTR => {
@@ -311,12 +292,12 @@ pub unsafe extern "C" fn acct_gather_energy_p_set_data(data_type: sys::acct_ener
 /// No options of our own in acct_gather.conf.
 #[unsafe(no_mangle)]
 pub extern "C" fn acct_gather_energy_p_conf_options(_full_options: *mut *mut c_void, _full_options_cnt: *mut c_int) {
-    guarded("acct_gather_energy_p_conf_options", (), || ())
+    LOG.guarded("acct_gather_energy_p_conf_options", (), || ())
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn acct_gather_energy_p_conf_set(_context_id: c_int, _tbl: *mut c_void) {
-    guarded("acct_gather_energy_p_conf_set", (), || {
+    LOG.guarded("acct_gather_energy_p_conf_set", (), || {
         let mut st = state();
         ensure_node_meter(&mut st);
     })
@@ -324,7 +305,7 @@ pub extern "C" fn acct_gather_energy_p_conf_set(_context_id: c_int, _tbl: *mut c
 
 #[unsafe(no_mangle)]
 pub extern "C" fn acct_gather_energy_p_conf_values(_data: *mut sys::List) {
-    guarded("acct_gather_energy_p_conf_values", (), || ())
+    LOG.guarded("acct_gather_energy_p_conf_values", (), || ())
 }
 
 #[cfg(test)]

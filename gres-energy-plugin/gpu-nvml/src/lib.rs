@@ -11,7 +11,6 @@
 //! between Slurm's records and those types. Every entry point catches panics.
 
 use std::ffi::{CStr, c_char, c_int, c_uint};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -59,25 +58,6 @@ fn state() -> MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown".to_string())
-}
-
-/// Runs an entry point; a panic becomes an error line and `on_panic`.
-fn guarded<T>(entry: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(v) => v,
-        Err(panic) => {
-            LOG.error(&format!("{entry}: internal error (panic: {}); ignored", panic_text(&*panic)));
-            on_panic
-        }
-    }
-}
-
 fn api() -> Option<&'static NodeApi> {
     node_api::node_api().ok()
 }
@@ -121,7 +101,7 @@ fn devmap<'a>(st: &'a mut State, ctrl: &dyn GpuControl, ctx: &str) -> Option<&'a
 
 #[unsafe(no_mangle)]
 pub extern "C" fn init() -> c_int {
-    guarded("init", SLURM_ERROR, || {
+    LOG.guarded("init", SLURM_ERROR, || {
         if let Err(e) = node_api::node_api() {
             LOG.error(&format!("cannot load: {e}"));
             return SLURM_ERROR;
@@ -139,7 +119,7 @@ pub extern "C" fn init() -> c_int {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn fini() -> c_int {
-    guarded("fini", SLURM_SUCCESS, || {
+    LOG.guarded("fini", SLURM_SUCCESS, || {
         let mut st = state();
         if let Some(step) = st.step.take() {
             // step_hardware_fini was not called: give the clocks back anyway.
@@ -157,7 +137,7 @@ pub extern "C" fn fini() -> c_int {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn gpu_p_reconfig() -> c_int {
-    guarded("gpu_p_reconfig", SLURM_SUCCESS, || SLURM_SUCCESS)
+    LOG.guarded("gpu_p_reconfig", SLURM_SUCCESS, || SLURM_SUCCESS)
 }
 
 /// Converts the machine CPU ids of one GPU to Slurm's abstract core range with the daemon's
@@ -201,7 +181,7 @@ fn abstract_cpus(node_config: &sys::node_config_load_t, gpu: &GpuInfo, ctx: &str
 /// Called by Slurm: `node_config` is NULL or slurmd's node configuration record for the call.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpu_p_get_system_gpu_list(node_config: *mut sys::node_config_load_t) -> sys::List {
-    guarded("gpu_p_get_system_gpu_list", std::ptr::null_mut(), || {
+    LOG.guarded("gpu_p_get_system_gpu_list", std::ptr::null_mut(), || {
         let Some(api) = api() else { return std::ptr::null_mut() };
         let ctx = context();
         let mut st = state();
@@ -271,7 +251,7 @@ fn step_key(api: &NodeApi) -> Option<StepKey> {
 /// Called by Slurm: `usable_gpus` is NULL or a Slurm bitmap and `tres_freq` NULL or a C string, both alive for the call.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpu_p_step_hardware_init(usable_gpus: *mut sys::bitstr_t, tres_freq: *mut c_char) {
-    guarded("gpu_p_step_hardware_init", (), || {
+    LOG.guarded("gpu_p_step_hardware_init", (), || {
         let Some(api) = api() else { return };
         if usable_gpus.is_null() || tres_freq.is_null() {
             return;
@@ -310,7 +290,7 @@ pub unsafe extern "C" fn gpu_p_step_hardware_init(usable_gpus: *mut sys::bitstr_
 
 #[unsafe(no_mangle)]
 pub extern "C" fn gpu_p_step_hardware_fini() {
-    guarded("gpu_p_step_hardware_fini", (), || {
+    LOG.guarded("gpu_p_step_hardware_fini", (), || {
         let mut st = state();
         let Some(step) = st.step.take() else { return };
         let ctx = context();
@@ -325,7 +305,7 @@ pub extern "C" fn gpu_p_step_hardware_fini() {
 /// Called by Slurm: `cpu_range` is NULL or a C string.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpu_p_test_cpu_conv(cpu_range: *mut c_char) -> *mut c_char {
-    guarded("gpu_p_test_cpu_conv", std::ptr::null_mut(), || {
+    LOG.guarded("gpu_p_test_cpu_conv", std::ptr::null_mut(), || {
         let Some(api) = api() else { return std::ptr::null_mut() };
         let text = if cpu_range.is_null() {
             String::new()
@@ -362,7 +342,7 @@ fn test_mask_cpus(keyword: &str) -> Option<Vec<u32>> {
 /// Called by Slurm: `gpu` is NULL or Slurm's record for GPU `dv_ind`, not used elsewhere during the call.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpu_p_energy_read(dv_ind: u32, gpu: *mut sys::gpu_status_t) -> c_int {
-    guarded("gpu_p_energy_read", SLURM_ERROR, || {
+    LOG.guarded("gpu_p_energy_read", SLURM_ERROR, || {
         // SAFETY: Slurm passes its record for GPU `dv_ind` (or NULL).
         let Some(gpu) = (unsafe { gpu.as_mut() }) else { return SLURM_ERROR };
         let ctx = context();
@@ -415,7 +395,7 @@ pub unsafe extern "C" fn gpu_p_energy_read(dv_ind: u32, gpu: *mut sys::gpu_statu
 /// Called by Slurm: `device_count` is NULL or points to Slurm's counter.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpu_p_get_device_count(device_count: *mut c_uint) {
-    guarded("gpu_p_get_device_count", (), || {
+    LOG.guarded("gpu_p_get_device_count", (), || {
         // SAFETY: Slurm passes a pointer to its counter (or NULL).
         let Some(out) = (unsafe { device_count.as_mut() }) else { return };
         let ctx = context();
