@@ -776,6 +776,7 @@ impl LocalCluster {
             }
         }
         self.daemons.clear();
+        self.kill_orphaned_job_scripts();
         if let Some(dir) = self.dir.take() {
             if std::env::var(KEEP_ENV).is_ok_and(|v| v == "1") {
                 eprintln!("slurm-testcluster: kept {}", dir.keep().display());
@@ -790,6 +791,23 @@ impl LocalCluster {
                 reason: problems.join("; "),
                 base_dir: self.layout.base.clone(),
             })
+        }
+    }
+
+    /// A job whose slurmstepd was killed (tests do that on purpose) leaves its tasks running with
+    /// no one to end them, and `scancel` cannot reach them: once the daemons are down, kill what
+    /// still runs of this cluster's jobs, with its process group when it leads one (slurmstepd
+    /// makes each task a group leader). Only processes of this cluster match.
+    fn kill_orphaned_job_scripts(&self) {
+        // SAFETY: getpgrp(2) cannot fail.
+        let own_pgid = unsafe { libc::getpgrp() } as u32;
+        for (pid, pgid) in util::job_processes(&self.layout.spool, &self.layout.slurm_conf()) {
+            let target = if pgid == pid && pgid != own_pgid { -(pid as i32) } else { pid as i32 };
+            eprintln!("slurm-testcluster: killing job process {pid} left behind (process group {pgid})");
+            // SAFETY: kill(2) of a job process of this cluster (its command line names our spool
+            // dir, or its environment our slurm.conf) or of the group it leads; no memory is
+            // touched.
+            unsafe { libc::kill(target, libc::SIGKILL) };
         }
     }
 

@@ -205,3 +205,37 @@ pub(crate) fn set_mode(path: &Path, mode: u32) -> Result<(), ClusterError> {
 pub fn pid_exists(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
+
+/// Processes of a cluster's jobs: a command line naming a path under `spool` (batch scripts,
+/// `/bin/sh <base>/spool/<node>/jobNNNNN/slurm_script`) or an environment with
+/// `SLURM_CONF=<conf>` (every task: the job's environment comes from the submitting command,
+/// which the harness runs with that variable). Returns (pid, process group id), never this
+/// process.
+pub fn job_processes(spool: &Path, conf: &Path) -> Vec<(u32, u32)> {
+    let spool = spool.display().to_string();
+    let conf_var = format!("SLURM_CONF={}", conf.display());
+    let me = std::process::id();
+    let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            if pid == me {
+                return None;
+            }
+            let cmdline = fs::read(e.path().join("cmdline")).ok()?;
+            let ours = String::from_utf8_lossy(&cmdline).replace('\0', " ").contains(&spool)
+                || fs::read(e.path().join("environ"))
+                    .ok()
+                    .is_some_and(|env| env.split(|b| *b == 0).any(|v| v == conf_var.as_bytes()));
+            if !ours {
+                return None;
+            }
+            // /proc/<pid>/stat: "pid (comm) state ppid pgrp ..."; comm may hold blanks.
+            let stat = fs::read_to_string(e.path().join("stat")).ok()?;
+            let after_comm = &stat[stat.rfind(')')? + 1..];
+            let pgid: u32 = after_comm.split_whitespace().nth(2)?.parse().ok()?;
+            Some((pid, pgid))
+        })
+        .collect()
+}
