@@ -431,7 +431,7 @@ impl<'a> Cycle<'a> {
             let e = p.time_ratio * p.power_w;
             if e < best_energy - 1e-9 {
                 best_energy = e;
-                let clock = step_clock_mhz(gt, &s);
+                let clock = step_clock_mhz(gt, s);
                 best = (step, clock, s.power_limit_w, p.time_ratio, p.power_w);
             }
         }
