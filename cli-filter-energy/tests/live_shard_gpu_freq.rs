@@ -25,21 +25,6 @@ const JOB_TIMEOUT: Duration = Duration::from_secs(40);
 const CLOCK_TIMEOUT: Duration = Duration::from_secs(30);
 const INFO: &str = "cli_filter/energy: --gpu-freq=1200 with gres/shard: applied by spank_energy's clock arbiter (as --energy-gpu-freq)";
 
-/// A cdylib built in this workspace: next to the test binary (deps/) or one level up.
-fn built(file: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let deps = exe.parent().expect("deps dir");
-    let candidates = [
-        deps.join(file),
-        deps.parent().expect("target dir").join(file),
-    ];
-    candidates
-        .iter()
-        .find(|p| p.exists())
-        .cloned()
-        .unwrap_or_else(|| panic!("{file} not found in {candidates:?}"))
-}
-
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
@@ -166,7 +151,7 @@ fn gpu_freq_with_shards_goes_to_the_clock_arbiter() {
     std::fs::create_dir_all(&lib_dir).expect("lib dir");
     std::fs::create_dir_all(&plugin_dir).expect("plugin dir");
     std::fs::copy(
-        built("libcli_filter_energy.so"),
+        slurm_testcluster::require_built("libcli_filter_energy.so"),
         plugin_dir.join("cli_filter_energy.so"),
     )
     .expect("install cli_filter_energy.so");
@@ -197,7 +182,7 @@ fn gpu_freq_with_shards_goes_to_the_clock_arbiter() {
 
     let mut plugstack = format!(
         "required {} clock_ledger={} nvml={}",
-        built("libspank_energy.so").display(),
+        slurm_testcluster::require_built("libspank_energy.so").display(),
         dir.join("ledger").display(),
         nvml_lib.display()
     );

@@ -18,24 +18,12 @@ use std::time::{Duration, Instant};
 
 use fake_nvml::{FailRule, FakeNvml};
 use gpu_control::gpu_freq::{FreqValue, resolve_freq_mhz};
-use slurm_testcluster::{ClusterConfig, LocalCluster, skip_reason};
+use slurm_testcluster::{ClusterConfig, LocalCluster, require_built, skip_reason};
 
 const GPUS: u32 = 4;
 /// Per-GPU utilisation (%): every GPU draws a different power.
 const UTIL_PCT: [u32; GPUS as usize] = [100, 50, 30, 70];
 
-/// A cdylib cargo built for this test run (`target/<profile>/deps/` or `target/<profile>/`).
-fn built(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let deps = exe.parent().expect("deps dir");
-    let candidates = [deps.join(name), deps.parent().expect("target dir").join(name)];
-    candidates
-        .iter()
-        .filter(|p| p.is_file())
-        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
-        .cloned()
-        .unwrap_or_else(|| panic!("{name} not found in {candidates:?}: build the workspace first"))
-}
 
 fn mknod_gpus(dir: &Path) {
     std::fs::create_dir_all(dir).expect("dev dir");
@@ -83,11 +71,11 @@ fn start(extra_slurm_conf: &[&str]) -> Setup {
     let work = tempfile::Builder::new().prefix("gres-energy-").tempdir().expect("temp dir");
     let plugins = work.path().join("plugins");
     std::fs::create_dir_all(&plugins).unwrap();
-    std::fs::copy(built("libgpu_nvml.so"), plugins.join("gpu_nvml.so")).expect("copy gpu_nvml.so");
-    std::fs::copy(built("libacct_gather_energy_nvml.so"), plugins.join("acct_gather_energy_nvml.so"))
+    std::fs::copy(require_built("libgpu_nvml.so"), plugins.join("gpu_nvml.so")).expect("copy gpu_nvml.so");
+    std::fs::copy(require_built("libacct_gather_energy_nvml.so"), plugins.join("acct_gather_energy_nvml.so"))
         .expect("copy acct_gather_energy_nvml.so");
     let nvml_dir = work.path().join("nvml");
-    fake_nvml::install_library(&built(fake_nvml::BUILT_LIBRARY_NAME), &nvml_dir).expect("install the fake NVML");
+    fake_nvml::install_library(&require_built(fake_nvml::BUILT_LIBRARY_NAME), &nvml_dir).expect("install the fake NVML");
     // 4 V100s near the machine's real CPUs (2 here), so slurmd can map their affinity.
     std::fs::write(nvml_dir.join("fake-nvml.conf"), format!("gpu_count = {GPUS}\ncpu_count = 2\nnuma_nodes = 2\n")).unwrap();
     let dev = work.path().join("dev");

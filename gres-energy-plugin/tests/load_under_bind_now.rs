@@ -3,19 +3,9 @@
 //! which kills slurmctld), and export every symbol Slurm's loaders resolve.
 
 use std::ffi::CString;
-use std::path::PathBuf;
-
-fn built(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let deps = exe.parent().expect("deps dir");
-    [deps.join(name), deps.parent().expect("target dir").join(name)]
-        .into_iter()
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{name} not built"))
-}
 
 fn check(lib: &str, symbols: &[&str]) {
-    let path = CString::new(built(lib).display().to_string()).unwrap();
+    let path = CString::new(slurm_testcluster::require_built(lib).display().to_string()).unwrap();
     // SAFETY: dlopen/dlsym/dlerror with valid C strings; the library's constructors are Rust's
     // own (no Slurm code runs), and the handle is closed after the look-ups.
     unsafe {

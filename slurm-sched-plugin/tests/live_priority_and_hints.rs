@@ -11,13 +11,13 @@
 //!
 //! Skipped (with a printed reason) only when not root or when Slurm is not installed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use slurm_testcluster::{ClusterConfig, LocalCluster, skip_reason};
 
 mod common;
-use common::plugin_dir;
+use common::{plugin_dir, spank_plugin};
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -30,18 +30,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 /// `[sched] interval_s` of the energy.toml used here.
 const INTERVAL_S: i64 = 1;
-
-/// `libspank_energy.so` as cargo built it (`cargo test -p spank-energy` or a workspace build), if
-/// it is there.
-fn spank_plugin() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let deps = exe.parent()?;
-    let candidates = [deps.join("libspank_energy.so"), deps.parent()?.join("libspank_energy.so")];
-    candidates
-        .into_iter()
-        .filter(|p| p.is_file())
-        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
-}
 
 fn energy_config(plugins: &Path, energy_toml: &str, mut extra: Vec<(String, String)>) -> ClusterConfig {
     extra.push(("energy.toml".into(), energy_toml.into()));

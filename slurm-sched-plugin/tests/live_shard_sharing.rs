@@ -15,31 +15,14 @@
 //! Skipped (with a printed reason) when not root, Slurm is missing, `libspank_energy.so` is not
 //! built, or the measured data is not found.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use slurm_testcluster::{ClusterConfig, LocalCluster, skip_reason};
 
 mod common;
-use common::plugin_dir;
+use common::{data_dir, plugin_dir, spank_plugin};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
-
-fn spank_plugin() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let deps = exe.parent()?;
-    let candidates = [deps.join("libspank_energy.so"), deps.parent()?.join("libspank_energy.so")];
-    candidates
-        .into_iter()
-        .filter(|p| p.is_file())
-        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
-}
-
-/// The measured data (`$SLURM_ENERGY_DATA`, else `shared/data` next to the checkout), if there.
-fn data_dir() -> Option<PathBuf> {
-    let dir = model::data::default_data_dir();
-    dir.join("gavel").is_dir().then_some(dir)
-}
 
 /// `squeue` field (`%T`, `%N`, `%R`) of a job, empty once it left the queue.
 fn squeue(cluster: &LocalCluster, job: u32, format: &str) -> String {

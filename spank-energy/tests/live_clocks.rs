@@ -31,13 +31,6 @@ use spank_energy::clocks::{self, ClockArgs, PolicyModel};
 const JOB_TIMEOUT: Duration = Duration::from_secs(120);
 const CLOCK_TIMEOUT: Duration = Duration::from_secs(60);
 
-fn plugin_path() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let deps = exe.parent().expect("deps dir");
-    let candidates = [deps.join("libspank_energy.so"), deps.parent().expect("target dir").join("libspank_energy.so")];
-    candidates.iter().find(|p| p.exists()).cloned().unwrap_or_else(|| panic!("libspank_energy.so not found in {candidates:?}"))
-}
-
 fn skip(test: &str) -> Option<String> {
     if let Some(why) = skip_reason() {
         return Some(format!("SKIPPED: {test}: {why}"));
@@ -83,7 +76,7 @@ impl Rig {
     fn start(&mut self, gpus: u32, shards_per_gpu: u32) {
         let plugstack = format!(
             "required {} clock_ledger={} nvml={} data_dir={}\n",
-            plugin_path().display(),
+            slurm_testcluster::require_built("libspank_energy.so").display(),
             self.ledger.display(),
             self.lib.display(),
             model::data::default_data_dir().display()

@@ -4,20 +4,10 @@
 //!
 //! Skipped (with a printed reason) only when not root or when Slurm is not installed.
 
-use std::path::PathBuf;
 use std::process::Output;
 use std::time::Duration;
 
 use slurm_testcluster::{ClusterConfig, LocalCluster, skip_reason};
-
-/// The plugin cargo built for this test run: `target/<profile>/deps/libspank_energy.so` under
-/// `cargo test`, or `target/<profile>/libspank_energy.so` after `cargo build`.
-fn plugin_path() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let deps = exe.parent().expect("deps dir");
-    let candidates = [deps.join("libspank_energy.so"), deps.parent().expect("target dir").join("libspank_energy.so")];
-    candidates.iter().find(|p| p.exists()).cloned().unwrap_or_else(|| panic!("libspank_energy.so not found in {candidates:?}"))
-}
 
 fn text(out: &Output) -> (String, String) {
     (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
@@ -29,7 +19,7 @@ fn spank_energy_options_in_sbatch() {
         println!("SKIPPED: spank_energy_options_in_sbatch: {why}");
         return;
     }
-    let plugstack = format!("required {} max_defer=2h max_slowdown=2.5\n", plugin_path().display());
+    let plugstack = format!("required {} max_defer=2h max_slowdown=2.5\n", slurm_testcluster::require_built("libspank_energy.so").display());
     let cluster = LocalCluster::start(ClusterConfig {
         nodes: 1,
         gpus_per_node: 0,

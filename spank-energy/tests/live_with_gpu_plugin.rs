@@ -12,7 +12,7 @@
 //! when `libgpu_nvml.so` was not built in this target directory (`cargo test --workspace` builds
 //! it for `gres-energy-plugin`'s tests; `cargo test -p spank-energy` alone does not).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use fake_nvml::FakeNvml;
@@ -24,15 +24,6 @@ use spank_energy::clocks::{self, ClockArgs, PolicyModel};
 
 const GPUS: u32 = 2;
 const TIMEOUT: Duration = Duration::from_secs(60);
-
-fn built(name: &str) -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let deps = exe.parent()?;
-    [deps.join(name), deps.parent()?.join(name)]
-        .into_iter()
-        .filter(|p| p.is_file())
-        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
-}
 
 fn mknod_gpus(dir: &Path) {
     std::fs::create_dir_all(dir).expect("dev dir");
@@ -72,12 +63,12 @@ fn explicit_srun_gpu_freq_through_gpu_nvml_beats_the_policy() {
         println!("SKIPPED: {NAME}: no model data at {}", data.display());
         return;
     }
-    let Some(gpu_plugin) = built("libgpu_nvml.so") else {
+    let Some(gpu_plugin) = slurm_testcluster::built_artifact("libgpu_nvml.so") else {
         println!("SKIPPED: {NAME}: libgpu_nvml.so not built here (run the workspace's tests)");
         return;
     };
-    let spank = built("libspank_energy.so").expect("libspank_energy.so");
-    let fake_lib = built(fake_nvml::BUILT_LIBRARY_NAME).expect("libfake_nvml.so");
+    let spank = slurm_testcluster::require_built("libspank_energy.so");
+    let fake_lib = slurm_testcluster::require_built(fake_nvml::BUILT_LIBRARY_NAME);
 
     let work = std::env::temp_dir().join("spank-energy-clocks").join(format!("{}-gpu-plugin", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);

@@ -57,6 +57,24 @@ pub fn skip_reason() -> Option<String> {
     None
 }
 
+/// A file cargo built for this test run (a plugin's `lib<name>.so`, a binary): looked up in the
+/// test binary's own `target/<profile>/deps/` and in `target/<profile>/`, the newer one if both
+/// exist. `None` when cargo did not build it (e.g. another package's cdylib under `cargo test
+/// -p`).
+pub fn built_artifact(name: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let deps = exe.parent()?;
+    [deps.join(name), deps.parent()?.join(name)]
+        .into_iter()
+        .filter(|p| p.is_file())
+        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+}
+
+/// [`built_artifact`], for tests that cannot run without it.
+pub fn require_built(name: &str) -> PathBuf {
+    built_artifact(name).unwrap_or_else(|| panic!("{name} was not built: run `cargo test --workspace` (or build its package first)"))
+}
+
 /// A running local cluster. See the crate documentation.
 pub struct LocalCluster {
     cfg: ClusterConfig,
