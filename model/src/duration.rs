@@ -68,5 +68,15 @@ mod tests {
         assert_eq!(parse_duration_s("-1h"), None);
         assert_eq!(parse_duration_s("1.5h"), None);
         assert_eq!(parse_duration_s("x"), None);
+        assert_eq!(parse_duration_s("30"), Some(1800));
+        assert_eq!(parse_duration_s("0"), Some(0));
+        assert_eq!(parse_duration_s("30m"), Some(1800));
+        assert_eq!(parse_duration_s("2H"), Some(7200));
+        assert_eq!(parse_duration_s("1h30m15s"), Some(5415));
+        assert_eq!(parse_duration_s("12:00:00"), Some(43200));
+        assert_eq!(parse_duration_s(" 2h "), Some(7200));
+        for bad in ["", "h", "1h1h", "1x", "1:60:00", "1:00", "1:00:00:00", "::", "1h 30m", "99999999999999999999999h", "２h"] {
+            assert_eq!(parse_duration_s(bad), None, "{bad:?}");
+        }
     }
 }
