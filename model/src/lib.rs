@@ -15,6 +15,7 @@ pub mod planner;
 pub mod predictor;
 pub mod ranking;
 pub mod sensitivity;
+pub mod shard_placement;
 pub mod state;
 pub mod types;
 pub mod workloads;

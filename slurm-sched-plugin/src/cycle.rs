@@ -113,12 +113,8 @@ pub fn run(cfg: &Config, predictor: &Predictor) -> Result<CycleStats, String> {
     // `--energy-share=deny` shard jobs that stay pending while shard jobs run: they wait for a
     // node without shard jobs (the node filter kept them off the others); say so in their
     // reason and, once per job, in the log.
-    let waiting_deny: Vec<u32> = if built.shards.deny.is_empty() || built.shards.running == 0 {
-        Vec::new()
-    } else {
-        let started: std::collections::HashSet<u32> = outcome.starts().map(|s| s.job.0).collect();
-        built.snapshot.pending.iter().map(|p| p.id.0).filter(|id| built.shards.is_deny(*id) && !started.contains(id)).collect()
-    };
+    let planned_starts: std::collections::HashSet<u32> = outcome.starts().map(|s| s.job.0).collect();
+    let waiting_deny = built.shards.waiting_deny(&built.snapshot.pending, &planned_starts);
 
     let apply_start = Instant::now();
     if !waiting_deny.is_empty() {

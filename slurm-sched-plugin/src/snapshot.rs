@@ -6,14 +6,15 @@
 //! shared, and the reverse), so: a job holding or asking for `gpu` is exclusive whatever its
 //! hints; a job asking for `shard:K` is a one-GPU-per-node job that shares unless it said
 //! `--energy-share=deny`; a running shard job is a tenant of the GPU(s) its shards are on.
-//! [`ShardJobs`] keeps `deny` shard jobs and other shard jobs on different nodes, and `gpu` jobs
-//! off nodes with shard jobs (Slurm, not the plugin, picks the GPU within a node, and 22.05.8's
-//! cons_tres may hand a GPU that holds shards to a `gpu` job: it only counts, not excludes, the
-//! GPUs the other GRES holds when it picks a `gpu` job's bits; shard jobs do avoid `gpu` GPUs).
+//! The snapshot also lists the shard jobs ([`ShardJobs`]); the node rules that keep `deny` shard
+//! jobs alone and `gpu` jobs off nodes with shard jobs are the planner's, in
+//! `model::shard_placement` (22.05.8's cons_tres may hand a GPU that holds shards to a `gpu` job:
+//! it only counts, not excludes, the GPUs the other GRES holds when it picks a `gpu` job's bits).
 
 use std::collections::{BTreeMap, HashSet};
 
-use model::state::NodeView;
+use model::shard_placement::ShardJobs;
+
 use model::types::{GpuType, JobId, Node, NodeAllocation, NodeIdx, PendingJob, PowerState, Request, RunningJob, Snapshot};
 use slurm_bindings::conf::ConfView;
 use slurm_bindings::gres;
@@ -37,44 +38,6 @@ pub struct Built {
     /// Pending jobs left out (heterogeneous, or nothing usable), for the statistics.
     pub skipped: usize,
     pub shards: ShardJobs,
-}
-
-/// The `gres/shard` jobs of a snapshot (running and pending), and which of them deny sharing.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ShardJobs {
-    pub all: HashSet<u32>,
-    pub deny: HashSet<u32>,
-    /// Running shard jobs, for the "waits for a node without shard jobs" reason.
-    pub running: usize,
-}
-
-impl ShardJobs {
-    fn add(&mut self, id: u32, share: bool) {
-        self.all.insert(id);
-        if !share {
-            self.deny.insert(id);
-        }
-    }
-
-    pub fn is_deny(&self, id: u32) -> bool {
-        self.deny.contains(&id)
-    }
-
-    /// The planner's node filter: a `deny` shard job only on a node without other shard jobs
-    /// (running, or started earlier in this plan); any other shard job never on a node with a
-    /// `deny` shard job; a `gpu` job never on a node with shard jobs (Slurm could give it a GPU
-    /// whose shards are in use). Jobs without GPUs are not constrained.
-    pub fn node_allowed(&self, job: &PendingJob, node: &NodeView) -> bool {
-        let id = job.id.0;
-        if !self.all.contains(&id) {
-            return job.request.gpus_per_node == 0 || !node.jobs.iter().any(|j| self.all.contains(&j.0));
-        }
-        if self.deny.contains(&id) {
-            !node.jobs.iter().any(|j| j.0 != id && self.all.contains(&j.0))
-        } else {
-            !node.jobs.iter().any(|j| self.deny.contains(&j.0))
-        }
-    }
 }
 
 pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64) -> Result<Built, NotLocked> {
@@ -248,55 +211,4 @@ fn request_of(job: &JobRef<'_>, mem_consumable: bool, max_cpus: u32, max_gpus: u
         (true, MemoryRequest::PerCpu(mb)) => mb * cpus_per_node as u64,
     };
     (Request { nodes, gpus_per_node, cpus_per_node, mem_mb_per_node }, is_shard)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use model::state::{ClusterView, GpuTenant};
-    use model::types::Hints;
-
-    fn pending(id: u32, gpus: u32) -> PendingJob {
-        PendingJob {
-            id: JobId(id),
-            user: 0,
-            priority: 1,
-            submit_time_s: 0.0,
-            request: Request { nodes: 1, gpus_per_node: gpus, cpus_per_node: 1, mem_mb_per_node: 0 },
-            time_limit_s: 60.0,
-            hints: Hints::default(),
-            cpus_range: None,
-        }
-    }
-
-    /// Node 0 runs shard job 1 (allow), node 1 runs shard job 2 (deny), node 2 runs gpu job 3,
-    /// node 3 is idle.
-    fn view() -> ClusterView {
-        let gt = GpuType { name: "v100".into(), default_clock_mhz: 1312, min_clock_mhz: 135, max_clock_mhz: 1530, idle_power_w: 40.0, max_power_w: 300.0 };
-        let nodes = (0..4)
-            .map(|i| Node { name: format!("n{i}"), gpu_type: 0, gpus: 2, cpus: 8, mem_mb: 0, power: PowerState::On, available: true })
-            .collect();
-        let mut v = ClusterView::new(vec![gt], nodes);
-        for (job, node) in [(1, 0), (2, 1), (3, 2)] {
-            let alloc = NodeAllocation { node: NodeIdx(node), gpu_indices: vec![0], cpus: 1, mem_mb: 0 };
-            let tenant = GpuTenant { job: JobId(job), share_allowed: job == 1, max_slowdown: 1.0, family: None, clock_mhz: 1312, power_w: 100.0 };
-            v.add_job(JobId(job), &[alloc], 1e9, &tenant);
-        }
-        v
-    }
-
-    #[test]
-    fn deny_shard_jobs_and_gpu_jobs_stay_off_nodes_with_shard_jobs() {
-        let mut shards = ShardJobs::default();
-        shards.add(1, true);
-        shards.add(2, false);
-        shards.add(10, true); // pending allow shard job
-        shards.add(11, false); // pending deny shard job
-        let v = view();
-        let allowed = |job: PendingJob| (0..4).filter(|&n| shards.node_allowed(&job, &v.nodes[n])).collect::<Vec<_>>();
-        assert_eq!(allowed(pending(10, 1)), vec![0, 2, 3], "allow shard job: anywhere but next to the deny job");
-        assert_eq!(allowed(pending(11, 1)), vec![2, 3], "deny shard job: only where no shard job runs");
-        assert_eq!(allowed(pending(12, 1)), vec![2, 3], "gpu job: only where no shard job runs");
-        assert_eq!(allowed(pending(13, 0)), vec![0, 1, 2, 3], "CPU-only job: anywhere");
-    }
 }
