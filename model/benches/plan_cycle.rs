@@ -94,11 +94,15 @@ fn snapshot() -> Snapshot {
                 time_limit_s: r.pick(&[3600.0, 4.0 * 3600.0, 24.0 * 3600.0, 72.0 * 3600.0]),
                 hints: hints(&mut r),
                 cpus_range: None,
+                eligible: Vec::new(),
+                placed_by_slurm: false,
             }
         })
         .collect();
     Snapshot {
         now_s: 0.0,
+        node_sets: Vec::new(),
+        reservations: Vec::new(),
         gpu_types: vec![GpuType { name: "v100".into(), default_clock_mhz: 1530, min_clock_mhz: 135, max_clock_mhz: 1530, idle_power_w: 41.0, max_power_w: 250.0 }],
         nodes,
         running,
@@ -142,9 +146,11 @@ fn main() {
     let busy: usize = s.running.iter().map(|r| r.allocations[0].gpu_indices.len()).sum();
     println!("plan_cycle: {} nodes x 8 GPUs, {} running jobs ({} GPU slots), {} pending", s.nodes.len(), s.running.len(), busy, s.pending.len());
     let default = PlannerConfig::default();
-    measure("default (500 jobs tested, depth 4)", &s, &default, &pred);
+    measure("default (500 tested, every one reserved)", &s, &default, &pred);
+    let depth4 = PlannerConfig { reservation_depth: 4, ..PlannerConfig::default() };
+    measure("500 tested, depth 4", &s, &depth4, &pred);
     let all = PlannerConfig { max_jobs_tested: 10_000, ..PlannerConfig::default() };
-    measure("all 10,000 jobs tested, depth 4", &s, &all, &pred);
+    measure("all 10,000 tested, every one reserved", &s, &all, &pred);
     let baseline = PlannerConfig { max_jobs_tested: 10_000, ..PlannerConfig::slurm_baseline() };
     measure("slurm baseline, all 10,000 tested", &s, &baseline, &pred);
 }

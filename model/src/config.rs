@@ -83,11 +83,16 @@ impl HintDefaults {
     }
 }
 
+/// `reservation_depth` that reserves for every blocked job a cycle tests (the most a cycle can
+/// test is bounded by `max_jobs_tested`).
+pub const ALL_TESTED: usize = 10_000;
+
 /// Everything the planner is told by the site.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PlannerConfig {
-    /// How many blocked high-priority jobs get a reservation (1 = EASY backfill).
+    /// How many blocked high-priority jobs get a reservation (1 = EASY backfill). The default,
+    /// [`ALL_TESTED`], reserves for every blocked job the cycle tests, as sched/backfill does.
     pub reservation_depth: usize,
     /// Stop a cycle after testing this many pending jobs (deterministic bound; 500 like Slurm's
     /// `bf_max_job_test` default).
@@ -144,7 +149,7 @@ pub struct PlannerConfig {
 impl Default for PlannerConfig {
     fn default() -> Self {
         PlannerConfig {
-            reservation_depth: 4,
+            reservation_depth: ALL_TESTED,
             max_jobs_tested: 500,
             max_cycle_ms: 0,
             max_nodes_scored: 32,

@@ -39,6 +39,10 @@ pub struct StartDecision {
     /// Nodes that are suspended and must be resumed for this job.
     pub wakes: Vec<NodeIdx>,
     pub score: ScoreBreakdown,
+    /// The [`crate::eligibility::Eligibility::route`] it starts through (`None`: the job had
+    /// no eligibility list).
+    #[serde(default)]
+    pub route: Option<u32>,
 }
 
 impl StartDecision {
@@ -84,6 +88,19 @@ pub struct Reservation {
     pub job: JobId,
     pub start_s: f64,
     pub nodes: Vec<NodeIdx>,
+    /// The eligibility route the reservation was found through, as in [`StartDecision::route`].
+    #[serde(default)]
+    pub route: Option<u32>,
+}
+
+/// A job whose request the planner cannot express ([`crate::types::PendingJob::placed_by_slurm`]):
+/// Slurm's own node selection places it, on `nodes` only (the ones its route allows that no
+/// reservation of this cycle holds); the planner commits nothing for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlurmStart {
+    pub job: JobId,
+    pub nodes: Vec<NodeIdx>,
+    pub route: Option<u32>,
 }
 
 /// A job that allowed deferral waits for a cleaner grid.
@@ -111,6 +128,7 @@ pub enum Decision {
     Reserve(Reservation),
     Defer(Deferral),
     Reclock(Reclock),
+    SlurmStart(SlurmStart),
 }
 
 /// Why a cycle ended.
@@ -147,6 +165,9 @@ impl PlanOutcome {
     pub fn reservations(&self) -> impl Iterator<Item = &Reservation> {
         self.decisions.iter().filter_map(|d| if let Decision::Reserve(r) = d { Some(r) } else { None })
     }
+    pub fn slurm_starts(&self) -> impl Iterator<Item = &SlurmStart> {
+        self.decisions.iter().filter_map(|d| if let Decision::SlurmStart(s) = d { Some(s) } else { None })
+    }
 }
 
 #[cfg(test)]
@@ -168,6 +189,7 @@ mod tests {
             predicted_energy_j: 1.0e5,
             wakes: Vec::new(),
             score: ScoreBreakdown::default(),
+            route: None,
         };
         assert_eq!(recorded_clock_mhz(&d.record(&["n1"])), Some(1085));
         assert_eq!(recorded_clock_mhz("note: clock=900MHz"), None);

@@ -57,12 +57,22 @@ pub fn plan_snapshot_filtered(s: &Snapshot, cfg: &PlannerConfig, pred: &Predicto
             pred.predict_clock(&gt.name, gt.max_power_w, family.as_deref(), step).power_w
         },
     );
-    plan_filtered(&mut view, s.now_s, &s.pending, cfg, pred, filter)
+    let slurm = SlurmLimits { node_sets: &s.node_sets, reservations: &s.reservations };
+    plan_inner(&mut view, s.now_s, &s.pending, cfg, pred, filter, slurm)
 }
 
-/// A request's shape: (nodes, GPUs per node, CPUs per node, memory per node). The few shapes
-/// of a queue are kept in small vectors: a linear scan beats hashing here.
-type Shape = (u32, u32, u32, u64);
+/// What Slurm itself says about where jobs may run: the snapshot's node sets and advanced
+/// reservations (empty in the simulator).
+#[derive(Clone, Copy, Default)]
+struct SlurmLimits<'a> {
+    node_sets: &'a [crate::eligibility::NodeSet],
+    reservations: &'a [crate::eligibility::AdvanceReservation],
+}
+
+/// A request's shape: (nodes, GPUs per node, CPUs per node, memory per node) and where it may
+/// go (node set, own Slurm reservation). The few shapes of a queue are kept in small vectors: a
+/// linear scan beats hashing here.
+type Shape = (u32, u32, u32, u64, Option<(u32, Option<u32>)>);
 
 /// (clock step, clock MHz, power limit W, predicted slowdown, predicted power W per GPU).
 type ClockChoice = (usize, u32, f64, f64, f64);
@@ -118,6 +128,7 @@ struct Cycle<'a> {
     /// The filter turned a node away for the job being tried: its failure says nothing about
     /// other jobs of the same shape, so it is not cached.
     filtered_out: std::cell::Cell<bool>,
+    slurm: SlurmLimits<'a>,
 }
 
 /// Plan one cycle on a view the caller keeps (the simulator). Started jobs are added to the
@@ -128,8 +139,13 @@ pub fn plan(view: &mut ClusterView, now_s: f64, pending: &[PendingJob], cfg: &Pl
 
 /// [`plan`] with an optional [`NodeFilter`]; `None` plans exactly as `plan`.
 pub fn plan_filtered<'a>(view: &mut ClusterView, now_s: f64, pending: &'a [PendingJob], cfg: &'a PlannerConfig, pred: &'a Predictor, filter: Option<NodeFilter<'a>>) -> PlanOutcome {
+    plan_inner(view, now_s, pending, cfg, pred, filter, SlurmLimits::default())
+}
+
+fn plan_inner<'a>(view: &mut ClusterView, now_s: f64, pending: &'a [PendingJob], cfg: &'a PlannerConfig, pred: &'a Predictor, filter: Option<NodeFilter<'a>>, slurm: SlurmLimits<'a>) -> PlanOutcome {
     let started = Instant::now();
     view.clear_claims();
+    view.add_reservation_claims(slurm.reservations, slurm.node_sets);
     let mut cycle = Cycle {
         cfg,
         pred,
@@ -151,6 +167,7 @@ pub fn plan_filtered<'a>(view: &mut ClusterView, now_s: f64, pending: &'a [Pendi
         pending,
         filter,
         filtered_out: std::cell::Cell::new(false),
+        slurm,
     };
     if cfg.boost_when_congested && cycle.congested() {
         cycle.boost_running(view);
@@ -159,7 +176,7 @@ pub fn plan_filtered<'a>(view: &mut ClusterView, now_s: f64, pending: &'a [Pendi
     // and reservations only matter to jobs that could start. Deferral waits for the next cycle.
     let nothing_fits = view.max_free_gpus() == 0
         && (!cfg.sharing || view.shareable_nodes().next().is_none())
-        && !pending.iter().any(|p| p.request.gpus_per_node == 0);
+        && !pending.iter().any(|p| p.request.gpus_per_node == 0 || p.placed_by_slurm);
     if nothing_fits && !cfg.report_reservations {
         return PlanOutcome { decisions: cycle.decisions, end: CycleEnd::Complete, stats: cycle.stats };
     }
@@ -177,8 +194,17 @@ pub fn plan_filtered<'a>(view: &mut ClusterView, now_s: f64, pending: &'a [Pendi
         if cycle.try_defer(job) {
             continue;
         }
+        if job.placed_by_slurm {
+            cycle.hand_to_slurm(view, job);
+            continue;
+        }
         if cycle.try_start(view, job) {
             continue;
+        }
+        // Slots are only used up by reservations that exist: settle the owed ones before
+        // turning a blocked job away for want of a slot.
+        if cycle.reservations_left == 0 && !cycle.unreserved.is_empty() {
+            cycle.materialize_reservations(view);
         }
         if cycle.reservations_left > 0 {
             cycle.reservations_left -= 1;
@@ -334,32 +360,71 @@ impl<'a> Cycle<'a> {
     fn materialize_reservations(&mut self, view: &mut ClusterView) {
         let owed = std::mem::take(&mut self.unreserved);
         for job in owed {
-            if let Some(r) = self.reserve(view, job) {
-                self.decisions.push(Decision::Reserve(r));
-                self.stats.reservations += 1;
+            match self.reserve(view, job) {
+                Some(r) => {
+                    self.decisions.push(Decision::Reserve(r));
+                    self.stats.reservations += 1;
+                }
+                // Only a reservation that exists uses up a slot.
+                None => self.reservations_left += 1,
             }
         }
     }
 
-    /// Earliest nodes for a blocked job, claimed in the view for the rest of the cycle.
+    /// Earliest nodes for a blocked job over every route Slurm allows it, claimed in the view
+    /// for the rest of the cycle.
     fn reserve(&self, view: &mut ClusterView, job: &PendingJob) -> Option<Reservation> {
+        if job.eligible.is_empty() {
+            return self.reserve_on(view, job, None);
+        }
+        // The earliest start over the routes; only that one is claimed.
+        let mut best: Option<(f64, &crate::eligibility::Eligibility)> = None;
+        for alt in &job.eligible {
+            if let Some((start_s, _)) = self.earliest_common_start(view, job, Some(alt))
+                && best.is_none_or(|(b, _)| start_s < b)
+            {
+                best = Some((start_s, alt));
+            }
+        }
+        let (_, alt) = best?;
+        self.reserve_on(view, job, Some(alt))
+    }
+
+    fn reserve_on(&self, view: &mut ClusterView, job: &PendingJob, alt: Option<&crate::eligibility::Eligibility>) -> Option<Reservation> {
+        let (start_s, picked) = self.earliest_common_start(view, job, alt)?;
+        let need = Self::need(job);
+        let duration = self.extended_limit_s(job);
+        let mut nodes = Vec::with_capacity(picked.len());
+        for i in picked {
+            view.nodes[i].claims.push(Claim { job: job.id, start_s, end_s: start_s + duration, amount: need, resv: None });
+            nodes.push(NodeIdx(i as u32));
+        }
+        Some(Reservation { job: job.id, start_s, nodes, route: alt.map(|a| a.route) })
+    }
+
+    /// The earliest moment at which `k` nodes of the route can all hold the job for its whole
+    /// (extended) time limit, and those nodes.
+    fn earliest_common_start(&self, view: &ClusterView, job: &PendingJob, alt: Option<&crate::eligibility::Eligibility>) -> Option<(f64, Vec<usize>)> {
         let need = Self::need(job);
         let duration = self.extended_limit_s(job);
         let resume_s = self.pred.node_power.resume_s;
+        let own = alt.and_then(|a| a.reservation);
+        let route_not_before = alt.map_or(self.now_s, |a| a.not_before_s.max(self.now_s));
         let mut fits: Vec<(f64, usize)> = view
             .nodes
             .iter()
             .enumerate()
             .filter(|(_, nv)| nv.node.available && nv.node.gpus as i64 >= need.gpus && nv.node.cpus as i64 >= need.cpus && nv.node.mem_mb as i64 >= need.mem_mb)
+            .filter(|(i, _)| self.in_route(alt, *i))
             // The plugin's node filter (as the nodes are now): no claim where the job may not go.
             .filter(|(_, nv)| self.filter.is_none_or(|f| f(job, nv)))
             .filter_map(|(i, nv)| {
                 let not_before = match nv.node.power {
-                    PowerState::On => self.now_s,
-                    PowerState::Suspended => self.now_s + resume_s,
-                    PowerState::Resuming { ready_at_s } => ready_at_s.max(self.now_s),
+                    PowerState::On => route_not_before,
+                    PowerState::Suspended => route_not_before.max(self.now_s + resume_s),
+                    PowerState::Resuming { ready_at_s } => ready_at_s.max(route_not_before),
                 };
-                nv.earliest_fit(&need, not_before, duration).map(|t| (t, i))
+                nv.earliest_fit_for(&need, not_before, duration, own).map(|t| (t, i))
             })
             .collect();
         let k = job.request.nodes.max(1) as usize;
@@ -374,7 +439,7 @@ impl<'a> Cycle<'a> {
         for &(start, _) in &fits {
             let ok: Vec<usize> = fits
                 .iter()
-                .filter(|(t, i)| *t <= start && view.nodes[*i].min_free_over(start, start + duration).covers(&need))
+                .filter(|(t, i)| *t <= start && view.nodes[*i].min_free_over_for(start, start + duration, own).covers(&need))
                 .map(|(_, i)| *i)
                 .take(k)
                 .collect();
@@ -386,13 +451,42 @@ impl<'a> Cycle<'a> {
                 break;
             }
         }
-        let (start_s, picked) = chosen?;
-        let mut nodes = Vec::with_capacity(k);
-        for i in picked {
-            view.nodes[i].claims.push(Claim { job: job.id, start_s, end_s: start_s + duration, amount: need });
-            nodes.push(NodeIdx(i as u32));
+        chosen
+    }
+
+    /// Is node `n` one the route allows (always, without a route)?
+    fn in_route(&self, alt: Option<&crate::eligibility::Eligibility>, n: usize) -> bool {
+        alt.is_none_or(|a| self.slurm.node_sets.get(a.node_set as usize).is_some_and(|set| set.contains(n)))
+    }
+
+    /// A job whose request the planner cannot express: Slurm places it, on the nodes of its
+    /// first route that may start now, less those that this cycle's reservations or other Slurm
+    /// reservations hold over its time limit, and less those the plugin's filter refuses.
+    fn hand_to_slurm(&mut self, view: &mut ClusterView, job: &PendingJob) {
+        if !self.unreserved.is_empty() {
+            self.materialize_reservations(view);
         }
-        Some(Reservation { job: job.id, start_s, nodes })
+        let end_s = self.now_s + job.time_limit_s;
+        let routes: Vec<Option<&crate::eligibility::Eligibility>> =
+            if job.eligible.is_empty() { vec![None] } else { job.eligible.iter().map(Some).collect() };
+        for alt in routes {
+            if alt.is_some_and(|a| a.not_before_s > self.now_s + 1e-6) {
+                continue;
+            }
+            let own = alt.and_then(|a| a.reservation);
+            let need = Amount { gpus: job.request.gpus_per_node as i64, cpus: 1, mem_mb: 0 };
+            let nodes: Vec<NodeIdx> = view
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(i, nv)| self.in_route(alt, *i) && ranking::filter_for(nv, &need, self.now_s, end_s, own) && self.filter.is_none_or(|f| f(job, nv)))
+                .map(|(i, _)| NodeIdx(i as u32))
+                .collect();
+            if nodes.len() >= job.request.nodes.max(1) as usize {
+                self.decisions.push(Decision::SlurmStart(crate::decision::SlurmStart { job: job.id, nodes, route: alt.map(|a| a.route) }));
+                return;
+            }
+        }
     }
 
     /// The clock step for a job on a GPU type, given a slowdown it already suffers (sharing):
@@ -438,8 +532,24 @@ impl<'a> Cycle<'a> {
         best
     }
 
-    /// Try to start `job` now; on success the placement is committed to the view.
+    /// Try to start `job` now through the first route Slurm allows that has room; on success
+    /// the placement is committed to the view.
     fn try_start(&mut self, view: &mut ClusterView, job: &'a PendingJob) -> bool {
+        if job.eligible.is_empty() {
+            return self.try_start_on(view, job, None);
+        }
+        for alt in &job.eligible {
+            if alt.not_before_s > self.now_s + 1e-6 {
+                continue;
+            }
+            if self.try_start_on(view, job, Some(alt)) {
+                return true;
+            }
+        }
+        false
+    }
+
+    fn try_start_on(&mut self, view: &mut ClusterView, job: &'a PendingJob, alt: Option<&'a crate::eligibility::Eligibility>) -> bool {
         let k = job.request.nodes.max(1) as usize;
         let g = job.request.gpus_per_node;
         let can_share = self.cfg.sharing
@@ -457,7 +567,7 @@ impl<'a> Cycle<'a> {
         }
         let need = Self::need(job);
         let end_s = self.now_s + self.extended_limit_s(job);
-        let shape: Shape = (job.request.nodes, g, job.request.cpus_per_node, job.request.mem_mb_per_node);
+        let shape: Shape = (job.request.nodes, g, job.request.cpus_per_node, job.request.mem_mb_per_node, alt.map(|a| (a.node_set, a.reservation)));
         let known_failure = self.failed_shapes.iter().any(|(s, failed_end)| *s == shape && end_s >= *failed_end);
         let share_known_failure = self.failed_shares.iter().any(|(t, s)| *s == shape && *t == job.hints.tag.as_deref());
         if (!exclusive_possible || known_failure) && (!can_share || share_known_failure) {
@@ -468,7 +578,7 @@ impl<'a> Cycle<'a> {
         let mut candidates: Vec<Candidate> = Vec::new();
         if exclusive_possible && !known_failure {
             self.filtered_out.set(false);
-            let nodes = self.exclusive_nodes(view, job, &need, end_s, k);
+            let nodes = self.exclusive_nodes(view, job, alt, &need, end_s, k);
             self.stats.nodes_scored += nodes.len();
             if nodes.len() >= k {
                 // One clock choice per GPU type for this job.
@@ -497,7 +607,7 @@ impl<'a> Cycle<'a> {
             // on the job's end: one failure per (tag, shape) holds for the rest of the cycle.
             if !share_known_failure {
                 self.filtered_out.set(false);
-                let shared = self.shared_candidates(view, job, family.as_deref(), &need, end_s, expected_runtime_s);
+                let shared = self.shared_candidates(view, job, alt, family.as_deref(), &need, end_s, expected_runtime_s);
                 if shared.is_empty() && !self.filtered_out.get() {
                     self.failed_shares.push((job.hints.tag.as_deref(), shape));
                 }
@@ -533,7 +643,7 @@ impl<'a> Cycle<'a> {
         if self.cfg.power_cap_w > 0.0 && !self.fit_power_cap(view, job, &mut chosen) {
             return false;
         }
-        self.commit(view, job, chosen);
+        self.commit(view, job, chosen, alt.map(|a| a.route));
         self.max_free_gpus = view.max_free_gpus();
         self.any_shareable = view.shareable_nodes().next().is_some();
         true
@@ -551,16 +661,17 @@ impl<'a> Cycle<'a> {
 
     /// Feasible nodes for an exclusive placement, best-fitting first (or in node order when
     /// packing is off), at most `max_nodes_scored` (but at least `k`).
-    fn exclusive_nodes(&self, view: &ClusterView, job: &PendingJob, need: &Amount, end_s: f64, k: usize) -> Vec<usize> {
+    fn exclusive_nodes(&self, view: &ClusterView, job: &PendingJob, alt: Option<&crate::eligibility::Eligibility>, need: &Amount, end_s: f64, k: usize) -> Vec<usize> {
         let limit = self.cfg.max_nodes_scored.max(k);
         let g = need.gpus.max(0) as u32;
+        let own = alt.and_then(|a| a.reservation);
         let mut out = Vec::new();
         if self.cfg.packing {
             let mut suspended = Vec::new();
             for free in g..=view.max_free_gpus() {
                 for n in view.nodes_with_free_gpus(free) {
                     let nv = &view.nodes[n as usize];
-                    if !ranking::filter(nv, need, self.now_s, end_s) || !self.node_allowed(job, nv) {
+                    if !self.in_route(alt, n as usize) || !ranking::filter_for(nv, need, self.now_s, end_s, own) || !self.node_allowed(job, nv) {
                         continue;
                     }
                     if nv.node.power == PowerState::Suspended {
@@ -576,7 +687,7 @@ impl<'a> Cycle<'a> {
             out.extend(suspended.into_iter().take(limit - out.len()));
         } else {
             for (i, nv) in view.nodes.iter().enumerate() {
-                if nv.free.gpus >= need.gpus && ranking::filter(nv, need, self.now_s, end_s) && self.node_allowed(job, nv) {
+                if nv.free.gpus >= need.gpus && self.in_route(alt, i) && ranking::filter_for(nv, need, self.now_s, end_s, own) && self.node_allowed(job, nv) {
                     out.push(i);
                     if out.len() >= limit {
                         break;
@@ -654,7 +765,8 @@ impl<'a> Cycle<'a> {
 
     /// GPUs this (single-GPU) job could time-share: one per partner family, the lowest node
     /// first, on nodes without reservation claims, when both predicted slowdowns are acceptable.
-    fn shared_candidates(&mut self, view: &ClusterView, job: &PendingJob, family: Option<&str>, need: &Amount, end_s: f64, runtime_s: f64) -> Vec<Candidate> {
+    #[allow(clippy::too_many_arguments)]
+    fn shared_candidates(&mut self, view: &ClusterView, job: &PendingJob, alt: Option<&crate::eligibility::Eligibility>, family: Option<&str>, need: &Amount, end_s: f64, runtime_s: f64) -> Vec<Candidate> {
         let share_need = Amount { gpus: 0, ..*need };
         let mut seen_families: Vec<Option<&str>> = Vec::new();
         let mut out = Vec::new();
@@ -664,7 +776,7 @@ impl<'a> Cycle<'a> {
                 break;
             }
             let nv = &view.nodes[n as usize];
-            if !nv.claims.is_empty() || !ranking::filter(nv, &share_need, self.now_s, end_s) || !self.node_allowed(job, nv) {
+            if !nv.claims.is_empty() || !self.in_route(alt, n as usize) || !ranking::filter(nv, &share_need, self.now_s, end_s) || !self.node_allowed(job, nv) {
                 continue;
             }
             looked += 1;
@@ -754,7 +866,7 @@ impl<'a> Cycle<'a> {
         false
     }
 
-    fn commit(&mut self, view: &mut ClusterView, job: &PendingJob, c: Candidate) {
+    fn commit(&mut self, view: &mut ClusterView, job: &PendingJob, c: Candidate, route: Option<u32>) {
         let slowed = c.slowdown > 1.0 + 1e-9 || !c.shares_with.is_empty();
         let time_limit_s = if self.cfg.extend_time_limits && slowed {
             job.time_limit_s * job.hints.max_slowdown.max(c.slowdown).max(1.0)
@@ -792,6 +904,7 @@ impl<'a> Cycle<'a> {
             predicted_energy_j: c.energy_j,
             wakes: c.wakes,
             score: c.score,
+            route,
         }));
     }
 }

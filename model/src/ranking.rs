@@ -9,7 +9,12 @@ use crate::types::PowerState;
 
 /// Can `need` run on this node from `now_s` until `end_s` without touching a claim?
 pub fn filter(nv: &NodeView, need: &Amount, now_s: f64, end_s: f64) -> bool {
-    nv.node.available && nv.free.covers(need) && nv.min_free_over(now_s, end_s).covers(need)
+    filter_for(nv, need, now_s, end_s, None)
+}
+
+/// [`filter`] for a job running inside Slurm reservation `own`.
+pub fn filter_for(nv: &NodeView, need: &Amount, now_s: f64, end_s: f64, own: Option<u32>) -> bool {
+    nv.node.available && nv.free.covers(need) && nv.min_free_over_for(now_s, end_s, own).covers(need)
 }
 
 /// Energy cost: predicted energy of this placement relative to a reference placement on an

@@ -73,6 +73,8 @@ mod tests {
             time_limit_s: 60.0,
             hints: Hints::default(),
             cpus_range: None,
+            eligible: Vec::new(),
+            placed_by_slurm: false,
         }
     }
 

@@ -56,13 +56,24 @@ pub struct Release {
     pub amount: Amount,
 }
 
-/// Resources a reservation holds on a node over `[start_s, end_s)`.
+/// Resources a reservation holds on a node over `[start_s, end_s)`: the planner's reservation
+/// for a blocked job, or (with `resv`) one of Slurm's advanced reservations, which holds the
+/// whole node against every job that does not run inside it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Claim {
     pub job: JobId,
     pub start_s: f64,
     pub end_s: f64,
     pub amount: Amount,
+    /// Index of the Slurm reservation (in the snapshot) this claim stands for.
+    pub resv: Option<u32>,
+}
+
+impl Claim {
+    /// Does this claim hold resources against a job running inside reservation `own`?
+    fn binds(&self, own: Option<u32>) -> bool {
+        self.resv.is_none() || self.resv != own
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -88,14 +99,20 @@ impl NodeView {
     /// Smallest amount free at any moment of `[from_s, to_s)`, counting releases by time limit
     /// and this cycle's reservation claims.
     pub fn min_free_over(&self, from_s: f64, to_s: f64) -> Amount {
+        self.min_free_over_for(from_s, to_s, None)
+    }
+
+    /// [`NodeView::min_free_over`] for a job running inside Slurm reservation `own` (whose
+    /// claims do not hold against it).
+    pub fn min_free_over_for(&self, from_s: f64, to_s: f64, own: Option<u32>) -> Amount {
         if self.claims.is_empty() {
             return if self.releases.iter().any(|r| r.at_s <= from_s) { self.free_at(from_s) } else { self.free };
         }
         // Free only drops when a claim starts: check the start and every claim start inside.
-        let mut lowest = self.free_at(from_s);
+        let mut lowest = self.free_at_for(from_s, own);
         for c in &self.claims {
-            if c.start_s > from_s && c.start_s < to_s {
-                lowest = lowest.min(&self.free_at(c.start_s));
+            if c.start_s > from_s && c.start_s < to_s && c.binds(own) {
+                lowest = lowest.min(&self.free_at_for(c.start_s, own));
             }
         }
         lowest
@@ -103,6 +120,10 @@ impl NodeView {
 
     /// Free amount at time `t_s` (releases up to `t_s` returned, claims active at `t_s` taken).
     pub fn free_at(&self, t_s: f64) -> Amount {
+        self.free_at_for(t_s, None)
+    }
+
+    fn free_at_for(&self, t_s: f64, own: Option<u32>) -> Amount {
         let mut a = self.free;
         for r in &self.releases {
             if r.at_s <= t_s {
@@ -110,7 +131,7 @@ impl NodeView {
             }
         }
         for c in &self.claims {
-            if c.start_s <= t_s && t_s < c.end_s {
+            if c.start_s <= t_s && t_s < c.end_s && c.binds(own) {
                 a.sub(&c.amount);
             }
         }
@@ -119,19 +140,30 @@ impl NodeView {
 
     /// Earliest `t >= not_before_s` at which `need` is free for all of `[t, t + duration_s)`.
     pub fn earliest_fit(&self, need: &Amount, not_before_s: f64, duration_s: f64) -> Option<f64> {
+        self.earliest_fit_for(need, not_before_s, duration_s, None)
+    }
+
+    /// [`NodeView::earliest_fit`] for a job running inside Slurm reservation `own`.
+    pub fn earliest_fit_for(&self, need: &Amount, not_before_s: f64, duration_s: f64, own: Option<u32>) -> Option<f64> {
         // Free only rises when a release happens or a claim ends: the earliest fit is the
         // smallest of those moments (or `not_before_s`) at which the whole window fits.
-        let fits = |t: f64| self.min_free_over(t, t + duration_s).covers(need);
+        let fits = |t: f64| self.min_free_over_for(t, t + duration_s, own).covers(need);
         if fits(not_before_s) {
             return Some(not_before_s);
         }
         self.releases
             .iter()
             .map(|r| r.at_s)
-            .chain(self.claims.iter().map(|c| c.end_s))
+            .chain(self.claims.iter().filter(|c| c.binds(own)).map(|c| c.end_s))
             .filter(|t| *t > not_before_s)
             .filter(|t| fits(*t))
             .min_by(f64::total_cmp)
+    }
+
+    /// Does a Slurm reservation other than `own` hold this node at some moment of
+    /// `[from_s, to_s)`?
+    pub fn reserved_by_other(&self, from_s: f64, to_s: f64, own: Option<u32>) -> bool {
+        self.claims.iter().any(|c| c.resv.is_some() && c.resv != own && c.start_s < to_s && c.end_s > from_s)
     }
 }
 
@@ -301,6 +333,19 @@ impl ClusterView {
     pub fn clear_claims(&mut self) {
         for nv in &mut self.nodes {
             nv.claims.clear();
+        }
+    }
+
+    /// Claims for Slurm's advanced reservations: each holds its whole nodes over its window
+    /// against every job that does not run inside it.
+    pub fn add_reservation_claims(&mut self, reservations: &[crate::eligibility::AdvanceReservation], node_sets: &[crate::eligibility::NodeSet]) {
+        for (r, resv) in reservations.iter().enumerate() {
+            let Some(set) = node_sets.get(resv.node_set as usize) else { continue };
+            for n in set.iter() {
+                let Some(nv) = self.nodes.get_mut(n) else { continue };
+                let whole = Amount { gpus: nv.node.gpus as i64, cpus: nv.node.cpus as i64, mem_mb: nv.node.mem_mb as i64 };
+                nv.claims.push(Claim { job: JobId(0), start_s: resv.start_s, end_s: resv.end_s, amount: whole, resv: Some(r as u32) });
+            }
         }
     }
 

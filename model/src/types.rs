@@ -8,6 +8,8 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+pub use crate::eligibility::{AdvanceReservation, Eligibility, NodeSet};
+
 /// Slurm job id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct JobId(pub u32);
@@ -154,6 +156,15 @@ pub struct PendingJob {
     pub hints: Hints,
     /// CPU count may be chosen by the planner between these bounds (Synergy); `None` = fixed.
     pub cpus_range: Option<(u32, u32)>,
+    /// The ways Slurm lets it start (one per queue record: partition, reservation), in Slurm's
+    /// order; empty = on any node (see [`crate::eligibility`]).
+    #[serde(default)]
+    pub eligible: Vec<Eligibility>,
+    /// The request has a shape the planner cannot express (a task count Slurm spreads over as
+    /// many nodes as it likes, `--gpus` that do not divide over the nodes, ...): Slurm's own
+    /// selection places it, on nodes the planner does not hold for others.
+    #[serde(default)]
+    pub placed_by_slurm: bool,
 }
 
 /// Where a running job sits on one node.
@@ -190,4 +201,10 @@ pub struct Snapshot {
     pub running: Vec<RunningJob>,
     /// Pending jobs in Slurm's priority order (highest first).
     pub pending: Vec<PendingJob>,
+    /// Node sets the pending jobs' [`Eligibility`] entries and the reservations refer to.
+    #[serde(default)]
+    pub node_sets: Vec<NodeSet>,
+    /// Slurm's advanced reservations that keep other jobs off their nodes.
+    #[serde(default)]
+    pub reservations: Vec<AdvanceReservation>,
 }

@@ -101,10 +101,14 @@ fn snapshot(nodes: usize, runs: &[RunSpec], jobs: &[JobSpec]) -> Snapshot {
             time_limit_s: j.limit_s,
             hints: hints(j.policy, j.share, j.family),
             cpus_range: None,
+            eligible: Vec::new(),
+            placed_by_slurm: false,
         })
         .collect();
     Snapshot {
         now_s: 0.0,
+        node_sets: Vec::new(),
+        reservations: Vec::new(),
         gpu_types: vec![GpuType { name: "v100".into(), default_clock_mhz: 1530, min_clock_mhz: 135, max_clock_mhz: 1530, idle_power_w: 41.0, max_power_w: 250.0 }],
         nodes: (0..nodes)
             .map(|i| Node { name: format!("n{i}"), gpu_type: 0, gpus: GPUS, cpus: CPUS, mem_mb: MEM_MB, power: PowerState::On, available: true })

@@ -28,6 +28,8 @@ fn pending(id: u32, nodes: u32, gpus: u32, limit_s: f64, h: Hints) -> PendingJob
         time_limit_s: limit_s,
         hints: h,
         cpus_range: None,
+        eligible: Vec::new(),
+        placed_by_slurm: false,
     }
 }
 
@@ -53,6 +55,8 @@ fn a_job_that_allows_sharing_shares_when_no_gpu_is_free() {
     let h = hints(EnergyPolicy::Balanced, 1.6, true, "ResNet-18");
     let s = Snapshot {
         now_s: 10.0,
+        node_sets: Vec::new(),
+        reservations: Vec::new(),
         gpu_types: vec![v100()],
         nodes: vec![node(0, 1)],
         running: vec![running(1, 0, &[0], 5000.0, h.clone())],
@@ -69,6 +73,8 @@ fn a_job_that_denies_sharing_waits_instead() {
     let tenant = hints(EnergyPolicy::Balanced, 1.6, true, "ResNet-18");
     let s = Snapshot {
         now_s: 10.0,
+        node_sets: Vec::new(),
+        reservations: Vec::new(),
         gpu_types: vec![v100()],
         nodes: vec![node(0, 1)],
         running: vec![running(1, 0, &[0], 5000.0, tenant)],
@@ -88,6 +94,8 @@ fn backfill_never_delays_the_reserved_job() {
     let h = hints(EnergyPolicy::Performance, 1.0, false, "ResNet-50");
     let s = Snapshot {
         now_s: 0.0,
+        node_sets: Vec::new(),
+        reservations: Vec::new(),
         gpu_types: vec![v100()],
         nodes: vec![node(0, 8), node(1, 8)],
         running: vec![running(1, 0, &[0, 1, 2, 3, 4, 5, 6, 7], 2000.0, h.clone()), running(9, 1, &[0, 1, 2, 3], 1000.0, h.clone())],
@@ -107,6 +115,8 @@ fn backfill_never_delays_the_reserved_job() {
 fn efficiency_jobs_run_at_a_lower_clock_and_performance_jobs_do_not() {
     let s = Snapshot {
         now_s: 0.0,
+        node_sets: Vec::new(),
+        reservations: Vec::new(),
         gpu_types: vec![v100()],
         nodes: vec![node(0, 8)],
         running: vec![],
@@ -129,6 +139,8 @@ fn packing_fills_busy_nodes_before_idle_ones() {
     let h = hints(EnergyPolicy::Balanced, 1.05, false, "ResNet-50");
     let s = Snapshot {
         now_s: 0.0,
+        node_sets: Vec::new(),
+        reservations: Vec::new(),
         gpu_types: vec![v100()],
         nodes: vec![node(0, 8), node(1, 8), node(2, 8)],
         running: vec![running(1, 2, &[0, 1, 2, 3, 4, 5], 9000.0, h.clone())],

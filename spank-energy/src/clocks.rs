@@ -306,9 +306,11 @@ impl PolicyModel {
             time_limit_s: 3600.0,
             hints: Hints { defer_max_s: 0.0, ..hints.clone() },
             cpus_range: None,
+            eligible: Vec::new(),
+            placed_by_slurm: false,
         };
         let node = Node { name: "step".into(), gpu_type: 0, gpus, cpus: 1, mem_mb: 0, power: PowerState::On, available: true };
-        let snapshot = Snapshot { now_s: 0.0, gpu_types: vec![gpu_type.clone()], nodes: vec![node], running: Vec::new(), pending: vec![job] };
+        let snapshot = Snapshot { now_s: 0.0, gpu_types: vec![gpu_type.clone()], nodes: vec![node], running: Vec::new(), pending: vec![job], node_sets: Vec::new(), reservations: Vec::new() };
         let fitted = self.with_curves_for(&gpu_type.name);
         let outcome = model::planner::plan_snapshot(&snapshot, &self.planner, fitted.as_ref().unwrap_or(&self.predictor));
         outcome.starts().next().map_or(gpu_type.default_clock_mhz, |d| d.clock_mhz)

@@ -300,6 +300,8 @@ impl<'a> Engine<'a> {
             time_limit_s: j.time_limit_s,
             hints: self.hints_for(j),
             cpus_range,
+            eligible: Vec::new(),
+            placed_by_slurm: false,
         }
     }
 
@@ -323,6 +325,8 @@ impl<'a> Engine<'a> {
                     }
                 }
                 Decision::Reserve(_) => {}
+                // Every simulated job has a shape the planner expresses.
+                Decision::SlurmStart(_) => {}
                 Decision::Reclock(rc) => {
                     let i = rc.job.0 as usize - 1;
                     if let Some(r) = self.running[i].as_mut() {

@@ -1,0 +1,196 @@
+//! Where Slurm lets a job run ([`model::eligibility`]): the planner places and reserves only on
+//! the nodes of a job's routes, keeps everyone else off advanced reservations for their
+//! window, lets a job inside a reservation use it from its start, and hands requests it
+//! cannot express to Slurm. Each test checks one promise on a small hand-made cluster.
+
+use model::config::PlannerConfig;
+use model::decision::Decision;
+use model::eligibility::{AdvanceReservation, Eligibility, NodeSet};
+use model::planner::plan_snapshot;
+use model::predictor::Predictor;
+use model::types::*;
+
+const HOUR_S: f64 = 3600.0;
+
+fn gpu() -> GpuType {
+    GpuType { name: "a100".into(), default_clock_mhz: 1410, min_clock_mhz: 210, max_clock_mhz: 1410, idle_power_w: 50.0, max_power_w: 400.0 }
+}
+
+fn node(i: usize) -> Node {
+    Node { name: format!("n{i}"), gpu_type: 0, gpus: 4, cpus: 32, mem_mb: 256 * 1024, power: PowerState::On, available: true }
+}
+
+fn job(id: u32, nodes: u32, gpus: u32, limit_s: f64) -> PendingJob {
+    PendingJob {
+        id: JobId(id),
+        user: 1,
+        priority: 1000 - id,
+        submit_time_s: 0.0,
+        request: Request { nodes, gpus_per_node: gpus, cpus_per_node: 2 * gpus, mem_mb_per_node: 1024 },
+        time_limit_s: limit_s,
+        hints: Hints { policy: EnergyPolicy::Performance, ..Hints::default() },
+        cpus_range: None,
+        eligible: Vec::new(),
+        placed_by_slurm: false,
+    }
+}
+
+fn route(node_set: u32, route: u32) -> Eligibility {
+    Eligibility { node_set, reservation: None, not_before_s: 0.0, route }
+}
+
+fn running(id: u32, node: u32, gpus: &[u8], end_s: f64) -> RunningJob {
+    RunningJob {
+        id: JobId(id),
+        user: 1,
+        start_time_s: 0.0,
+        end_time_s: end_s,
+        allocations: vec![NodeAllocation { node: NodeIdx(node), gpu_indices: gpus.to_vec(), cpus: 2, mem_mb: 1024 }],
+        clock_mhz: 1410,
+        hints: Hints::default(),
+        shared: false,
+    }
+}
+
+fn cluster(nodes: usize, pending: Vec<PendingJob>, node_sets: Vec<NodeSet>) -> Snapshot {
+    Snapshot {
+        now_s: 0.0,
+        gpu_types: vec![gpu()],
+        nodes: (0..nodes).map(node).collect(),
+        running: Vec::new(),
+        pending,
+        node_sets,
+        reservations: Vec::new(),
+    }
+}
+
+fn set(nodes: &[usize]) -> NodeSet {
+    nodes.iter().copied().collect()
+}
+
+fn plan(s: &Snapshot) -> model::decision::PlanOutcome {
+    plan_snapshot(s, &PlannerConfig::default(), &Predictor::default())
+}
+
+fn started_on(out: &model::decision::PlanOutcome, id: u32) -> Option<(Vec<u32>, Option<u32>)> {
+    out.starts().find(|s| s.job == JobId(id)).map(|s| (s.allocations.iter().map(|a| a.node.0).collect(), s.route))
+}
+
+#[test]
+fn a_job_runs_only_on_the_nodes_of_its_partition() {
+    // Node 0 would be the planner's first choice; the job's partition has only node 2.
+    let mut j = job(1, 1, 2, HOUR_S);
+    j.eligible = vec![route(0, 7)];
+    let out = plan(&cluster(3, vec![j], vec![set(&[2])]));
+    assert_eq!(started_on(&out, 1), Some((vec![2], Some(7))));
+}
+
+#[test]
+fn a_multi_partition_job_starts_through_the_first_route_with_room() {
+    let mut s = cluster(2, Vec::new(), vec![set(&[0]), set(&[1])]);
+    s.running.push(running(9, 0, &[0, 1, 2, 3], 10.0 * HOUR_S));
+    let mut j = job(1, 1, 2, HOUR_S);
+    j.eligible = vec![route(0, 10), route(1, 11)];
+    s.pending.push(j);
+    let out = plan(&s);
+    assert_eq!(started_on(&out, 1), Some((vec![1], Some(11))));
+}
+
+#[test]
+fn a_job_with_no_node_in_its_routes_never_starts_and_takes_no_slot() {
+    // Job 1 may use no node at all (e.g. a feature no node has); job 2, blocked behind a
+    // running job, must still get the one reservation slot.
+    let mut s = cluster(1, Vec::new(), vec![NodeSet::new(), set(&[0])]);
+    s.running.push(running(9, 0, &[0, 1, 2, 3], 2.0 * HOUR_S));
+    let mut j1 = job(1, 1, 1, HOUR_S);
+    j1.eligible = vec![route(0, 0)];
+    let mut j2 = job(2, 1, 4, HOUR_S);
+    j2.eligible = vec![route(1, 1)];
+    s.pending = vec![j1, j2];
+    let cfg = PlannerConfig { reservation_depth: 1, ..PlannerConfig::default() };
+    let out = plan_snapshot(&s, &cfg, &Predictor::default());
+    assert!(out.starts().next().is_none());
+    let reserved: Vec<_> = out.reservations().map(|r| (r.job, r.start_s)).collect();
+    assert_eq!(reserved, vec![(JobId(2), 2.0 * HOUR_S)], "{:?}", out.decisions);
+}
+
+#[test]
+fn a_maintenance_window_keeps_other_jobs_off_its_nodes() {
+    // Maintenance on node 0 from 30 min to 2 h: a one-hour job may not start there now (it
+    // would overlap), but node 1 is free; a second one-hour job, with node 1 then taken, is
+    // reserved on node 0 after the window (or on node 1 after the first job), never inside it.
+    let mut s = cluster(2, vec![job(1, 1, 4, HOUR_S), job(2, 1, 4, HOUR_S)], vec![set(&[0])]);
+    s.reservations.push(AdvanceReservation { name: "maint".into(), node_set: 0, start_s: 0.5 * HOUR_S, end_s: 2.0 * HOUR_S });
+    let out = plan(&s);
+    assert_eq!(started_on(&out, 1).map(|(n, _)| n), Some(vec![1]));
+    let r = out.reservations().find(|r| r.job == JobId(2)).expect("job 2 is reserved");
+    assert!(r.start_s >= HOUR_S - 1e-6, "reserved inside the window: {r:?}");
+    // A short job that ends before the window may use node 0 now (backfill before maintenance).
+    let mut s = cluster(1, vec![job(3, 1, 1, 0.25 * HOUR_S)], vec![set(&[0])]);
+    s.reservations.push(AdvanceReservation { name: "maint".into(), node_set: 0, start_s: 0.5 * HOUR_S, end_s: 2.0 * HOUR_S });
+    assert_eq!(started_on(&plan(&s), 3).map(|(n, _)| n), Some(vec![0]));
+}
+
+#[test]
+fn a_job_in_a_future_reservation_waits_for_it_and_others_stay_out_of_it() {
+    // Reservation "train" on node 1 from 1 h to 5 h. Job 1 runs inside it: not now, reserved at
+    // its start on node 1. Job 2 (no reservation, 2 h limit) must not take node 1 now.
+    let mut s = cluster(2, Vec::new(), vec![set(&[1]), set(&[0, 1])]);
+    s.reservations.push(AdvanceReservation { name: "train".into(), node_set: 0, start_s: HOUR_S, end_s: 5.0 * HOUR_S });
+    s.running.push(running(9, 0, &[0, 1, 2, 3], 10.0 * HOUR_S));
+    let mut j1 = job(1, 1, 4, HOUR_S);
+    j1.eligible = vec![Eligibility { node_set: 0, reservation: Some(0), not_before_s: HOUR_S, route: 3 }];
+    let mut j2 = job(2, 1, 1, 2.0 * HOUR_S);
+    j2.eligible = vec![route(1, 4)];
+    s.pending = vec![j1, j2];
+    let out = plan(&s);
+    assert!(started_on(&out, 1).is_none(), "{:?}", out.decisions);
+    let r = out.reservations().find(|r| r.job == JobId(1)).expect("job 1 is reserved at its reservation's start");
+    assert_eq!((r.start_s, r.nodes.clone(), r.route), (HOUR_S, vec![NodeIdx(1)], Some(3)));
+    assert!(started_on(&out, 2).is_none(), "job 2 was started into the reservation: {:?}", out.decisions);
+}
+
+#[test]
+fn a_multi_node_reservation_finds_the_earliest_common_start() {
+    // Node 0 frees at 1 h, node 1 at 3 h, node 2 at 2 h: a 2-node job can start at 2 h on
+    // nodes 0 and 2, not at 1 h (only one node) and not at 3 h.
+    let mut s = cluster(3, vec![job(1, 2, 4, HOUR_S)], Vec::new());
+    s.running = vec![running(7, 0, &[0], HOUR_S), running(8, 1, &[0], 3.0 * HOUR_S), running(9, 2, &[0], 2.0 * HOUR_S)];
+    let out = plan(&s);
+    let r = out.reservations().next().expect("reserved");
+    assert_eq!(r.start_s, 2.0 * HOUR_S);
+    let mut nodes: Vec<u32> = r.nodes.iter().map(|n| n.0).collect();
+    nodes.sort();
+    assert_eq!(nodes, vec![0, 2]);
+}
+
+#[test]
+fn every_blocked_job_gets_a_reservation_by_default() {
+    let mut s = cluster(1, (1..=20).map(|i| job(i, 1, 4, HOUR_S)).collect(), Vec::new());
+    s.running.push(running(99, 0, &[0], HOUR_S));
+    let out = plan(&s);
+    assert_eq!(out.reservations().count(), 20);
+    // One after another on the one node, in priority order.
+    let starts: Vec<f64> = out.reservations().map(|r| r.start_s).collect();
+    assert!(starts.windows(2).all(|w| w[1] >= w[0] + HOUR_S - 1e-6), "{starts:?}");
+}
+
+#[test]
+fn a_request_the_planner_cannot_express_goes_to_slurm_without_reserved_nodes() {
+    // Job 1 (4 GPUs) is blocked and reserved on node 0 at 1 h; job 2 has a shape the planner
+    // cannot express: Slurm may place it, but not on node 0 (its two-hour limit would delay
+    // job 1) and only on its partition's nodes (0, 1, 2).
+    let mut s = cluster(4, Vec::new(), vec![set(&[0, 1, 2])]);
+    s.running = vec![running(8, 0, &[0], HOUR_S), running(9, 1, &[0], 3.0 * HOUR_S), running(10, 2, &[0], 3.0 * HOUR_S), running(11, 3, &[0], 3.0 * HOUR_S)];
+    let mut j1 = job(1, 1, 4, HOUR_S);
+    j1.eligible = vec![route(0, 0)];
+    let mut j2 = job(2, 1, 1, 2.0 * HOUR_S);
+    j2.eligible = vec![route(0, 0)];
+    j2.placed_by_slurm = true;
+    s.pending = vec![j1, j2];
+    let out = plan(&s);
+    let handed = out.slurm_starts().next().expect("handed to Slurm");
+    assert_eq!(handed.job, JobId(2));
+    assert_eq!(handed.nodes, vec![NodeIdx(1), NodeIdx(2)]);
+    assert!(!out.decisions.iter().any(|d| matches!(d, Decision::Start(_))));
+}
