@@ -18,6 +18,8 @@ pub struct ConfView {
     pub debug_flags: u64,
     /// `SelectTypeParameters` bits.
     pub select_type_param: u16,
+    /// `PreemptType`.
+    pub preempt_type: Option<String>,
 }
 
 impl ConfView {
@@ -45,6 +47,11 @@ impl ConfView {
         self.debug_flags & unsafe { sys::energy_debug_flag_backfill() } != 0
     }
 
+    /// Is a preemption plugin other than `preempt/none` configured?
+    pub fn preemption_enabled(&self) -> bool {
+        self.preempt_type.as_deref().is_some_and(|t| !t.is_empty() && !t.eq_ignore_ascii_case("preempt/none"))
+    }
+
     /// Is memory a consumable resource (`CR_*_Memory`)?
     pub fn memory_consumable(&self) -> bool {
         // SAFETY: the shim returns a constant.
@@ -65,13 +72,58 @@ impl ConfView {
             sched_params: text(c.sched_params),
             debug_flags: c.debug_flags,
             select_type_param: c.select_type_param,
+            preempt_type: text(c.preempt_type),
         }
     }
 }
 
 /// `SchedulerParameters` holds `sched_interval=-1` (slurmctld's main scheduler is off).
+/// Slurm reads the parameters case-insensitively, and so do we.
 pub fn main_scheduler_disabled(sched_params: Option<&str>) -> bool {
-    sched_params.is_some_and(|p| p.split(',').any(|kv| kv.trim() == "sched_interval=-1"))
+    has_param(sched_params, |kv| kv.replace(' ', "").eq_ignore_ascii_case("sched_interval=-1"))
+}
+
+/// `SchedulerParameters` holds `defer` (no job is started at submission, which would bypass
+/// any sched plugin).
+pub fn starts_deferred(sched_params: Option<&str>) -> bool {
+    has_param(sched_params, |kv| kv.eq_ignore_ascii_case("defer"))
+}
+
+fn has_param(sched_params: Option<&str>, is: impl Fn(&str) -> bool) -> bool {
+    sched_params.is_some_and(|p| p.split(',').any(|kv| is(kv.trim())))
+}
+
+/// Why sched/energy must not run with these `SchedulerParameters`, with the line to write;
+/// `None` when they keep every start in the plugin's hands.
+pub fn sched_params_problem(sched_params: Option<&str>) -> Option<String> {
+    let mut missing = Vec::new();
+    if !main_scheduler_disabled(sched_params) {
+        missing.push("sched_interval=-1");
+    }
+    if !starts_deferred(sched_params) {
+        missing.push("defer");
+    }
+    if missing.is_empty() {
+        return None;
+    }
+    let mut wanted: Vec<String> = sched_params
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|kv| !kv.is_empty() && !kv.to_ascii_lowercase().starts_with("sched_interval="))
+        .map(str::to_string)
+        .collect();
+    wanted.push("sched_interval=-1".into());
+    if !starts_deferred(sched_params) {
+        wanted.push("defer".into());
+    }
+    Some(format!(
+        "SchedulerParameters ({}) lacks {}: slurmctld would start jobs itself ({}), bypassing sched/energy's plan and its reservations. Write this line in slurm.conf: SchedulerParameters={}",
+        sched_params.unwrap_or("unset"),
+        missing.join(" and "),
+        if missing.len() == 2 { "periodically and at submission" } else if missing[0] == "defer" { "at submission" } else { "periodically" },
+        wanted.join(",")
+    ))
 }
 
 #[cfg(test)]
@@ -85,5 +137,18 @@ mod tests {
         assert!(!main_scheduler_disabled(Some("sched_interval=60")));
         assert!(!main_scheduler_disabled(Some("sched_interval=-10")));
         assert!(!main_scheduler_disabled(None));
+        assert!(main_scheduler_disabled(Some("Sched_Interval=-1")));
+    }
+
+    #[test]
+    fn sched_energy_needs_both_sched_interval_and_defer() {
+        assert_eq!(sched_params_problem(Some("sched_interval=-1,defer")), None);
+        assert_eq!(sched_params_problem(Some("DEFER, SCHED_INTERVAL=-1,bf_max_job_test=100")), None);
+        let p = sched_params_problem(Some("sched_interval=-1")).unwrap();
+        assert!(p.contains("lacks defer") && p.ends_with("SchedulerParameters=sched_interval=-1,defer"), "{p}");
+        let p = sched_params_problem(Some("bf_interval=30,sched_interval=60")).unwrap();
+        assert!(p.contains("lacks sched_interval=-1 and defer"), "{p}");
+        assert!(p.ends_with("SchedulerParameters=bf_interval=30,sched_interval=-1,defer"), "{p}");
+        assert!(sched_params_problem(None).unwrap().ends_with("SchedulerParameters=sched_interval=-1,defer"));
     }
 }

@@ -160,6 +160,27 @@ impl<'a> JobRef<'a> {
         // SAFETY: as above.
         unsafe { opt_str(self.rec.tres_per_task) }
     }
+    /// `--ntasks-per-node` (0 when not given).
+    pub fn ntasks_per_node(&self) -> u32 {
+        self.details().map_or(0, |d| u32::from(d.ntasks_per_node).min(u32::from(u16::MAX - 1)))
+    }
+    /// `-N min-max`'s maximum (0 or `INFINITE` when not given).
+    pub fn max_nodes(&self) -> u32 {
+        self.details().map_or(0, |d| d.max_nodes)
+    }
+    pub fn cpus_per_task(&self) -> u32 {
+        self.details().map_or(1, |d| u32::from(d.cpus_per_task).max(1))
+    }
+    /// `--cpus-per-gpu` as stored (`gres:gpu:N`, semicolon separated).
+    pub fn cpus_per_tres(&self) -> Option<&'a str> {
+        // SAFETY: string owned by the record.
+        unsafe { opt_str(self.rec.cpus_per_tres) }
+    }
+    /// `--mem-per-gpu` as stored (`gres:gpu:MB`, semicolon separated).
+    pub fn mem_per_tres(&self) -> Option<&'a str> {
+        // SAFETY: string owned by the record.
+        unsafe { opt_str(self.rec.mem_per_tres) }
+    }
     pub fn num_tasks(&self) -> u32 {
         self.details().map_or(1, |d| d.num_tasks.max(1))
     }
@@ -248,12 +269,17 @@ impl<'a> JobRef<'a> {
     }
 }
 
-/// One entry of slurmctld's pending queue.
-#[derive(Clone, Copy)]
+/// One entry of slurmctld's pending queue, judged by Slurm's own tests.
+#[derive(Clone)]
 pub struct QueuedJob<'a> {
     pub job: JobRef<'a>,
     /// Priority in the partition this entry is for.
     pub priority: u32,
+    /// Why the job cannot start at all this cycle (held, dependency, `--begin`, array
+    /// throttle, ...), as sched/backfill checks before testing it; `None` when it may.
+    pub not_runnable: Option<&'static str>,
+    /// Where and from when it may start through this entry (empty when `not_runnable`).
+    pub route: Option<crate::routes::Route>,
 }
 
 impl SlurmctldLock {
@@ -269,13 +295,17 @@ impl SlurmctldLock {
         Ok(items.filter_map(|p| unsafe { JobRef::new(api, p as *const sys::job_record_t) }).collect())
     }
 
-    /// Pending jobs slurmctld considers runnable (dependencies met, not held, partition up,
-    /// begin time reached...), highest priority first, as `build_job_queue` + `sort_job_queue`
-    /// give them to sched/backfill. A job submitted to several partitions appears once per
-    /// partition. Needs the job write lock (building the queue updates pending reasons).
-    pub fn job_queue(&self) -> Result<Vec<QueuedJob<'_>>, NotLocked> {
+    /// Pending jobs slurmctld considers runnable (partition up, ...), highest priority first,
+    /// as `build_job_queue` + `sort_job_queue` give them to sched/backfill: one entry per
+    /// (job, partition) and per (job, reservation) where a job has several. Each entry is
+    /// judged at `now` (see [`QueuedJob`]); judging stops after entries of `max_jobs` distinct
+    /// runnable jobs, which bounds the time under the locks (entries after that are not
+    /// returned). Needs the job write, node read and partition read locks (building the queue
+    /// updates pending reasons, judging applies a record's partition to its job for a moment).
+    pub fn job_queue(&self, now: i64, max_jobs: usize) -> Result<Vec<QueuedJob<'_>>, NotLocked> {
         self.require("the job queue", |l| l.job, LockLevel::Write)?;
         self.require("the job queue", |l| l.part, LockLevel::Read)?;
+        self.require("the job queue", |l| l.node, LockLevel::Read)?;
         let api = self.api();
         // SAFETY: we hold the job write and partition read locks, as sched/backfill does
         // around the same calls; we own the returned list and destroy it below.
@@ -286,14 +316,33 @@ impl SlurmctldLock {
         // SAFETY: as above.
         unsafe { call!(api, sort_job_queue(queue)) };
         let mut out = Vec::new();
+        let mut runnable_jobs = std::collections::HashSet::new();
         // SAFETY: a valid list whose items are job_queue_rec_t.
         if let Some(items) = unsafe { ListIter::new(api, queue) } {
             for item in items {
                 // SAFETY: see above.
                 let rec = unsafe { &*(item as *const sys::job_queue_rec_t) };
+                if rec.job_ptr.is_null() {
+                    continue;
+                }
+                let job_id = rec.job_id;
+                if !runnable_jobs.contains(&job_id) && runnable_jobs.len() >= max_jobs {
+                    break;
+                }
+                // SAFETY: a job record under the job write lock (job_independent may update
+                // its dependency state, as it does for sched/backfill).
+                let not_runnable = unsafe { sys::energy_job_not_runnable(rec.job_ptr) };
+                let not_runnable = (!not_runnable.is_null()).then(|| crate::routes_text(not_runnable));
+                let route = if not_runnable.is_none() {
+                    runnable_jobs.insert(job_id);
+                    // SAFETY: a live record of the queue built under our locks.
+                    Some(unsafe { self.route_of(item, now) })
+                } else {
+                    None
+                };
                 // SAFETY: the record's job pointer is a job record valid under the job lock.
                 if let Some(job) = unsafe { JobRef::new(api, rec.job_ptr) } {
-                    out.push(QueuedJob { job, priority: rec.priority });
+                    out.push(QueuedJob { job, priority: rec.priority, not_runnable, route });
                 }
             }
         }

@@ -30,6 +30,11 @@ pub enum StartError {
     Federation,
     /// The planner named no node, or a node outside the table.
     BadNodes,
+    /// Slurm's own pre-start checks say no (held, dependency, `--begin`, array throttle, ...).
+    NotRunnable(&'static str),
+    /// The queue record it was planned through no longer applies (partition or reservation
+    /// gone or changed).
+    Route(&'static str),
     /// `select_nodes` refused.
     Slurm { code: i32, reason: String },
 }
@@ -43,6 +48,8 @@ impl std::fmt::Display for StartError {
             StartError::AccountingPolicy => write!(f, "held by an accounting policy (QOS/association limit)"),
             StartError::Federation => write!(f, "federation job lock not granted"),
             StartError::BadNodes => write!(f, "no valid node given"),
+            StartError::NotRunnable(why) => write!(f, "not runnable: {why}"),
+            StartError::Route(why) => write!(f, "planned partition/reservation no longer applies: {why}"),
             StartError::Slurm { code, reason } => write!(f, "select_nodes: {reason} ({code})"),
         }
     }
@@ -65,10 +72,12 @@ pub struct Started {
 }
 
 impl SlurmctldLock {
-    /// Starts pending job `job_id` on (a subset of) `only_nodes` (node table indices) and, once
-    /// it is started, sets its admin comment to `admin_comment`. Needs the job and node write
-    /// locks.
-    pub fn start_job(&mut self, job_id: u32, only_nodes: &[usize], admin_comment: Option<&str>) -> Result<Started, StartError> {
+    /// Starts pending job `job_id` on (a subset of) `only_nodes` (node table indices) through
+    /// the queue record `route` (its partition and reservation applied as sched/backfill applies
+    /// them) and, once it is started, sets its admin comment to `admin_comment`. Before that it
+    /// re-checks the job as sched/backfill does after yielding its locks. Needs the job and
+    /// node write locks.
+    pub fn start_job(&mut self, job_id: u32, only_nodes: &[usize], route: Option<&crate::routes::RouteApply>, admin_comment: Option<&str>) -> Result<Started, StartError> {
         self.require("starting a job", |l| l.job, LockLevel::Write)?;
         self.require("starting a job", |l| l.node, LockLevel::Write)?;
         let api = self.api();
@@ -87,13 +96,46 @@ impl SlurmctldLock {
         if job_rec.het_job_id != 0 {
             return Err(StartError::Heterogeneous);
         }
+        // SAFETY: a job record under the job write lock (the checks sched/backfill repeats
+        // after yielding: held, revoked, cleaning, dependencies, --begin, array throttle).
+        let why = unsafe { sys::energy_job_not_runnable(job) };
+        if !why.is_null() {
+            return Err(StartError::NotRunnable(crate::routes_text(why)));
+        }
+        // SAFETY: zeroed is a valid "nothing applied" record for the plain-data struct.
+        let mut saved: sys::energy_route_saved_t = unsafe { std::mem::zeroed() };
+        saved.part_ptr = job_rec.part_ptr;
+        saved.resv_ptr = job_rec.resv_ptr as *mut std::ffi::c_void;
+        saved.resv_id = job_rec.resv_id;
+        if let Some(r) = route {
+            let Ok(part) = CString::new(r.partition.as_str()) else { return Err(StartError::Route("partition name")) };
+            let resv = match r.reservation.as_deref().map(CString::new) {
+                None => None,
+                Some(Ok(c)) => Some(c),
+                Some(Err(_)) => return Err(StartError::Route("reservation name")),
+            };
+            let resv_ptr = resv.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+            // SAFETY: names outlive the call; the job is modifiable under the job write lock.
+            let why = unsafe { sys::energy_route_apply(job, part.as_ptr(), resv_ptr, r.magnetic, &mut saved) };
+            if !why.is_null() {
+                // SAFETY: undoes whatever the apply changed before refusing.
+                unsafe { sys::energy_route_undo(job, &saved) };
+                return Err(StartError::Route(crate::routes_text(why)));
+            }
+        }
+        // SAFETY: the job is modifiable under the job write lock; `saved` came from the apply.
+        let undo = |saved: &sys::energy_route_saved_t| unsafe { sys::energy_route_undo(job, saved) };
         // SAFETY: owned by the record.
-        let Some(details) = (unsafe { job_rec.details.as_mut() }) else { return Err(StartError::NotPending) };
+        let Some(details) = (unsafe { job_rec.details.as_mut() }) else {
+            undo(&saved);
+            return Err(StartError::NotPending);
+        };
         // SAFETY: the same pre-check the main scheduler makes, under the same locks.
         let runnable = unsafe {
             call!(api, acct_policy_job_runnable_state(job)) || call!(api, acct_policy_job_runnable_pre_select(job, false))
         };
         if !runnable {
+            undo(&saved);
             return Err(StartError::AccountingPolicy);
         }
 
@@ -146,10 +188,14 @@ impl SlurmctldLock {
             details.exc_node_bitmap = user_exc.map_or(std::ptr::null_mut(), Bitmap::into_raw);
         }
 
-        let Some(rc) = rc else { return Err(StartError::Federation) };
+        let Some(rc) = rc else {
+            undo(&saved);
+            return Err(StartError::Federation);
+        };
         if rc != sys::SLURM_SUCCESS as i32 {
             // SAFETY: releases the federation lock taken above.
             unsafe { call!(api, fed_mgr_job_unlock(job)) };
+            undo(&saved);
             return Err(StartError::Slurm { code: rc, reason: strerror(api, rc) });
         }
         // SAFETY: the job started: record it with the federation, as the main scheduler does.
@@ -232,6 +278,32 @@ impl SlurmctldLock {
         // SAFETY: slurmctld's last_job_update, written under the job write lock.
         unsafe { *api.raw().last_job_update = now() };
         Ok(Some((old, new)))
+    }
+
+    /// Sets what `squeue --start` shows for a pending job the scheduler holds nodes for: its
+    /// expected start and those nodes (`start_time`, `sched_nodes`, as sched/backfill sets
+    /// them). Needs the job write lock. Returns whether the job was found pending.
+    pub fn set_expected_start(&mut self, job_id: u32, start: i64, nodes: &str) -> Result<bool, NotLocked> {
+        self.require("a job's expected start", |l| l.job, LockLevel::Write)?;
+        let api = self.api();
+        // SAFETY: lookup under the job write lock.
+        let job = unsafe { call!(api, find_job_record(job_id)) };
+        // SAFETY: NULL or a record we may modify under the job write lock.
+        let Some(rec) = (unsafe { job.as_mut() }) else { return Ok(false) };
+        // SAFETY: the shim only reads state fields of a valid record.
+        if !unsafe { sys::energy_job_is_pending(rec) } {
+            return Ok(false);
+        }
+        rec.start_time = start as sys::time_t;
+        let Ok(c_nodes) = CString::new(nodes.replace('\0', " ")) else { return Ok(false) };
+        // SAFETY: sched_nodes is NULL or an xmalloc'd string owned by the record: freed with
+        // slurm_xfree and replaced by Slurm's own copy, under the job write lock.
+        unsafe {
+            let mut old = rec.sched_nodes as *mut std::ffi::c_void;
+            call!(api, slurm_xfree(&mut old));
+            rec.sched_nodes = call!(api, xstrdup(c_nodes.as_ptr()));
+        }
+        Ok(true)
     }
 
     /// Sets a job's admin comment (shown by `scontrol show job` and stored in accounting when

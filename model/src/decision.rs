@@ -140,6 +140,9 @@ pub enum CycleEnd {
     JobLimit,
     /// `max_cycle_ms` reached.
     TimeLimit,
+    /// The plugin stopped applying the plan: slurmctld's partitions, reservations or
+    /// configuration changed under it, or slurmctld is shutting down.
+    Abandoned,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]

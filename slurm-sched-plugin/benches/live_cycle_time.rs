@@ -172,7 +172,7 @@ fn cluster_config(plugin_dir: &Path, sched_type: &str, nodes: u32, energy_extra:
         sched_type: sched_type.into(),
         // sched/energy must be the only one starting jobs; sched/backfill keeps slurmctld's main
         // scheduler (the stock setup), but sdiag's backfill figures time the backfill thread only.
-        scheduler_parameters: Some(if energy { "sched_interval=-1".into() } else { "bf_interval=5".into() }),
+        scheduler_parameters: Some(if energy { "sched_interval=-1,defer".into() } else { "bf_interval=5".into() }),
         extra_files: vec![("energy.toml".into(), energy_toml(energy_extra))],
         with_accounting: false,
         ..ClusterConfig::default()

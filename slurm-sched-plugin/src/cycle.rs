@@ -14,7 +14,9 @@ use model::predictor::Predictor;
 use slurm_bindings::conf::ConfView;
 use slurm_bindings::locks::{LockLevels, SlurmctldLock};
 use slurm_bindings::slurm_log;
+use slurm_bindings::routes::Stamps;
 use slurm_bindings::start::StartError;
+use std::collections::HashMap;
 
 use crate::LOG;
 use crate::config::Config;
@@ -39,6 +41,10 @@ pub struct CycleStats {
     pub deferrals: usize,
     pub yields: usize,
     pub end: CycleEnd,
+    /// Plans made this cycle (more than one when Slurm refused planned starts).
+    pub passes: usize,
+    /// Pending jobs Slurm says cannot start now (held, dependencies, limits...).
+    pub not_runnable: usize,
 }
 
 impl std::fmt::Display for CycleStats {
@@ -46,7 +52,7 @@ impl std::fmt::Display for CycleStats {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         write!(
             f,
-            "{:.3} ms (locked {:.3}, snapshot {:.3}, plan {:.3}, start {:.3}); nodes {} running {} pending {}; tested {} started {} failed {} reserved {} deferred {} yields {} end {:?}",
+            "{:.3} ms (locked {:.3}, snapshot {:.3}, plan {:.3}, start {:.3}); nodes {} running {} pending {} (not runnable {}); tested {} started {} failed {} reserved {} deferred {} yields {} passes {} end {:?}",
             ms(self.duration),
             ms(self.locked),
             ms(self.snapshot),
@@ -55,24 +61,117 @@ impl std::fmt::Display for CycleStats {
             self.nodes,
             self.running,
             self.pending,
+            self.not_runnable,
             self.jobs_tested,
             self.jobs_started,
             self.start_failures,
             self.reservations,
             self.deferrals,
             self.yields,
+            self.passes,
             self.end,
         )
     }
 }
 
-pub fn run(cfg: &Config, predictor: &Predictor) -> Result<CycleStats, String> {
+/// What the plugin learns across cycles: placements `select_nodes` refused, so that the job is
+/// planned elsewhere (and no node is held idle for it) for the next [`REFUSAL_CYCLES`] cycles.
+#[derive(Debug, Default)]
+pub struct Learnt {
+    cycle: u64,
+    /// Job -> node name -> last cycle the refusal counts.
+    refused: HashMap<u32, HashMap<String, u64>>,
+}
+
+/// How many cycles a refused (job, node) pair stays out of the job's plans.
+pub const REFUSAL_CYCLES: u64 = 10;
+/// Plans per cycle: the first, and re-plans of the rest after refused starts.
+const MAX_PASSES: usize = 3;
+
+impl Learnt {
+    fn next_cycle(&mut self) {
+        self.cycle += 1;
+        let now = self.cycle;
+        self.refused.retain(|_, nodes| {
+            nodes.retain(|_, until| *until >= now);
+            !nodes.is_empty()
+        });
+    }
+
+    fn note_refusal(&mut self, job: u32, nodes: &[&str]) {
+        let until = self.cycle + REFUSAL_CYCLES;
+        let entry = self.refused.entry(job).or_default();
+        for n in nodes {
+            entry.insert((*n).to_string(), until);
+        }
+    }
+
+    fn refused(&self) -> snapshot::Refused {
+        self.refused.iter().map(|(job, nodes)| (*job, nodes.keys().cloned().collect())).collect()
+    }
+
+    /// (job, node) pairs remembered now.
+    pub fn refusals(&self) -> usize {
+        self.refused.values().map(HashMap::len).sum()
+    }
+}
+
+/// One cycle: plan and apply; when Slurm refuses planned starts, the rest is planned again
+/// without those placements (at most [`MAX_PASSES`] plans).
+pub fn run(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<CycleStats, String> {
+    learnt.next_cycle();
+    let mut total: Option<CycleStats> = None;
+    for _ in 0..MAX_PASSES {
+        let (stats, refused) = run_pass(cfg, predictor, learnt)?;
+        let stop = refused == 0 || stats.end == CycleEnd::Abandoned;
+        total = Some(match total {
+            None => stats,
+            Some(t) => t.merged(stats),
+        });
+        if stop {
+            break;
+        }
+    }
+    total.ok_or_else(|| "no pass ran".to_string())
+}
+
+impl CycleStats {
+    fn merged(self, o: CycleStats) -> CycleStats {
+        CycleStats {
+            duration: self.duration + o.duration,
+            locked: self.locked + o.locked,
+            snapshot: self.snapshot + o.snapshot,
+            plan: self.plan + o.plan,
+            apply: self.apply + o.apply,
+            nodes: o.nodes,
+            running: o.running,
+            pending: o.pending,
+            jobs_tested: self.jobs_tested + o.jobs_tested,
+            jobs_started: self.jobs_started + o.jobs_started,
+            start_failures: self.start_failures + o.start_failures,
+            reservations: o.reservations,
+            deferrals: o.deferrals,
+            yields: self.yields + o.yields,
+            end: o.end,
+            passes: self.passes + o.passes,
+            not_runnable: o.not_runnable,
+        }
+    }
+}
+
+/// One plan and its application. Returns the statistics and how many starts Slurm refused.
+fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<(CycleStats, usize), String> {
     let started = Instant::now();
     let lock = SlurmctldLock::acquire(LockLevels::SCHEDULER).map_err(|e| e.to_string())?;
     let conf = ConfView::read(&lock).map_err(|e| e.to_string())?;
     LOG.set_debug(cfg.sched.debug || conf.debug_backfill());
+    // Checked again each cycle: `scontrol reconfigure` may have changed them.
+    if let Some(problem) = slurm_bindings::conf::sched_params_problem(conf.sched_params.as_deref()) {
+        return Err(format!("no job started: {problem}"));
+    }
     let now_s = unix_now_s();
-    let built = snapshot::build(&lock, &conf, cfg, now_s).map_err(|e| e.to_string())?;
+    let built = snapshot::build(&lock, &conf, cfg, now_s, &learnt.refused()).map_err(|e| e.to_string())?;
+    let seen = lock.stamps();
     // A panic here unwinds through the lock guard, which must release slurmctld's locks.
     #[cfg(feature = "fault-injection")]
     fault::maybe_panic(fault::Site::Locked);
@@ -99,14 +198,17 @@ pub fn run(cfg: &Config, predictor: &Predictor) -> Result<CycleStats, String> {
         deferrals: outcome.stats.deferrals,
         yields: 0,
         end: outcome.end,
+        passes: 1,
+        not_runnable: built.not_runnable,
     };
+    let mut refused = 0;
     for d in &outcome.decisions {
         match d {
             Decision::Reserve(r) => slurm_log!(LOG, debug, "JobId={} reserved from {:.0} s on {} node(s)", r.job, r.start_s - now_s, r.nodes.len()),
             Decision::Defer(x) => slurm_log!(LOG, debug, "JobId={} deferred {:.0} s for a cleaner grid ({:.0} -> {:.0} g/kWh)", x.job, x.until_s - now_s, x.carbon_now_g_per_kwh, x.carbon_forecast_g_per_kwh),
             // GPU clocks are applied on the nodes (GPU/SPANK plugins), not by slurmctld.
             Decision::Reclock(r) => slurm_log!(LOG, debug, "JobId={} reclock to {} MHz not applied (no clock control from slurmctld)", r.job, r.clock_mhz),
-            Decision::Start(_) => {}
+            Decision::Start(_) | Decision::SlurmStart(_) => {}
         }
     }
 
@@ -129,51 +231,81 @@ pub fn run(cfg: &Config, predictor: &Predictor) -> Result<CycleStats, String> {
         }
         stats.locked += held_since.elapsed();
     }
-    if outcome.starts().next().is_some() {
+    if outcome.starts().next().is_some() || outcome.slurm_starts().next().is_some() || outcome.reservations().next().is_some() {
         let max_locked = Duration::from_millis(cfg.sched.max_lock_ms);
         let pause = Duration::from_millis(cfg.sched.yield_ms);
         let mut lock = SlurmctldLock::acquire(LockLevels::SCHEDULER).map_err(|e| e.to_string())?;
         let mut held_since = Instant::now();
-        for start in outcome.starts() {
-            if held_since.elapsed() >= max_locked {
-                stats.locked += held_since.elapsed();
-                lock.yield_for(pause);
-                stats.yields += 1;
-                held_since = Instant::now();
-            }
-            let mut table_nodes = Vec::with_capacity(start.allocations.len());
-            let mut names = Vec::with_capacity(start.allocations.len());
-            for a in &start.allocations {
-                let i = a.node.0 as usize;
-                if let (Some(&t), Some(n)) = (built.table_index.get(i), built.node_names.get(i)) {
-                    table_nodes.push(t);
-                    names.push(n.as_str());
+        // Partitions, reservations or the configuration changed while we planned: the plan's
+        // routes and node indices may be wrong. Start nothing; the next cycle plans afresh.
+        let changed = |a: Stamps, b: Stamps| a.part != b.part || a.resv != b.resv || a.conf != b.conf;
+        if changed(seen, lock.stamps()) {
+            slurm_log!(LOG, verbose, "partitions, reservations or configuration changed while planning: plan abandoned");
+            stats.end = CycleEnd::Abandoned;
+        } else {
+            for d in &outcome.decisions {
+                if slurm_bindings::routes::shutting_down() {
+                    stats.end = CycleEnd::Abandoned;
+                    break;
                 }
-            }
-            let record = start.record(&names);
-            match lock.start_job(start.job.0, &table_nodes, Some(&record)) {
-                Ok(s) => {
-                    stats.jobs_started += 1;
-                    slurm_log!(LOG, info, "started JobId={} on {}: {}", s.job_id, s.nodes, record);
-                    // The planner extends the limit of a job it slows (extend_time_limits).
-                    let limit_min = (start.time_limit_s / 60.0).ceil();
-                    if limit_min.is_finite() && limit_min >= 1.0 {
-                        match lock.extend_time_limit(s.job_id, limit_min.min(f64::from(u32::MAX - 1)) as u32) {
-                            Ok(Some((old, new))) => {
-                                slurm_log!(LOG, info, "JobId={}: time limit {old} -> {new} min (predicted slowdown {:.3})", s.job_id, start.predicted_slowdown)
-                            }
-                            Ok(None) => {}
-                            Err(e) => slurm_log!(LOG, error, "JobId={}: time limit not extended: {e}", s.job_id),
-                        }
+                if held_since.elapsed() >= max_locked {
+                    stats.locked += held_since.elapsed();
+                    let before = lock.stamps();
+                    lock.yield_for(pause);
+                    stats.yields += 1;
+                    held_since = Instant::now();
+                    if changed(before, lock.stamps()) {
+                        slurm_log!(LOG, verbose, "partitions, reservations or configuration changed during a yield: rest of the plan abandoned");
+                        stats.end = CycleEnd::Abandoned;
+                        break;
                     }
                 }
-                Err(e @ (StartError::NotPending | StartError::AccountingPolicy)) => {
-                    stats.start_failures += 1;
-                    slurm_log!(LOG, debug, "JobId={} not started: {e}", start.job);
-                }
-                Err(e) => {
-                    stats.start_failures += 1;
-                    slurm_log!(LOG, verbose, "JobId={} not started on {}: {e}", start.job, names.join(","));
+                match d {
+                    Decision::Start(start) => {
+                        let (table_nodes, names) = map_nodes(&built, start.allocations.iter().map(|a| a.node));
+                        let record = start.record(&names);
+                        let route = start.route.and_then(|r| built.routes.get(r as usize));
+                        match lock.start_job(start.job.0, &table_nodes, route, Some(&record)) {
+                            Ok(s) => {
+                                stats.jobs_started += 1;
+                                slurm_log!(LOG, info, "started JobId={} on {}: {}", s.job_id, s.nodes, record);
+                                extend_limit(&mut lock, s.job_id, start);
+                            }
+                            Err(e) => {
+                                stats.start_failures += 1;
+                                if matches!(e, StartError::Slurm { .. }) {
+                                    refused += 1;
+                                    learnt.note_refusal(start.job.0, &names);
+                                    slurm_log!(LOG, verbose, "JobId={} not started on {}: {e}; planned elsewhere for the next {} cycles", start.job, names.join(","), REFUSAL_CYCLES);
+                                } else {
+                                    slurm_log!(LOG, debug, "JobId={} not started: {e}", start.job);
+                                }
+                            }
+                        }
+                    }
+                    Decision::SlurmStart(x) => {
+                        let (table_nodes, names) = map_nodes(&built, x.nodes.iter().copied());
+                        let route = x.route.and_then(|r| built.routes.get(r as usize));
+                        let record = format!("energy:placed_by=slurm candidates={}", names.len());
+                        match lock.start_job(x.job.0, &table_nodes, route, Some(&record)) {
+                            Ok(s) => {
+                                stats.jobs_started += 1;
+                                slurm_log!(LOG, info, "started JobId={} on {} (nodes chosen by Slurm among {} the plan leaves free)", s.job_id, s.nodes, names.len());
+                            }
+                            Err(e) => {
+                                stats.start_failures += 1;
+                                slurm_log!(LOG, debug, "JobId={} not started by Slurm's selection: {e}", x.job);
+                            }
+                        }
+                    }
+                    Decision::Reserve(r) => {
+                        // What `squeue --start` shows, as sched/backfill sets it.
+                        let (_, names) = map_nodes(&built, r.nodes.iter().copied());
+                        if let Err(e) = lock.set_expected_start(r.job.0, r.start_s as i64, &names.join(",")) {
+                            slurm_log!(LOG, debug, "JobId={}: expected start not set: {e}", r.job);
+                        }
+                    }
+                    _ => {}
                 }
             }
         }
@@ -181,7 +313,35 @@ pub fn run(cfg: &Config, predictor: &Predictor) -> Result<CycleStats, String> {
     }
     stats.apply = apply_start.elapsed();
     stats.duration = started.elapsed();
-    Ok(stats)
+    Ok((stats, refused))
+}
+
+/// Snapshot node indices -> (node table indices, names).
+fn map_nodes<'b>(built: &'b snapshot::Built, nodes: impl Iterator<Item = model::types::NodeIdx>) -> (Vec<usize>, Vec<&'b str>) {
+    let mut table_nodes = Vec::new();
+    let mut names = Vec::new();
+    for n in nodes {
+        let i = n.0 as usize;
+        if let (Some(&t), Some(name)) = (built.table_index.get(i), built.node_names.get(i)) {
+            table_nodes.push(t);
+            names.push(name.as_str());
+        }
+    }
+    (table_nodes, names)
+}
+
+/// The planner extends the limit of a job it slows (extend_time_limits).
+fn extend_limit(lock: &mut SlurmctldLock, job_id: u32, start: &model::decision::StartDecision) {
+    let limit_min = (start.time_limit_s / 60.0).ceil();
+    if limit_min.is_finite() && limit_min >= 1.0 {
+        match lock.extend_time_limit(job_id, limit_min.min(f64::from(u32::MAX - 1)) as u32) {
+            Ok(Some((old, new))) => {
+                slurm_log!(LOG, info, "JobId={job_id}: time limit {old} -> {new} min (predicted slowdown {:.3})", start.predicted_slowdown)
+            }
+            Ok(None) => {}
+            Err(e) => slurm_log!(LOG, error, "JobId={job_id}: time limit not extended: {e}"),
+        }
+    }
 }
 
 /// The planner call. With the `fault-injection` feature (test builds only) it panics while the

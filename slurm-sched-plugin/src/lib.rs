@@ -28,7 +28,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use model::predictor::Predictor;
-use slurm_bindings::conf::{ConfView, main_scheduler_disabled};
+use slurm_bindings::conf::{ConfView, sched_params_problem};
 use slurm_bindings::{Logger, slurm_log};
 
 use crate::config::Config;
@@ -142,12 +142,13 @@ fn start() -> Result<(), String> {
     let cfg = config::load(&path).map_err(|e| format!("invalid configuration: {e}"))?;
     let predictor = load_predictor(&cfg).map_err(|e| format!("invalid configuration: {}: {e}", path.display()))?;
     LOG.set_debug(cfg.sched.debug || conf.debug_backfill());
-    if !main_scheduler_disabled(conf.sched_params.as_deref()) {
-        LOG.error(&format!(
-            "SchedulerParameters ({}) lacks sched_interval=-1: slurmctld's main scheduler will start jobs too, bypassing the energy-aware plan",
-            conf.sched_params.as_deref().unwrap_or("unset")
-        ));
+    if let Some(problem) = sched_params_problem(conf.sched_params.as_deref()) {
+        return Err(problem);
     }
+    if conf.preemption_enabled() {
+        return Err("PreemptType is not preempt/none: sched/energy does not preempt jobs and would silently ignore preemption. Write PreemptType=preempt/none in slurm.conf (or use SchedulerType=sched/backfill)".into());
+    }
+    slurm_log!(LOG, info, "heterogeneous jobs are refused at submission by slurmctld unless SchedulerType=sched/backfill; sched/energy never starts them");
     match &cfg.path {
         Some(p) => slurm_log!(LOG, info, "loaded configuration {} (interval {} s)", p.display(), cfg.sched.interval_s),
         None => slurm_log!(LOG, info, "no {} found, using defaults (interval {} s)", path.display(), cfg.sched.interval_s),
@@ -198,6 +199,7 @@ fn wait(shared: &Shared, interval: Duration) -> bool {
 
 fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut predictor: Predictor) {
     let mut cycle_no: u64 = 0;
+    let mut learnt = cycle::Learnt::default();
     loop {
         if wait(&shared, Duration::from_secs_f64(cfg.sched.interval_s)) {
             return;
@@ -207,7 +209,7 @@ fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut pre
             continue;
         }
         cycle_no += 1;
-        let outcome = catch_unwind(AssertUnwindSafe(|| cycle::run(&cfg, &predictor)));
+        let outcome = catch_unwind(AssertUnwindSafe(|| cycle::run(&cfg, &predictor, &mut learnt)));
         match outcome {
             Ok(Ok(stats)) => {
                 slurm_log!(LOG, debug, "cycle {cycle_no}: {stats}");

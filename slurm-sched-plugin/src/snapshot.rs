@@ -15,7 +15,9 @@ use std::collections::{BTreeMap, HashSet};
 
 use model::shard_placement::ShardJobs;
 
+use model::eligibility::{AdvanceReservation, Eligibility, NodeSet, NodeSetInterner};
 use model::types::{GpuType, JobId, Node, NodeAllocation, NodeIdx, PendingJob, PowerState, Request, RunningJob, Snapshot};
+use slurm_bindings::routes::{RouteApply, RouteStatus};
 use slurm_bindings::conf::ConfView;
 use slurm_bindings::gres;
 use slurm_bindings::job::{JobRef, MemoryRequest, TimeLimit};
@@ -31,6 +33,10 @@ const FALLBACK_LIMIT_S: f64 = 3600.0;
 
 /// A snapshot and how to map its node indices back to slurmctld's node table.
 pub struct Built {
+    /// The queue records the planner's eligibility routes stand for (route = index).
+    pub routes: Vec<RouteApply>,
+    /// Pending jobs Slurm says cannot start this cycle (held, dependency, limits...).
+    pub not_runnable: usize,
     pub snapshot: Snapshot,
     /// Snapshot node index -> node table index.
     pub table_index: Vec<usize>,
@@ -40,7 +46,11 @@ pub struct Built {
     pub shards: ShardJobs,
 }
 
-pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64) -> Result<Built, NotLocked> {
+/// Placements `select_nodes` refused, per job: nodes kept out of the job's routes for a while
+/// (see [`crate::cycle`]).
+pub type Refused = std::collections::HashMap<u32, HashSet<String>>;
+
+pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, refused: &Refused) -> Result<Built, NotLocked> {
     let mem_consumable = conf.memory_consumable();
     let nodes = lock.nodes()?;
 
@@ -135,25 +145,69 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64) ->
         });
     }
 
-    let mut pending = Vec::new();
-    let mut seen = HashSet::new();
-    let mut skipped = 0;
-    for queued in lock.job_queue()? {
-        let job = queued.job;
-        // A job queued for several partitions comes once per partition: keep the first (best).
-        if !seen.insert(job.id()) {
+    // Slurm's advanced reservations (node sets interned with the jobs' routes).
+    let mut sets = NodeSetInterner::default();
+    let to_snap_set = |nodes: &[usize]| -> NodeSet { nodes.iter().filter_map(|t| table_to_snap.get(t)).map(|&i| i as usize).collect() };
+    let mut reservations = Vec::new();
+    for r in lock.advance_reservations()? {
+        if (r.end as f64) <= now_s {
             continue;
         }
+        let node_set = sets.intern(to_snap_set(&r.nodes));
+        reservations.push(AdvanceReservation { name: r.name, node_set, start_s: r.start as f64, end_s: r.end as f64 });
+    }
+
+    let mut pending: Vec<PendingJob> = Vec::new();
+    let mut index_of: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut routes: Vec<RouteApply> = Vec::new();
+    let mut route_index: BTreeMap<RouteApply, u32> = BTreeMap::new();
+    let mut skipped = 0;
+    let mut not_runnable = HashSet::new();
+    for queued in lock.job_queue(now_s as i64, cfg.planner.max_jobs_tested)? {
+        let job = queued.job;
         if job.is_het() || !job.is_pending() {
             skipped += 1;
             continue;
         }
-        let (request, is_shard) = request_of(&job, mem_consumable, max_cpus, max_gpus);
+        let Some(route) = queued.route.as_ref() else {
+            not_runnable.insert(job.id());
+            continue;
+        };
+        let not_before_s = match route.status {
+            RouteStatus::Now => now_s,
+            RouteStatus::Later(t) => t as f64,
+            RouteStatus::Never(_) => continue,
+        };
+        let (request, is_shard, expressible) = request_of(&job, mem_consumable, max_cpus, max_gpus);
+        // GPU type asked for (`--gres=gpu:a100:2`, `--gpus=a100:2`): only nodes of that type.
+        let want_type = [job.tres_per_node(), job.tres_per_job(), job.tres_per_task()].into_iter().flatten().find_map(|s| gres::first_type(s, "gpu"));
+        let refused_here = refused.get(&job.id());
+        let mut nodes = to_snap_set(&route.nodes);
+        for i in nodes.iter().collect::<Vec<_>>() {
+            let wrong_type = want_type.as_deref().is_some_and(|t| node_names.get(i).is_some() && snap_nodes.get(i).and_then(|n| gpu_types.get(n.gpu_type)).is_some_and(|g| !g.name.eq_ignore_ascii_case(t)));
+            let was_refused = refused_here.is_some_and(|r| node_names.get(i).is_some_and(|n| r.contains(n)));
+            if wrong_type || was_refused {
+                nodes.remove(i);
+            }
+        }
+        let apply = route.apply();
+        let route_id = *route_index.entry(apply.clone()).or_insert_with(|| {
+            routes.push(apply);
+            (routes.len() - 1) as u32
+        });
+        let reservation = route.reservation.as_deref().and_then(|name| reservations.iter().position(|r| r.name == name)).map(|i| i as u32);
+        let eligibility = Eligibility { node_set: sets.intern(nodes), reservation, not_before_s, route: route_id };
+        if let Some(&i) = index_of.get(&job.id()) {
+            // Another queue record of the same job (another partition or reservation).
+            pending[i].eligible.push(eligibility);
+            continue;
+        }
         let mut hints = hints::from_spank_env(job.spank_env(), &cfg.planner.hints);
         hints.share_allowed = is_shard && hints::explicit_share(job.spank_env()).unwrap_or(true);
         if is_shard {
             shards.add(job.id(), hints.share_allowed);
         }
+        index_of.insert(job.id(), pending.len());
         pending.push(PendingJob {
             id: JobId(job.id()),
             user: job.user_id(),
@@ -163,10 +217,21 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64) ->
             time_limit_s: time_limit_s(&job),
             hints,
             cpus_range: None,
+            eligible: vec![eligibility],
+            placed_by_slurm: !expressible || route.filter_inexact,
         });
     }
+    let not_runnable = not_runnable.iter().filter(|id| !index_of.contains_key(id)).count();
 
-    Ok(Built { snapshot: Snapshot { now_s, gpu_types, nodes: snap_nodes, running, pending }, table_index, node_names, skipped, shards })
+    Ok(Built {
+        snapshot: Snapshot { now_s, gpu_types, nodes: snap_nodes, running, pending, node_sets: sets.into_sets(), reservations },
+        table_index,
+        node_names,
+        skipped,
+        shards,
+        routes,
+        not_runnable,
+    })
 }
 
 fn time_limit_s(job: &JobRef<'_>) -> f64 {
@@ -181,11 +246,26 @@ fn time_limit_s(job: &JobRef<'_>) -> f64 {
     }
 }
 
-/// Per-node request: `--gres=gpu:N` / `--gpus-per-node` (tres_per_node), `--gpus` (tres_per_job,
-/// spread over the nodes), `--gpus-per-task`; CPUs and memory as slurmctld stored them. A job
-/// asking for `--gres=shard:K` and no `gpu` needs one (shared) GPU per node: `(request, true)`.
-fn request_of(job: &JobRef<'_>, mem_consumable: bool, max_cpus: u32, max_gpus: u32) -> (Request, bool) {
-    let nodes = job.min_nodes();
+/// Per-node request as Slurm reads it: `-N` (its minimum; the planner confines the job to
+/// that many nodes), `--ntasks-per-node`, `-n` with `--cpus-per-task`, `--gres=gpu:N` /
+/// `--gpus-per-node` (tres_per_node), `--gpus` (tres_per_job, spread evenly over the nodes),
+/// `--gpus-per-task`, `--cpus-per-gpu`, `--mem`, `--mem-per-cpu`, `--mem-per-gpu`, `--exclusive`.
+/// A job asking for `--gres=shard:K` and no `gpu` needs one (shared) GPU per node. Returns the
+/// request, whether it is a shard job, and whether the planner can express it at all (a task
+/// count Slurm may spread over any number of nodes, or `--gpus` that do not divide evenly over
+/// the nodes, cannot: Slurm's own selection places those).
+fn request_of(job: &JobRef<'_>, mem_consumable: bool, max_cpus: u32, max_gpus: u32) -> (Request, bool, bool) {
+    let tasks = job.num_tasks();
+    let per_task_cpus = job.cpus_per_task();
+    let ntpn = job.ntasks_per_node();
+    let mut nodes = job.min_nodes();
+    let mut expressible = true;
+    if ntpn > 0 {
+        nodes = nodes.max(tasks.div_ceil(ntpn));
+    } else if tasks > 1 && nodes == 1 && job.max_nodes() != 1 && tasks * per_task_cpus > max_cpus {
+        // `-n` bigger than any node, no node count: Slurm chooses how many nodes.
+        expressible = false;
+    }
     let per_node = job.tres_per_node().map_or(0, |s| gres::count(s, "gpu"));
     let shards_per_node = job.tres_per_node().map_or(0, |s| gres::count(s, "shard"));
     let per_job = job.tres_per_job().map_or(0, |s| gres::count(s, "gpu"));
@@ -193,6 +273,9 @@ fn request_of(job: &JobRef<'_>, mem_consumable: bool, max_cpus: u32, max_gpus: u
     let gpus = if per_node > 0 {
         per_node
     } else if per_job > 0 {
+        if !per_job.is_multiple_of(u64::from(nodes)) {
+            expressible = false;
+        }
         per_job.div_ceil(nodes as u64)
     } else {
         (per_task * job.num_tasks() as u64).div_ceil(nodes as u64)
@@ -200,15 +283,20 @@ fn request_of(job: &JobRef<'_>, mem_consumable: bool, max_cpus: u32, max_gpus: u
     let is_shard = gpus == 0 && shards_per_node > 0;
     let gpus = if is_shard { 1 } else { gpus };
     let mut gpus_per_node = gpus.min(u32::MAX as u64) as u32;
-    let mut cpus_per_node = job.pn_min_cpus().max(job.min_cpus().div_ceil(nodes));
+    let tasks_per_node = if ntpn > 0 { ntpn } else { tasks.div_ceil(nodes) };
+    let mut cpus_per_node = job.pn_min_cpus().max(job.min_cpus().div_ceil(nodes)).max(tasks_per_node * per_task_cpus);
+    let cpus_per_gpu = job.cpus_per_tres().map_or(0, |s| gres::count(s, "gpu")).min(u64::from(u32::MAX)) as u32;
+    cpus_per_node = cpus_per_node.max(cpus_per_gpu.saturating_mul(gpus_per_node));
     if job.whole_node() {
         cpus_per_node = max_cpus;
         gpus_per_node = gpus_per_node.max(max_gpus);
     }
+    let mem_per_gpu_mb = job.mem_per_tres().map_or(0, |s| gres::count(s, "gpu"));
     let mem_mb_per_node = match (mem_consumable, job.memory_request()) {
         (false, _) => 0,
+        (true, _) if mem_per_gpu_mb > 0 => mem_per_gpu_mb * u64::from(gpus_per_node),
         (true, MemoryRequest::PerNode(mb)) => mb,
         (true, MemoryRequest::PerCpu(mb)) => mb * cpus_per_node as u64,
     };
-    (Request { nodes, gpus_per_node, cpus_per_node, mem_mb_per_node }, is_shard)
+    (Request { nodes, gpus_per_node, cpus_per_node, mem_mb_per_node }, is_shard, expressible)
 }

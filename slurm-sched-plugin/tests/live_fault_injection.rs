@@ -113,7 +113,7 @@ fn planner_panic_skips_the_cycle_and_slurmctld_keeps_serving() {
         gpus_per_node: 4,
         plugin_dir: Some(plugins.path().to_path_buf()),
         sched_type: "sched/energy".into(),
-        scheduler_parameters: Some("sched_interval=-1".into()),
+        scheduler_parameters: Some("sched_interval=-1,defer".into()),
         extra_files: vec![("energy.toml".into(), ENERGY_TOML.into())],
         daemon_env: vec![("SCHED_ENERGY_FAULT_FILE".into(), trigger.display().to_string())],
         with_accounting: false,

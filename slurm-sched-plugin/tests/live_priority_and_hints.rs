@@ -38,7 +38,7 @@ fn energy_config(plugins: &Path, energy_toml: &str, mut extra: Vec<(String, Stri
         gpus_per_node: 4,
         plugin_dir: Some(plugins.to_path_buf()),
         sched_type: "sched/energy".into(),
-        scheduler_parameters: Some("sched_interval=-1".into()),
+        scheduler_parameters: Some("sched_interval=-1,defer".into()),
         extra_files: extra,
         with_accounting: true,
         ..ClusterConfig::default()

@@ -32,7 +32,7 @@ fn reconfigure_and_restart_lose_no_job_and_start_none_twice() {
         gpus_per_node: 4,
         plugin_dir: Some(plugins.path().to_path_buf()),
         sched_type: "sched/energy".into(),
-        scheduler_parameters: Some("sched_interval=-1".into()),
+        scheduler_parameters: Some("sched_interval=-1,defer".into()),
         extra_files: vec![("energy.toml".into(), "[sched]\ninterval_s = 1\ndebug = true\n".into())],
         with_accounting: true,
         ..ClusterConfig::default()

@@ -77,7 +77,7 @@ fn shard_jobs_share_by_interference_and_deny_jobs_never_share() {
         shards_per_gpu: 4,
         plugin_dir: Some(plugins.path().to_path_buf()),
         sched_type: "sched/energy".into(),
-        scheduler_parameters: Some("sched_interval=-1".into()),
+        scheduler_parameters: Some("sched_interval=-1,defer".into()),
         extra_files: vec![("energy.toml".into(), toml), ("plugstack.conf".into(), format!("required {}\n", spank.display()))],
         ..ClusterConfig::default()
     })

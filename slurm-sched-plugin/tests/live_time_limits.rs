@@ -69,7 +69,7 @@ fn slowed_jobs_get_longer_time_limits_within_the_partition() {
         gpus_per_node: 4,
         plugin_dir: Some(plugins.path().to_path_buf()),
         sched_type: "sched/energy".into(),
-        scheduler_parameters: Some("sched_interval=-1".into()),
+        scheduler_parameters: Some("sched_interval=-1,defer".into()),
         extra_files: vec![("energy.toml".into(), toml), ("plugstack.conf".into(), format!("required {}\n", spank.display()))],
         extra_slurm_conf: vec!["PartitionName=short Nodes=ALL MaxTime=5 State=UP".into()],
         with_accounting: false,

@@ -166,3 +166,255 @@ uint16_t energy_cr_memory_flag(void)
 {
 	return CR_MEMORY;
 }
+
+/* ---- Where a pending job may run (see shim.h). Uses the resolved table only. ---- */
+
+#include <pthread.h>
+
+const char *energy_job_not_runnable(job_record_t *job)
+{
+	uint16_t cleaning = 0;
+
+	if (!resolved_ok || !job || !job->details)
+		return "no job details";
+	if (IS_JOB_REVOKED(job))
+		return "revoked";
+	if (!IS_JOB_PENDING(job) || IS_JOB_COMPLETING(job))
+		return "no longer pending";
+	if (job->priority == 0)
+		return "held";
+	if (job->array_recs && job->array_recs->max_run_tasks &&
+	    (job->array_recs->pend_run_tasks >= job->array_recs->max_run_tasks))
+		return "array throttle (max_run_tasks) reached";
+	if ((job->array_task_id != NO_VAL || job->array_recs) &&
+	    !resolved.job_array_start_test(job))
+		return "array throttle reached";
+	resolved.select_g_select_jobinfo_get(job->select_jobinfo, SELECT_JOBDATA_CLEANING,
+					     &cleaning);
+	if (cleaning)
+		return "cleaning after a previous run";
+	if (!resolved.job_independent(job))
+		return "dependency or begin time";
+	return NULL;
+}
+
+static void route_save(job_record_t *job, energy_route_saved_t *saved)
+{
+	saved->part_ptr = job->part_ptr;
+	saved->resv_ptr = job->resv_ptr;
+	saved->resv_id = job->resv_id;
+	saved->magnetic_applied = false;
+}
+
+void energy_route_undo(job_record_t *job, const energy_route_saved_t *saved)
+{
+	if (saved->magnetic_applied) {
+		void *name = job->resv_name;
+		resolved.slurm_xfree(&name);
+		job->resv_name = NULL;
+		job->bit_flags &= ~JOB_MAGNETIC;
+	}
+	job->part_ptr = saved->part_ptr;
+	job->resv_ptr = saved->resv_ptr;
+	job->resv_id = saved->resv_id;
+}
+
+/* The record's reservation applied to the job as sched/backfill does before testing it. */
+static void route_set_resv(job_record_t *job, part_record_t *part, slurmctld_resv_t *resv,
+			   energy_route_saved_t *saved)
+{
+	if (!resv)
+		return;
+	if (job->resv_list || job->resv_name) {
+		/* One of the reservations the job asked for: keep its name list. */
+		job->resv_ptr = resv;
+		job->resv_id = resv->resv_id;
+	} else {
+		job_queue_rec_t rec;
+
+		memset(&rec, 0, sizeof(rec));
+		rec.job_ptr = job;
+		rec.job_id = job->job_id;
+		rec.part_ptr = part;
+		rec.resv_ptr = resv;
+		resolved.job_queue_rec_magnetic_resv(&rec);
+		saved->magnetic_applied = true;
+	}
+}
+
+void energy_route_test(void *item, time_t now, energy_route_t *out)
+{
+	job_queue_rec_t *rec = item;
+	job_record_t *job = rec ? rec->job_ptr : NULL;
+	part_record_t *part = rec ? rec->part_ptr : NULL;
+	energy_route_saved_t saved;
+	bitstr_t *avail = NULL, *exc_cores = NULL;
+	bool overlap = false;
+	time_t when = now;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	out->status = ENERGY_ROUTE_NEVER;
+	if (!resolved_ok || !job || !job->details) {
+		out->why = "no job";
+		return;
+	}
+	if (!part || !part->node_bitmap || !(part->state_up & PARTITION_SCHED)) {
+		out->why = "partition not schedulable";
+		return;
+	}
+	out->part_name = part->name;
+	if (rec->resv_ptr) {
+		out->resv_name = rec->resv_ptr->name;
+		out->magnetic = !(job->resv_list || job->resv_name);
+	} else if (job->resv_ptr) {
+		out->resv_name = ((slurmctld_resv_t *) job->resv_ptr)->name;
+	}
+
+	route_save(job, &saved);
+	job->part_ptr = part;
+	route_set_resv(job, part, rec->resv_ptr, &saved);
+
+	if (!resolved.acct_policy_job_runnable_pre_select(job, false)) {
+		out->why = "held by a QOS or association limit";
+		goto done;
+	}
+	if (resolved.license_job_test(job, now, true) != SLURM_SUCCESS) {
+		out->why = "licenses not available";
+		goto done;
+	}
+	rc = resolved.job_test_resv(job, &when, true, &avail, &exc_cores, &overlap, false);
+	if (rc != SLURM_SUCCESS) {
+		if (when <= now) {
+			out->why = "reservation does not allow it";
+			goto done;
+		}
+		/* Its reservation starts later, or a maintenance window covers the partition. */
+		out->status = ENERGY_ROUTE_LATER;
+		out->not_before = when;
+		if (avail)
+			resolved.slurm_bit_free(&avail);
+		if (job->resv_ptr && ((slurmctld_resv_t *) job->resv_ptr)->node_bitmap)
+			avail = resolved.bit_copy(((slurmctld_resv_t *) job->resv_ptr)->node_bitmap);
+		else
+			avail = resolved.bit_copy(part->node_bitmap);
+	} else {
+		out->status = ENERGY_ROUTE_NOW;
+		if (!job->resv_ptr) {
+			/* Other reservations' windows are the planner's: start from the partition. */
+			if (avail)
+				resolved.slurm_bit_free(&avail);
+			avail = resolved.bit_copy(part->node_bitmap);
+		}
+	}
+	if (!avail) {
+		out->status = ENERGY_ROUTE_NEVER;
+		out->why = "no nodes";
+		goto done;
+	}
+	resolved.bit_and(avail, part->node_bitmap);
+	if (job->details->exc_node_bitmap)
+		resolved.bit_and_not(avail, job->details->exc_node_bitmap);
+	if (job->details->req_node_bitmap &&
+	    !resolved.bit_super_set(job->details->req_node_bitmap, avail)) {
+		out->status = ENERGY_ROUTE_NEVER;
+		out->why = "required nodes (--nodelist) not in the partition or reservation";
+		goto done;
+	}
+	/* Features, node sizes and memory, as Slurm's own filter judges them. */
+	job->details->features_use = job->details->features;
+	job->details->feature_list_use = job->details->feature_list;
+	if (resolved.job_req_node_filter(job, avail, true) != SLURM_SUCCESS)
+		out->filter_inexact = true;
+	out->nodes = avail;
+	avail = NULL;
+done:
+	if (avail)
+		resolved.slurm_bit_free(&avail);
+	if (exc_cores)
+		resolved.slurm_bit_free(&exc_cores);
+	energy_route_undo(job, &saved);
+}
+
+const char *energy_route_apply(job_record_t *job, const char *part_name, const char *resv_name,
+			       bool magnetic, energy_route_saved_t *saved)
+{
+	part_record_t *part;
+	slurmctld_resv_t *resv = NULL;
+
+	route_save(job, saved);
+	if (!resolved_ok || !part_name)
+		return "no partition";
+	part = resolved.find_part_record((char *) part_name);
+	if (!part)
+		return "partition gone";
+	if (job->part_ptr_list) {
+		bool found = false;
+		ListIterator it = resolved.list_iterator_create(job->part_ptr_list);
+		part_record_t *p;
+
+		while ((p = resolved.list_next(it)))
+			if (p == part)
+				found = true;
+		resolved.list_iterator_destroy(it);
+		if (!found)
+			return "partition no longer the job's";
+	} else if (job->part_ptr != part) {
+		return "partition no longer the job's";
+	}
+	if (resv_name) {
+		resv = resolved.find_resv_name((char *) resv_name);
+		if (!resv)
+			return "reservation gone";
+		if (magnetic && job->resv_name)
+			return "job now names a reservation";
+	}
+	job->part_ptr = part;
+	if (resv)
+		route_set_resv(job, part, resv, saved);
+	return NULL;
+}
+
+bool energy_resv_at(int i, const char **name, bitstr_t **nodes, time_t *start, time_t *end)
+{
+	ListIterator it;
+	slurmctld_resv_t *resv;
+	int n = 0;
+	bool found = false;
+
+	if (!resolved_ok || !*resolved.resv_list)
+		return false;
+	it = resolved.list_iterator_create(*resolved.resv_list);
+	while ((resv = resolved.list_next(it))) {
+		if (!resv->node_bitmap || !(resv->ctld_flags & RESV_CTLD_FULL_NODE) ||
+		    (resv->flags & RESERVE_FLAG_FLEX))
+			continue;
+		if (n++ == i) {
+			*name = resv->name;
+			*nodes = resolved.bit_copy(resv->node_bitmap);
+			*start = resv->start_time;
+			*end = resv->end_time;
+			found = true;
+			break;
+		}
+	}
+	resolved.list_iterator_destroy(it);
+	return found;
+}
+
+int energy_server_thread_count(void)
+{
+	int n;
+
+	if (!resolved_ok)
+		return 0;
+	pthread_mutex_lock(&resolved.slurmctld_config->thread_count_lock);
+	n = resolved.slurmctld_config->server_thread_count;
+	pthread_mutex_unlock(&resolved.slurmctld_config->thread_count_lock);
+	return n;
+}
+
+bool energy_shutting_down(void)
+{
+	return resolved_ok && resolved.slurmctld_config->shutdown_time != 0;
+}

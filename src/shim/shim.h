@@ -54,6 +54,8 @@
 #include "src/slurmctld/acct_policy.h"
 #include "src/slurmctld/fed_mgr.h"
 #include "src/slurmctld/srun_comm.h"
+#include "src/slurmctld/reservation.h"
+#include "src/slurmctld/licenses.h"
 
 /* Functions we call, by their exported names (not the macros that wrap some of them). */
 #define ENERGY_SLURM_FUNCTIONS(X)            \
@@ -87,7 +89,19 @@
 	X(acct_policy_job_runnable_pre_select) \
 	X(fed_mgr_job_lock)                  \
 	X(fed_mgr_job_unlock)                \
-	X(fed_mgr_job_start)
+	X(fed_mgr_job_start)                 \
+	X(bit_and)                           \
+	X(bit_and_not)                       \
+	X(bit_super_set)                     \
+	X(job_test_resv)                     \
+	X(job_req_node_filter)               \
+	X(license_job_test)                  \
+	X(job_independent)                   \
+	X(job_array_start_test)              \
+	X(job_queue_rec_magnetic_resv)       \
+	X(find_part_record)                  \
+	X(find_resv_name)                    \
+	X(select_g_select_jobinfo_get)
 
 /*
  * What the node-side plugins (gpu/nvml, acct_gather_energy/nvml) call: only functions of
@@ -150,7 +164,12 @@ extern const char *energy_slurmd_node_name(void);
 	X(node_record_table_ptr)             \
 	X(node_record_count)                 \
 	X(job_list)                          \
-	X(last_job_update)
+	X(last_job_update)                   \
+	X(last_node_update)                  \
+	X(last_part_update)                  \
+	X(last_resv_update)                  \
+	X(resv_list)                         \
+	X(slurmctld_config)
 
 /*
  * Every Slurm entry point the bundle uses, with the exact type of the running tree's prototype.
@@ -195,5 +214,62 @@ extern uint64_t energy_mem_per_cpu_flag(void);
 extern uint32_t energy_job_flag_backfill(void);
 extern uint64_t energy_debug_flag_backfill(void);
 extern uint16_t energy_cr_memory_flag(void);
+
+/*
+ * Where a pending job may run, the way sched/backfill decides it before testing a queue
+ * record. Needs slurmctld's job write, node read and partition read locks (the scheduler's set).
+ */
+
+/* Why a job cannot be started at all this cycle (NULL: it can). Per job: still pending, not
+ * held, not revoked or cleaning, dependencies met and --begin reached (job_independent),
+ * array throttle (max_run_tasks). */
+extern const char *energy_job_not_runnable(job_record_t *job);
+
+enum energy_route_status {
+	ENERGY_ROUTE_NOW = 0,   /* may start now on `nodes` */
+	ENERGY_ROUTE_LATER = 1, /* may start from `not_before` on `nodes` */
+	ENERGY_ROUTE_NEVER = 2, /* not through this record this cycle: `why` */
+};
+
+typedef struct energy_route {
+	int status;
+	const char *why;        /* static text */
+	bitstr_t *nodes;        /* owned by the caller (free with slurm_bit_free) */
+	time_t not_before;
+	const char *part_name;  /* borrowed from the partition record */
+	const char *resv_name;  /* borrowed from the reservation record, NULL without one */
+	bool magnetic;          /* the reservation attracts the job without its asking */
+	bool filter_inexact;    /* features Slurm's node filter cannot judge (XOR, counts) */
+} energy_route_t;
+
+/* One queue record (`item` of build_job_queue's list): applies the record's partition and
+ * reservation to the job as sched/backfill does, computes the route, and restores the job's
+ * partition and reservation. */
+extern void energy_route_test(void *item, time_t now, energy_route_t *out);
+
+/* What a route changed on a job, to undo when the start fails. */
+typedef struct energy_route_saved {
+	part_record_t *part_ptr;
+	void *resv_ptr;
+	uint32_t resv_id;
+	bool magnetic_applied;
+} energy_route_saved_t;
+
+/* Apply a route found earlier (by names) before select_nodes. Returns NULL, or why it cannot
+ * be applied any more (partition gone or no longer the job's, reservation gone). */
+extern const char *energy_route_apply(job_record_t *job, const char *part_name,
+				      const char *resv_name, bool magnetic,
+				      energy_route_saved_t *saved);
+/* Undo energy_route_apply (the job was not started). */
+extern void energy_route_undo(job_record_t *job, const energy_route_saved_t *saved);
+
+/* Slurm's advanced reservations that hold whole nodes, one at a time: index `i` from 0; false
+ * past the end. `nodes` is a copy the caller frees. */
+extern bool energy_resv_at(int i, const char **name, bitstr_t **nodes, time_t *start,
+			   time_t *end);
+
+/* slurmctld_config fields the scheduler watches. */
+extern int energy_server_thread_count(void);
+extern bool energy_shutting_down(void);
 
 #endif /* SLURM_ENERGY_SHIM_H */

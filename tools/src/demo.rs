@@ -457,7 +457,7 @@ impl DemoCluster {
             gpus_per_node: DEMO_GPUS_PER_NODE,
             plugin_dir: Some(plugin_dir.path().to_path_buf()),
             sched_type: "sched/energy".into(),
-            scheduler_parameters: Some("sched_interval=-1".into()),
+            scheduler_parameters: Some("sched_interval=-1,defer".into()),
             extra_files,
             extra_slurm_conf,
             daemon_env,
