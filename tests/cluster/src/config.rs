@@ -45,6 +45,13 @@ pub struct ClusterConfig {
     /// Run MariaDB and slurmdbd and account jobs (`sacct`). Without it the cluster starts faster
     /// but `sacct` has nothing to show.
     pub with_accounting: bool,
+    /// Per-node `Features=` (node name, comma-separated features), for site-like clusters.
+    pub node_features: Vec<(String, String)>,
+    /// Per-node GPU type (node name, type), overriding `gpu_type`: typed GPUs of several kinds.
+    pub node_gpu_types: Vec<(String, String)>,
+    /// Partition lines (`PartitionName=...`) replacing the default `debug` partition of all
+    /// nodes.
+    pub partitions: Vec<String>,
 }
 
 impl Default for ClusterConfig {
@@ -64,6 +71,9 @@ impl Default for ClusterConfig {
             extra_files: Vec::new(),
             daemon_env: Vec::new(),
             with_accounting: true,
+            node_features: Vec::new(),
+            node_gpu_types: Vec::new(),
+            partitions: Vec::new(),
         }
     }
 }
@@ -255,21 +265,27 @@ pub(crate) fn slurm_conf(input: &SlurmConfInput<'_>) -> String {
         }
         line("AccountingStoreFlags=job_comment".into());
     }
-    let gpu_type = cfg.gpu_type.as_deref().map(|t| format!("{t}:")).unwrap_or_default();
-    let gres = if cfg.gpus_per_node > 0 && cfg.shards_per_gpu > 0 {
-        format!(" Gres=gpu:{gpu_type}{},shard:{}", cfg.gpus_per_node, cfg.gpus_per_node * cfg.shards_per_gpu)
-    } else if cfg.gpus_per_node > 0 {
-        format!(" Gres=gpu:{gpu_type}{}", cfg.gpus_per_node)
-    } else {
-        String::new()
-    };
     for (name, port) in node_names(cfg.nodes).iter().zip(&ports.slurmd) {
+        let gpu_type = node_gpu_type(cfg, name).map(|t| format!("{t}:")).unwrap_or_default();
+        let gres = if cfg.gpus_per_node > 0 && cfg.shards_per_gpu > 0 {
+            format!(" Gres=gpu:{gpu_type}{},shard:{}", cfg.gpus_per_node, cfg.gpus_per_node * cfg.shards_per_gpu)
+        } else if cfg.gpus_per_node > 0 {
+            format!(" Gres=gpu:{gpu_type}{}", cfg.gpus_per_node)
+        } else {
+            String::new()
+        };
+        let features = cfg.node_features.iter().find(|(n, _)| n == name).map(|(_, f)| format!(" Features={f}")).unwrap_or_default();
         line(format!(
-            "NodeName={name} NodeHostname={hostname} NodeAddr=127.0.0.1 Port={port} CPUs={} RealMemory={}{gres} State=UNKNOWN",
+            "NodeName={name} NodeHostname={hostname} NodeAddr=127.0.0.1 Port={port} CPUs={} RealMemory={}{gres}{features} State=UNKNOWN",
             cfg.cpus_per_node, cfg.mem_mb_per_node
         ));
     }
-    line("PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP".into());
+    if cfg.partitions.is_empty() {
+        line("PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP".into());
+    }
+    for p in &cfg.partitions {
+        line(p.clone());
+    }
     for extra in &cfg.extra_slurm_conf {
         line(extra.clone());
     }
@@ -291,12 +307,25 @@ pub(crate) fn gres_conf(cfg: &ClusterConfig, layout: &Layout) -> String {
             1 => layout.gpu_device(0).display().to_string(),
             n => format!("{}/nvidia[0-{}]", layout.dev.display(), n - 1),
         };
+        if !cfg.node_gpu_types.is_empty() {
+            // One line per node: GPU types differ between nodes.
+            for name in node_names(cfg.nodes) {
+                let ty = node_gpu_type(cfg, &name).map(|t| format!(" Type={t}")).unwrap_or_default();
+                let _ = writeln!(s, "NodeName={name} Name=gpu{ty} File={files}");
+            }
+            return s;
+        }
         let _ = writeln!(s, "Name=gpu File={files}");
         if cfg.shards_per_gpu > 0 {
             let _ = writeln!(s, "Name=shard Count={} File={files}", cfg.gpus_per_node * cfg.shards_per_gpu);
         }
     }
     s
+}
+
+/// The GPU type of node `name`: its override, else the cluster's `gpu_type`.
+fn node_gpu_type<'c>(cfg: &'c ClusterConfig, name: &str) -> Option<&'c str> {
+    cfg.node_gpu_types.iter().find(|(n, _)| n == name).map(|(_, t)| t.as_str()).or(cfg.gpu_type.as_deref())
 }
 
 pub(crate) fn slurmdbd_conf(
