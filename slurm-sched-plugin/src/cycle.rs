@@ -317,7 +317,7 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
 }
 
 /// Snapshot node indices -> (node table indices, names).
-fn map_nodes<'b>(built: &'b snapshot::Built, nodes: impl Iterator<Item = model::types::NodeIdx>) -> (Vec<usize>, Vec<&'b str>) {
+fn map_nodes(built: &snapshot::Built, nodes: impl Iterator<Item = model::types::NodeIdx>) -> (Vec<usize>, Vec<&str>) {
     let mut table_nodes = Vec::new();
     let mut names = Vec::new();
     for n in nodes {

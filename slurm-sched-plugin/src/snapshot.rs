@@ -273,7 +273,7 @@ fn request_of(job: &JobRef<'_>, mem_consumable: bool, max_cpus: u32, max_gpus: u
     let gpus = if per_node > 0 {
         per_node
     } else if per_job > 0 {
-        if !per_job.is_multiple_of(u64::from(nodes)) {
+        if per_job % u64::from(nodes) != 0 {
             expressible = false;
         }
         per_job.div_ceil(nodes as u64)
