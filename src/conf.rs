@@ -89,6 +89,36 @@ pub fn starts_deferred(sched_params: Option<&str>) -> bool {
     has_param(sched_params, |kv| kv.eq_ignore_ascii_case("defer"))
 }
 
+/// The value of `key=value` in `SchedulerParameters` (key case-insensitive).
+pub fn param_value<'p>(sched_params: Option<&'p str>, key: &str) -> Option<&'p str> {
+    sched_params?.split(',').map(str::trim).find_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        k.trim().eq_ignore_ascii_case(key).then_some(v.trim())
+    })
+}
+
+/// sched/backfill's yield settings from `SchedulerParameters`, as it reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct YieldParams {
+    /// `bf_yield_interval` (µs): hold the locks at most this long before yielding.
+    pub interval_us: Option<u64>,
+    /// `bf_yield_sleep` (µs): how long to let RPCs through.
+    pub sleep_us: Option<u64>,
+    /// `max_rpc_cnt`: yield early when this many RPCs are waiting (0 = never).
+    pub max_rpc_cnt: u32,
+}
+
+impl YieldParams {
+    pub fn parse(sched_params: Option<&str>) -> YieldParams {
+        let num = |k: &str| param_value(sched_params, k).and_then(|v| v.parse::<u64>().ok());
+        YieldParams {
+            interval_us: num("bf_yield_interval").filter(|&v| v > 0),
+            sleep_us: num("bf_yield_sleep").filter(|&v| v > 0),
+            max_rpc_cnt: num("max_rpc_cnt").map_or(0, |v| v.min(u64::from(u32::MAX)) as u32),
+        }
+    }
+}
+
 fn has_param(sched_params: Option<&str>, is: impl Fn(&str) -> bool) -> bool {
     sched_params.is_some_and(|p| p.split(',').any(|kv| is(kv.trim())))
 }
@@ -138,6 +168,14 @@ mod tests {
         assert!(!main_scheduler_disabled(Some("sched_interval=-10")));
         assert!(!main_scheduler_disabled(None));
         assert!(main_scheduler_disabled(Some("Sched_Interval=-1")));
+    }
+
+    #[test]
+    fn backfill_yield_parameters_are_read_as_slurm_reads_them() {
+        let p = YieldParams::parse(Some("defer,bf_yield_interval=1000000,BF_YIELD_SLEEP=250000,max_rpc_cnt=150"));
+        assert_eq!(p, YieldParams { interval_us: Some(1_000_000), sleep_us: Some(250_000), max_rpc_cnt: 150 });
+        assert_eq!(YieldParams::parse(None), YieldParams { interval_us: None, sleep_us: None, max_rpc_cnt: 0 });
+        assert_eq!(YieldParams::parse(Some("bf_yield_interval=x")).interval_us, None);
     }
 
     #[test]

@@ -160,6 +160,14 @@ impl<'a> JobRef<'a> {
         // SAFETY: as above.
         unsafe { opt_str(self.rec.tres_per_task) }
     }
+    /// For the pending record of a job array (its meta record): tasks still to start, and how
+    /// many more may run now under `--array=...%N` (`None` = no throttle). `None` for other jobs.
+    pub fn array_tasks_startable(&self) -> Option<(u32, Option<u32>)> {
+        // SAFETY: array_recs is NULL or owned by the record.
+        let recs = unsafe { self.rec.array_recs.as_ref() }?;
+        let room = (recs.max_run_tasks > 0).then(|| recs.max_run_tasks.saturating_sub(recs.tot_run_tasks.saturating_add(recs.pend_run_tasks)));
+        Some((recs.task_cnt, room))
+    }
     /// `--ntasks-per-node` (0 when not given).
     pub fn ntasks_per_node(&self) -> u32 {
         self.details().map_or(0, |d| u32::from(d.ntasks_per_node).min(u32::from(u16::MAX - 1)))

@@ -105,6 +105,24 @@ impl SlurmctldLock {
         unsafe { call!(self.api, lock_slurmctld(self.levels.raw())) };
     }
 
+    /// sched/backfill's yield: releases the locks, sleeps `pause`, and keeps sleeping while
+    /// more than `max(max_rpc_cnt / 10, 20)` RPCs are being served (when `max_rpc_cnt` > 0), at
+    /// most `longest` in all, or until `stop()` says so; then takes the locks again.
+    pub fn yield_until_quiet(&mut self, pause: Duration, max_rpc_cnt: u32, longest: Duration, stop: impl Fn() -> bool) {
+        // SAFETY: we hold exactly `self.levels` (taken in acquire or below).
+        unsafe { call!(self.api, unlock_slurmctld(self.levels.raw())) };
+        let began = std::time::Instant::now();
+        let quiet = (max_rpc_cnt / 10).max(20) as i32;
+        loop {
+            std::thread::sleep(pause);
+            if max_rpc_cnt == 0 || crate::routes::server_thread_count() <= quiet || stop() || began.elapsed() >= longest {
+                break;
+            }
+        }
+        // SAFETY: as in acquire.
+        unsafe { call!(self.api, lock_slurmctld(self.levels.raw())) };
+    }
+
     pub(crate) fn api(&self) -> &'static Api {
         self.api
     }

@@ -154,3 +154,15 @@ pub fn shutting_down() -> bool {
     // SAFETY: reads one field of slurmctld_config.
     unsafe { sys::energy_shutting_down() }
 }
+
+/// Counts a finished cycle in slurmctld's backfill statistics (`sdiag`): its duration, jobs
+/// tested, jobs with nodes to try, queue length, jobs started. Needs the job write lock.
+pub fn record_cycle(lock: &SlurmctldLock, duration: std::time::Duration, tested: usize, tried: usize, queue_len: usize, started: usize) {
+    if lock.require("backfill statistics", |l| l.job, LockLevel::Write).is_err() {
+        return;
+    }
+    let c = |n: usize| n.min(u32::MAX as usize) as u32;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as sys::time_t);
+    // SAFETY: slurmctld_diag_stats is written under the job write lock we hold, as backfill does.
+    unsafe { sys::energy_diag_cycle_end(duration.as_micros().min(u128::from(u32::MAX)) as u64, c(tested), c(tried), c(queue_len), c(started), now) };
+}

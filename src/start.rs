@@ -77,7 +77,10 @@ impl SlurmctldLock {
     /// them) and, once it is started, sets its admin comment to `admin_comment`. Before that it
     /// re-checks the job as sched/backfill does after yielding its locks. Needs the job and
     /// node write locks.
-    pub fn start_job(&mut self, job_id: u32, only_nodes: &[usize], route: Option<&crate::routes::RouteApply>, admin_comment: Option<&str>) -> Result<Started, StartError> {
+    ///
+    /// `admin_comment` turns the job's current admin comment into the one to set (so that a
+    /// caller can keep what the site wrote there).
+    pub fn start_job(&mut self, job_id: u32, only_nodes: &[usize], route: Option<&crate::routes::RouteApply>, admin_comment: Option<&dyn Fn(Option<&str>) -> String>) -> Result<Started, StartError> {
         self.require("starting a job", |l| l.job, LockLevel::Write)?;
         self.require("starting a job", |l| l.node, LockLevel::Write)?;
         let api = self.api();
@@ -200,8 +203,10 @@ impl SlurmctldLock {
         }
         // SAFETY: the job started: record it with the federation, as the main scheduler does.
         unsafe { call!(api, fed_mgr_job_start(job, job_rec.start_time)) };
-        if let Some(text) = admin_comment {
-            set_admin_comment(api, job_rec, text);
+        if let Some(make) = admin_comment {
+            // SAFETY: admin_comment is NULL or a string owned by the record.
+            let text = make(unsafe { crate::node::opt_str(job_rec.admin_comment) });
+            set_admin_comment(api, job_rec, &text);
         }
         // SAFETY: slurmctld's last_job_update, written under the job write lock.
         unsafe { *api.raw().last_job_update = now() };
@@ -248,36 +253,26 @@ impl SlurmctldLock {
         Ok(true)
     }
 
-    /// Raises a running job's time limit to `limit_min` minutes (never lowers it), within its
-    /// partition's `MaxTime`, and moves its end time to match: a job slowed by a lower GPU clock
-    /// the scheduler chose is not killed for that choice. Jobs without a limit (`INFINITE`/unset)
-    /// are left alone. Needs the job write and partition read locks. Returns `(old, new)` minutes
-    /// when the limit changed.
+    /// Raises a running job's time limit to `limit_min` minutes the way `scontrol update
+    /// TimeLimit=` does for an operator (see `energy_extend_time_limit` in the shim): never
+    /// lowers it, never above the partition's MaxTime or the QOS's or association's MaxWall,
+    /// never for a job whose limit an admin set, with the accounting policy told, the end time
+    /// moved and slurmdbd's record updated. Jobs without a limit are left alone. Needs the job
+    /// write and partition read locks. Returns `(old, new)` minutes when the limit changed.
     pub fn extend_time_limit(&mut self, job_id: u32, limit_min: u32) -> Result<Option<(u32, u32)>, NotLocked> {
         self.require("a job's time limit", |l| l.job, LockLevel::Write)?;
         self.require("a job's time limit", |l| l.part, LockLevel::Read)?;
         let api = self.api();
         // SAFETY: lookup under the job write lock.
         let job = unsafe { call!(api, find_job_record(job_id)) };
-        // SAFETY: NULL or a record we may modify under the job write lock.
-        let Some(rec) = (unsafe { job.as_mut() }) else { return Ok(None) };
-        let old = rec.time_limit;
-        if old == crate::INFINITE || old == crate::NO_VAL || old == 0 || limit_min <= old {
+        if job.is_null() {
             return Ok(None);
         }
-        // SAFETY: part_ptr is NULL or a partition record, stable under the partition read lock.
-        let part_max = unsafe { rec.part_ptr.as_ref() }.map_or(crate::INFINITE, |p| p.max_time);
-        let new = if part_max == crate::INFINITE || part_max == crate::NO_VAL { limit_min } else { limit_min.min(part_max) };
-        if new <= old {
-            return Ok(None);
-        }
-        rec.time_limit = new;
-        if rec.start_time > 0 {
-            rec.end_time = rec.start_time + sys::time_t::from(new) * 60;
-        }
-        // SAFETY: slurmctld's last_job_update, written under the job write lock.
-        unsafe { *api.raw().last_job_update = now() };
-        Ok(Some((old, new)))
+        let (mut old, mut new) = (0u32, 0u32);
+        // SAFETY: a job record under the job write and partition read locks; the shim takes the
+        // association manager's read locks itself.
+        let changed = unsafe { sys::energy_extend_time_limit(job, limit_min, &mut old, &mut new) };
+        Ok(changed.then_some((old, new)))
     }
 
     /// Sets what `squeue --start` shows for a pending job the scheduler holds nodes for: its

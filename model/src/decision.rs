@@ -77,8 +77,26 @@ impl StartDecision {
 /// text, or text that only follows the record (a record is `energy:` first, `clock=` later).
 pub fn recorded_clock_mhz(record: &str) -> Option<u32> {
     let rest = record.trim_start().strip_prefix("energy:")?;
+    let rest = rest.split(RECORD_SEPARATOR).next().unwrap_or("");
     let clock = rest.split_whitespace().find_map(|kv| kv.strip_prefix("clock="))?;
     clock.strip_suffix("MHz")?.parse().ok().filter(|&c| c > 0)
+}
+
+/// Between the decision record and whatever the site keeps in the admin comment.
+pub const RECORD_SEPARATOR: &str = "; ";
+
+/// The admin comment with `record` as its first token, keeping what the site wrote there: a
+/// previous record (a token starting with `energy:`) is replaced, anything else kept after it.
+/// First, so that nothing a user controls can come before it in `scontrol show job`.
+pub fn merge_record(existing: Option<&str>, record: &str) -> String {
+    let site = existing.map(str::trim).map(|t| match t.strip_prefix("energy:") {
+        Some(ours) => ours.split_once(RECORD_SEPARATOR).map_or("", |(_, site)| site),
+        None => t,
+    });
+    match site {
+        Some(site) if !site.is_empty() => format!("{record}{RECORD_SEPARATOR}{site}"),
+        _ => record.to_string(),
+    }
 }
 
 /// A blocked high-priority job: these nodes are held for it from `start_s`; nothing of lower
@@ -198,5 +216,17 @@ mod tests {
         assert_eq!(recorded_clock_mhz("note: clock=900MHz"), None);
         assert_eq!(recorded_clock_mhz("energy:policy=x clock=1.2GHz"), None);
         assert_eq!(recorded_clock_mhz("energy:policy=x clock=0MHz"), None);
+        assert_eq!(recorded_clock_mhz("energy:policy=x nodes=n1; site note clock=900MHz"), None);
+    }
+
+    #[test]
+    fn the_record_keeps_what_the_site_wrote() {
+        assert_eq!(merge_record(None, "energy:policy=a clock=1MHz"), "energy:policy=a clock=1MHz");
+        assert_eq!(merge_record(Some(""), "energy:x"), "energy:x");
+        assert_eq!(merge_record(Some("project 42; audited"), "energy:x"), "energy:x; project 42; audited");
+        // A record written before (a requeued job) is replaced, the site's text kept once.
+        assert_eq!(merge_record(Some("energy:old clock=5MHz; project 42"), "energy:new"), "energy:new; project 42");
+        assert_eq!(merge_record(Some("energy:old clock=5MHz"), "energy:new"), "energy:new");
+        assert_eq!(recorded_clock_mhz(&merge_record(Some("energy:policy=x clock=7MHz"), "energy:policy=y clock=9MHz")), Some(9));
     }
 }

@@ -868,8 +868,10 @@ impl<'a> Cycle<'a> {
 
     fn commit(&mut self, view: &mut ClusterView, job: &PendingJob, c: Candidate, route: Option<u32>) {
         let slowed = c.slowdown > 1.0 + 1e-9 || !c.shares_with.is_empty();
+        // By the predicted slowdown only (what the planner's choice costs the job), never by
+        // the bound the user allowed.
         let time_limit_s = if self.cfg.extend_time_limits && slowed {
-            job.time_limit_s * job.hints.max_slowdown.max(c.slowdown).max(1.0)
+            job.time_limit_s * c.slowdown.max(1.0)
         } else {
             job.time_limit_s
         };

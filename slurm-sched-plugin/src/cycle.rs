@@ -132,7 +132,12 @@ pub fn run(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<C
             break;
         }
     }
-    total.ok_or_else(|| "no pass ran".to_string())
+    let total = total.ok_or_else(|| "no pass ran".to_string())?;
+    // What `sdiag` shows under "Backfilling stats", as sched/backfill counts it.
+    if let Ok(lock) = SlurmctldLock::acquire(LockLevels::SCHEDULER) {
+        slurm_bindings::routes::record_cycle(&lock, total.duration, total.jobs_tested, total.jobs_tested.saturating_sub(total.not_runnable), total.pending + total.not_runnable, total.jobs_started);
+    }
+    Ok(total)
 }
 
 impl CycleStats {
@@ -232,8 +237,10 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
         stats.locked += held_since.elapsed();
     }
     if outcome.starts().next().is_some() || outcome.slurm_starts().next().is_some() || outcome.reservations().next().is_some() {
-        let max_locked = Duration::from_millis(cfg.sched.max_lock_ms);
-        let pause = Duration::from_millis(cfg.sched.yield_ms);
+        // sched/backfill's yield settings when SchedulerParameters gives them, else ours.
+        let yp = slurm_bindings::conf::YieldParams::parse(conf.sched_params.as_deref());
+        let max_locked = yp.interval_us.map_or(Duration::from_millis(cfg.sched.max_lock_ms), Duration::from_micros);
+        let pause = yp.sleep_us.map_or(Duration::from_millis(cfg.sched.yield_ms), Duration::from_micros);
         let mut lock = SlurmctldLock::acquire(LockLevels::SCHEDULER).map_err(|e| e.to_string())?;
         let mut held_since = Instant::now();
         // Partitions, reservations or the configuration changed while we planned: the plan's
@@ -248,10 +255,11 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
                     stats.end = CycleEnd::Abandoned;
                     break;
                 }
-                if held_since.elapsed() >= max_locked {
+                let many_rpcs = yp.max_rpc_cnt > 0 && slurm_bindings::routes::server_thread_count() >= yp.max_rpc_cnt as i32;
+                if many_rpcs || held_since.elapsed() >= max_locked {
                     stats.locked += held_since.elapsed();
                     let before = lock.stamps();
-                    lock.yield_for(pause);
+                    lock.yield_until_quiet(pause, yp.max_rpc_cnt, max_locked.max(Duration::from_secs(5)), slurm_bindings::routes::shutting_down);
                     stats.yields += 1;
                     held_since = Instant::now();
                     if changed(before, lock.stamps()) {
@@ -265,7 +273,8 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
                         let (table_nodes, names) = map_nodes(&built, start.allocations.iter().map(|a| a.node));
                         let record = start.record(&names);
                         let route = start.route.and_then(|r| built.routes.get(r as usize));
-                        match lock.start_job(start.job.0, &table_nodes, route, Some(&record)) {
+                        let merge = |site: Option<&str>| model::decision::merge_record(site, &record);
+                        match lock.start_job(start.job.0, &table_nodes, route, Some(&merge)) {
                             Ok(s) => {
                                 stats.jobs_started += 1;
                                 slurm_log!(LOG, info, "started JobId={} on {}: {}", s.job_id, s.nodes, record);
@@ -287,7 +296,8 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
                         let (table_nodes, names) = map_nodes(&built, x.nodes.iter().copied());
                         let route = x.route.and_then(|r| built.routes.get(r as usize));
                         let record = format!("energy:placed_by=slurm candidates={}", names.len());
-                        match lock.start_job(x.job.0, &table_nodes, route, Some(&record)) {
+                        let merge = |site: Option<&str>| model::decision::merge_record(site, &record);
+                        match lock.start_job(x.job.0, &table_nodes, route, Some(&merge)) {
                             Ok(s) => {
                                 stats.jobs_started += 1;
                                 slurm_log!(LOG, info, "started JobId={} on {} (nodes chosen by Slurm among {} the plan leaves free)", s.job_id, s.nodes, names.len());

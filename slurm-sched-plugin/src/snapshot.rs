@@ -157,6 +157,16 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
         reservations.push(AdvanceReservation { name: r.name, node_set, start_s: r.start as f64, end_s: r.end as f64 });
     }
 
+    // Free GPUs and idle nodes now: no more tasks of an array can start in one cycle.
+    let mut busy_gpus: BTreeMap<u32, u32> = BTreeMap::new();
+    for r in &running {
+        for a in &r.allocations {
+            *busy_gpus.entry(a.node.0).or_default() += a.gpu_indices.len() as u32;
+        }
+    }
+    let free_gpus: u32 = snap_nodes.iter().enumerate().filter(|(_, n)| n.available).map(|(i, n)| n.gpus.saturating_sub(busy_gpus.get(&(i as u32)).copied().unwrap_or(0))).sum();
+    let free_nodes = snap_nodes.iter().enumerate().filter(|(i, n)| n.available && !running.iter().any(|r| r.allocations.iter().any(|a| a.node.0 as usize == *i))).count() as u32;
+    let mut array_heads: Vec<(usize, u32)> = Vec::new();
     let mut pending: Vec<PendingJob> = Vec::new();
     let mut index_of: BTreeMap<u32, usize> = BTreeMap::new();
     let mut routes: Vec<RouteApply> = Vec::new();
@@ -208,6 +218,8 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
             shards.add(job.id(), hints.share_allowed);
         }
         index_of.insert(job.id(), pending.len());
+        let copies = array_copies(&job, &request, free_gpus, free_nodes);
+        let first = pending.len();
         pending.push(PendingJob {
             id: JobId(job.id()),
             user: job.user_id(),
@@ -220,7 +232,27 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
             eligible: vec![eligibility],
             placed_by_slurm: !expressible || route.filter_inexact,
         });
+        array_heads.push((first, copies));
     }
+    // An array's pending record stands for all its pending tasks: `select_nodes` splits one
+    // task off per start, so the planner gets one entry per task that could start this cycle
+    // (within the throttle), each with every route of the array, right after the first.
+    let mut with_tasks = Vec::with_capacity(pending.len());
+    let mut heads = array_heads.into_iter().peekable();
+    for (i, job) in pending.into_iter().enumerate() {
+        let copies = match heads.peek() {
+            Some(&(at, n)) if at == i => {
+                heads.next();
+                n
+            }
+            _ => 1,
+        };
+        for _ in 1..copies {
+            with_tasks.push(job.clone());
+        }
+        with_tasks.push(job);
+    }
+    let pending = with_tasks;
     let not_runnable = not_runnable.iter().filter(|id| !index_of.contains_key(id)).count();
 
     Ok(Built {
@@ -233,6 +265,22 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
         not_runnable,
     })
 }
+
+/// How many planner entries the pending record of a job array gets: its pending tasks, within
+/// the throttle (`%N`), and no more than could start now (free GPUs, or idle nodes for jobs
+/// without GPUs), plus one that may be reserved. Other jobs: 1.
+fn array_copies(job: &JobRef<'_>, request: &Request, free_gpus: u32, free_nodes: u32) -> u32 {
+    let Some((tasks, room)) = job.array_tasks_startable() else { return 1 };
+    let fit = if request.gpus_per_node > 0 { free_gpus / request.total_gpus().max(1) } else { free_nodes.saturating_mul(4) };
+    let mut n = tasks.min(fit.saturating_add(1));
+    if let Some(room) = room {
+        n = n.min(room);
+    }
+    n.clamp(1, MAX_ARRAY_TASKS_PER_CYCLE)
+}
+
+/// At most this many tasks of one array are planned per cycle.
+const MAX_ARRAY_TASKS_PER_CYCLE: u32 = 256;
 
 fn time_limit_s(job: &JobRef<'_>) -> f64 {
     let limit = match job.time_limit() {

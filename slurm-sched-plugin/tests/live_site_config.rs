@@ -112,24 +112,67 @@ fn jobs_run_only_where_slurm_allows_on_a_site_like_cluster() {
     wait_completed(&cluster, job, "--exclusive");
     assert_eq!(nodes_of(&cluster, job), vec!["n1".to_string()]);
 
-    // An array: every task runs, on a100 nodes only.
-    let array = submit(&cluster, &["--array=0-5", "--gres=gpu:a100:1", "-t", "5"]);
-    for task in 0..6 {
-        let out = run(&cluster, "squeue", &["-h", "-t", "all", "-j", &format!("{array}_{task}"), "-o", "%T %N"]);
-        println!("array task {task}: {out}");
-    }
+    // An array of 6 one-GPU tasks on the two a100 nodes (n2 is reserved, so 2 GPUs, on n1):
+    // as many tasks start in one cycle as fit (both GPUs of n1 at once, with the same start
+    // time), the others wait, and every task runs on n1 only.
+    let array = cluster
+        .sbatch(&["--array=0-5", "--gres=gpu:a100:1", "-t", "5", "--wrap", "sleep 6"], "")
+        .unwrap_or_else(|e| panic!("sbatch array: {e}"));
     let deadline = std::time::Instant::now() + JOB_TIMEOUT;
+    let mut first_wave: Option<Vec<String>> = None;
     loop {
-        let pending = run(&cluster, "squeue", &["-h", "-j", &array.to_string(), "-o", "%i %T %N"]);
-        if pending.is_empty() {
+        let listed = run(&cluster, "squeue", &["-h", "-j", &array.to_string(), "-o", "%i %T %N %S"]);
+        if listed.is_empty() {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "array {array} still has tasks:\n{pending}\n{}", cluster.slurmctld_log());
-        for line in pending.lines().filter(|l| l.contains("RUNNING")) {
-            assert!(line.ends_with("n1"), "array task outside the a100 nodes it may use: {line}");
+        assert!(std::time::Instant::now() < deadline, "array {array} still has tasks:\n{listed}\n{}", cluster.slurmctld_log());
+        let running: Vec<&str> = listed.lines().filter(|l| l.contains(" RUNNING ")).collect();
+        for line in &running {
+            assert!(line.split_whitespace().nth(2) == Some("n1"), "array task outside the node it may use: {line}");
         }
-        std::thread::sleep(Duration::from_millis(300));
+        if first_wave.is_none() && !running.is_empty() {
+            first_wave = Some(running.iter().map(|l| l.to_string()).collect());
+        }
+        std::thread::sleep(Duration::from_millis(200));
     }
+    let first_wave = first_wave.expect("no array task was seen running");
+    let starts: std::collections::BTreeSet<&str> = first_wave.iter().filter_map(|l| l.split_whitespace().nth(3)).collect();
+    assert_eq!((first_wave.len(), starts.len()), (2, 1), "both free GPUs of n1 should take an array task in the same cycle: {first_wave:?}");
+
+    // A blocked job gets a reservation that users see: `squeue --start` gives its expected
+    // start and the node it is held on.
+    let blocker = cluster.sbatch(&["--nodelist=n3", "--gres=gpu:2", "-t", "5", "--wrap", "sleep 120"], "").unwrap_or_else(|e| panic!("{e}"));
+    let waiting = cluster.sbatch(&["--nodelist=n3", "--gres=gpu:2", "-t", "5", "--wrap", "sleep 1"], "").unwrap_or_else(|e| panic!("{e}"));
+    let deadline = std::time::Instant::now() + JOB_TIMEOUT;
+    let shown = loop {
+        let line = run(&cluster, "squeue", &["--start", "-h", "-j", &waiting.to_string(), "-o", "%T %S %Y"]);
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() == 3 && fields[0] == "PENDING" && fields[1] != "N/A" && fields[2] == "n3" {
+            break line;
+        }
+        assert!(std::time::Instant::now() < deadline, "no expected start for job {waiting}: '{line}'\n{}", cluster.slurmctld_log());
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    println!("squeue --start: {shown}");
+    run(&cluster, "scancel", &[&blocker.to_string(), &waiting.to_string()]);
+
+    // The decision record goes first in the admin comment and keeps what the site wrote there.
+    let noted = cluster.sbatch(&["-H", "--gres=gpu:1", "-t", "5", "--wrap", "sleep 1"], "").unwrap_or_else(|e| panic!("{e}"));
+    run(&cluster, "scontrol", &["update", &format!("jobid={noted}"), "admincomment=project 42; audited"]);
+    run(&cluster, "scontrol", &["release", &noted.to_string()]);
+    wait_completed(&cluster, noted, "job with a site admin comment");
+    let shown = run(&cluster, "scontrol", &["show", "job", &noted.to_string()]);
+    let comment = shown.lines().find_map(|l| l.trim().strip_prefix("AdminComment=")).unwrap_or_default().to_string();
+    assert!(comment.starts_with("energy:policy=") && comment.trim_end().ends_with("; project 42; audited"), "admin comment: '{comment}'\n{shown}");
+
+    // sdiag shows the plugin's cycles and starts as backfill statistics.
+    let sdiag = run(&cluster, "sdiag", &[]);
+    let backfilled = sdiag
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Total backfilled jobs (since last slurm start):"))
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .unwrap_or_else(|| panic!("no backfill statistics in sdiag:\n{sdiag}"));
+    assert!(backfilled >= 12, "sdiag counts {backfilled} started jobs:\n{sdiag}");
 
     let log = cluster.slurmctld_log();
     assert!(!log.contains("not started on"), "a planned start was refused by Slurm:\n{log}");
@@ -152,5 +195,48 @@ fn without_defer_sched_energy_refuses_to_load_with_the_line_to_write() {
             assert!(text.contains("lacks defer"), "{text}");
             assert!(text.contains("SchedulerParameters=bf_max_job_test=100,sched_interval=-1,defer"), "{text}");
         }
+    }
+}
+
+/// A job held by a QOS limit takes no nodes from runnable jobs: with the user at its QOS's
+/// `MaxTRESPerUser=gres/gpu=2`, a second `--qos=gpu2` job waits with Slurm's QOS reason, and a
+/// lower-priority job without that QOS starts on the GPUs the held one would have wanted.
+#[test]
+fn a_job_held_at_its_qos_limit_takes_no_nodes_from_runnable_jobs() {
+    if let Some(why) = skip_reason() {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "live test cannot run under CI: {why}");
+        println!("SKIPPED: a_job_held_at_its_qos_limit_takes_no_nodes_from_runnable_jobs: {why}");
+        return;
+    }
+    let plugins = plugin_dir();
+    let cfg = ClusterConfig {
+        nodes: 2,
+        gpus_per_node: 2,
+        plugin_dir: Some(plugins.path().to_path_buf()),
+        sched_type: "sched/energy".into(),
+        scheduler_parameters: Some("sched_interval=-1,defer".into()),
+        extra_files: vec![("energy.toml".into(), ENERGY_TOML.into())],
+        extra_slurm_conf: vec!["AccountingStorageEnforce=associations,limits,qos".into()],
+        with_accounting: true,
+        ..ClusterConfig::default()
+    };
+    let cluster = LocalCluster::start(cfg).unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+    run(&cluster, "sacctmgr", &["-i", "add", "qos", "gpu2", "MaxTRESPerUser=gres/gpu=2"]);
+    run(&cluster, "sacctmgr", &["-i", "modify", "user", "root", "set", "qos+=gpu2"]);
+    std::thread::sleep(Duration::from_secs(2));
+
+    let first = cluster.sbatch(&["--qos=gpu2", "--gres=gpu:2", "-t", "5", "--wrap", "sleep 30"], "").unwrap_or_else(|e| panic!("{e}"));
+    let deadline = std::time::Instant::now() + JOB_TIMEOUT;
+    while run(&cluster, "squeue", &["-h", "-j", &first.to_string(), "-o", "%T"]) != "RUNNING" {
+        assert!(std::time::Instant::now() < deadline, "first gpu2 job not running:\n{}", cluster.slurmctld_log());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let held = cluster.sbatch(&["--qos=gpu2", "--gres=gpu:2", "-t", "5", "--wrap", "sleep 1"], "").unwrap_or_else(|e| panic!("{e}"));
+    let other = cluster.sbatch(&["--nice=1000", "--gres=gpu:2", "-t", "5", "--wrap", "sleep 1"], "").unwrap_or_else(|e| panic!("{e}"));
+    wait_completed(&cluster, other, "lower-priority job next to a QOS-held one");
+    let held_state = run(&cluster, "squeue", &["-h", "-j", &held.to_string(), "-o", "%T %r"]);
+    assert!(held_state.starts_with("PENDING") && held_state.contains("QOS"), "held job: '{held_state}'");
+    for job in [first, held] {
+        let _ = cluster.command("scancel").arg(job.to_string()).status();
     }
 }

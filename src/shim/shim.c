@@ -279,6 +279,14 @@ void energy_route_test(void *item, time_t now, energy_route_t *out)
 		out->why = "held by a QOS or association limit";
 		goto done;
 	}
+	/* TRES limits (MaxTRESPerUser, GrpTRES, ...) on what it asked for, as sched/backfill
+	 * checks them before reserving: a job held at a limit reserves nothing. Sets the job's
+	 * pending reason as Slurm does. */
+	if (job->tres_req_cnt &&
+	    !resolved.acct_policy_job_runnable_post_select(job, job->tres_req_cnt, false)) {
+		out->why = "held by a QOS or association TRES limit";
+		goto done;
+	}
 	if (resolved.license_job_test(job, now, true) != SLURM_SUCCESS) {
 		out->why = "licenses not available";
 		goto done;
@@ -315,11 +323,19 @@ void energy_route_test(void *item, time_t now, energy_route_t *out)
 	resolved.bit_and(avail, part->node_bitmap);
 	if (job->details->exc_node_bitmap)
 		resolved.bit_and_not(avail, job->details->exc_node_bitmap);
-	if (job->details->req_node_bitmap &&
-	    !resolved.bit_super_set(job->details->req_node_bitmap, avail)) {
-		out->status = ENERGY_ROUTE_NEVER;
-		out->why = "required nodes (--nodelist) not in the partition or reservation";
-		goto done;
+	if (job->details->req_node_bitmap) {
+		if (!resolved.bit_super_set(job->details->req_node_bitmap, avail)) {
+			out->status = ENERGY_ROUTE_NEVER;
+			out->why = "required nodes (--nodelist) not in the partition or reservation";
+			goto done;
+		}
+		/* --nodelist names every node it needs: only those. Fewer than it needs: they
+		 * must be among its nodes, which the planner cannot express; Slurm places it. */
+		if (resolved.bit_set_count(job->details->req_node_bitmap) >=
+		    (int64_t) job->details->min_nodes)
+			resolved.bit_and(avail, job->details->req_node_bitmap);
+		else
+			out->filter_inexact = true;
 	}
 	/* Features, node sizes and memory, as Slurm's own filter judges them. */
 	job->details->features_use = job->details->features;
@@ -417,4 +433,73 @@ int energy_server_thread_count(void)
 bool energy_shutting_down(void)
 {
 	return resolved_ok && resolved.slurmctld_config->shutdown_time != 0;
+}
+
+void energy_diag_cycle_end(uint64_t cycle_usec, uint32_t depth, uint32_t depth_try,
+			   uint32_t queue_len, uint32_t started, time_t now)
+{
+	diag_stats_t *d;
+
+	if (!resolved_ok)
+		return;
+	d = resolved.slurmctld_diag_stats;
+	d->bf_active = 0;
+	d->bf_cycle_counter++;
+	d->bf_cycle_last = (uint32_t) cycle_usec;
+	d->bf_cycle_sum += cycle_usec;
+	if (d->bf_cycle_last > d->bf_cycle_max)
+		d->bf_cycle_max = d->bf_cycle_last;
+	d->bf_last_depth = depth;
+	d->bf_last_depth_try = depth_try;
+	d->bf_depth_sum += depth;
+	d->bf_depth_try_sum += depth_try;
+	d->bf_queue_len = queue_len;
+	d->bf_queue_len_sum += queue_len;
+	d->bf_when_last_cycle = now;
+	d->backfilled_jobs += started;
+	d->last_backfilled_jobs += started;
+}
+
+static uint32_t min_limit(uint32_t a, uint32_t b)
+{
+	if (b == INFINITE || b == NO_VAL || b == 0)
+		return a;
+	return (b < a) ? b : a;
+}
+
+bool energy_extend_time_limit(job_record_t *job, uint32_t limit_min, uint32_t *old_min,
+			      uint32_t *new_min)
+{
+	assoc_mgr_lock_t locks = { .assoc = READ_LOCK, .qos = READ_LOCK };
+	uint32_t old, cap = limit_min;
+
+	if (!resolved_ok || !job)
+		return false;
+	old = job->time_limit;
+	if (old == INFINITE || old == NO_VAL || old == 0 || limit_min <= old)
+		return false;
+	if (!(IS_JOB_RUNNING(job) || IS_JOB_SUSPENDED(job)) || job->preempt_time)
+		return false;
+	if (job->limit_set.time == ADMIN_SET_LIMIT)
+		return false; /* an admin chose this limit */
+	if (job->part_ptr)
+		cap = min_limit(cap, job->part_ptr->max_time);
+	resolved.assoc_mgr_lock(&locks);
+	if (job->qos_ptr)
+		cap = min_limit(cap, ((slurmdb_qos_rec_t *) job->qos_ptr)->max_wall_pj);
+	if (job->assoc_ptr)
+		cap = min_limit(cap, ((slurmdb_assoc_rec_t *) job->assoc_ptr)->max_wall_pj);
+	resolved.assoc_mgr_unlock(&locks);
+	if (cap <= old)
+		return false;
+	resolved.acct_policy_alter_job(job, cap);
+	job->time_limit = cap;
+	job->end_time += (time_t) (cap - old) * 60;
+	job->end_time_exp = job->end_time;
+	*resolved.last_job_update = time(NULL);
+	if (*resolved.acct_db_conn)
+		resolved.jobacct_storage_job_start_direct(*resolved.acct_db_conn, job);
+	*old_min = old;
+	*new_min = cap;
+	return true;
 }

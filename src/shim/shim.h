@@ -56,6 +56,8 @@
 #include "src/slurmctld/srun_comm.h"
 #include "src/slurmctld/reservation.h"
 #include "src/slurmctld/licenses.h"
+#include "src/common/assoc_mgr.h"
+#include "src/common/slurm_accounting_storage.h"
 
 /* Functions we call, by their exported names (not the macros that wrap some of them). */
 #define ENERGY_SLURM_FUNCTIONS(X)            \
@@ -101,7 +103,12 @@
 	X(job_queue_rec_magnetic_resv)       \
 	X(find_part_record)                  \
 	X(find_resv_name)                    \
-	X(select_g_select_jobinfo_get)
+	X(select_g_select_jobinfo_get)       \
+	X(acct_policy_alter_job)             \
+	X(acct_policy_job_runnable_post_select) \
+	X(assoc_mgr_lock)                    \
+	X(assoc_mgr_unlock)                  \
+	X(jobacct_storage_job_start_direct)
 
 /*
  * What the node-side plugins (gpu/nvml, acct_gather_energy/nvml) call: only functions of
@@ -169,7 +176,9 @@ extern const char *energy_slurmd_node_name(void);
 	X(last_part_update)                  \
 	X(last_resv_update)                  \
 	X(resv_list)                         \
-	X(slurmctld_config)
+	X(slurmctld_config)                  \
+	X(slurmctld_diag_stats)              \
+	X(acct_db_conn)
 
 /*
  * Every Slurm entry point the bundle uses, with the exact type of the running tree's prototype.
@@ -267,6 +276,23 @@ extern void energy_route_undo(job_record_t *job, const energy_route_saved_t *sav
  * past the end. `nodes` is a copy the caller frees. */
 extern bool energy_resv_at(int i, const char **name, bitstr_t **nodes, time_t *start,
 			   time_t *end);
+
+/* sdiag's backfill statistics, kept as sched/backfill keeps them: a cycle ends with its
+ * duration, jobs tested (depth), jobs that had nodes to try, queue length and jobs started.
+ * Call with the job write lock held. */
+extern void energy_diag_cycle_end(uint64_t cycle_usec, uint32_t depth, uint32_t depth_try,
+				  uint32_t queue_len, uint32_t started, time_t now);
+
+/*
+ * Raise a running job's time limit to `limit_min` the way `scontrol update TimeLimit=` does for
+ * an operator: never lower, never above the partition's MaxTime, the QOS's or association's
+ * MaxWall (per job), never for a job whose limit an admin set; accounting policy told
+ * (acct_policy_alter_job, GrpTRESRunMins), end time moved, slurmdbd's record updated.
+ * Returns true when the limit changed (`*old_min`, `*new_min` set). Job write, partition read
+ * locks held.
+ */
+extern bool energy_extend_time_limit(job_record_t *job, uint32_t limit_min, uint32_t *old_min,
+				     uint32_t *new_min);
 
 /* slurmctld_config fields the scheduler watches. */
 extern int energy_server_thread_count(void);
