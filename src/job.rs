@@ -144,9 +144,12 @@ impl<'a> JobRef<'a> {
         let flag = unsafe { sys::energy_mem_per_cpu_flag() };
         if raw & flag != 0 { MemoryRequest::PerCpu(raw & !flag) } else { MemoryRequest::PerNode(raw) }
     }
-    /// Asked for whole nodes (`--exclusive`).
+    /// Asked for whole nodes (`--exclusive`), or its partition gives only whole nodes
+    /// (`OverSubscribe=EXCLUSIVE`).
     pub fn whole_node(&self) -> bool {
-        self.details().is_some_and(|d| d.whole_node != 0)
+        // SAFETY: part_ptr is NULL or a partition record, stable under the partition lock.
+        let part_exclusive = unsafe { self.rec.part_ptr.as_ref() }.is_some_and(|p| p.max_share == 0);
+        part_exclusive || self.details().is_some_and(|d| d.whole_node != 0)
     }
     pub fn tres_per_node(&self) -> Option<&'a str> {
         // SAFETY: strings owned by the record.

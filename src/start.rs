@@ -63,6 +63,9 @@ impl From<NotLocked> for StartError {
     }
 }
 
+/// Turns a job's current admin comment into the one to set.
+pub type CommentFn<'a> = &'a dyn Fn(Option<&str>) -> String;
+
 /// A started job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Started {
@@ -80,7 +83,7 @@ impl SlurmctldLock {
     ///
     /// `admin_comment` turns the job's current admin comment into the one to set (so that a
     /// caller can keep what the site wrote there).
-    pub fn start_job(&mut self, job_id: u32, only_nodes: &[usize], route: Option<&crate::routes::RouteApply>, admin_comment: Option<&dyn Fn(Option<&str>) -> String>) -> Result<Started, StartError> {
+    pub fn start_job(&mut self, job_id: u32, only_nodes: &[usize], route: Option<&crate::routes::RouteApply>, admin_comment: Option<CommentFn<'_>>) -> Result<Started, StartError> {
         self.require("starting a job", |l| l.job, LockLevel::Write)?;
         self.require("starting a job", |l| l.node, LockLevel::Write)?;
         let api = self.api();
@@ -290,6 +293,8 @@ impl SlurmctldLock {
             return Ok(false);
         }
         rec.start_time = start as sys::time_t;
+        // SAFETY: a pending record under the job write lock.
+        unsafe { sys::energy_job_wait_resources(rec) };
         let Ok(c_nodes) = CString::new(nodes.replace('\0', " ")) else { return Ok(false) };
         // SAFETY: sched_nodes is NULL or an xmalloc'd string owned by the record: freed with
         // slurm_xfree and replaced by Slurm's own copy, under the job write lock.

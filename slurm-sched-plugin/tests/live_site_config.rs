@@ -36,6 +36,7 @@ fn config(plugins: &std::path::Path) -> ClusterConfig {
         partitions: vec![
             "PartitionName=gpu Nodes=n[1-4] Default=YES MaxTime=INFINITE State=UP".into(),
             "PartitionName=a100 Nodes=n[1-2] MaxTime=INFINITE State=UP".into(),
+            "PartitionName=excl Nodes=n[3-4] OverSubscribe=EXCLUSIVE MaxTime=INFINITE State=UP".into(),
         ],
         ..ClusterConfig::default()
     }
@@ -140,14 +141,14 @@ fn jobs_run_only_where_slurm_allows_on_a_site_like_cluster() {
     assert_eq!((first_wave.len(), starts.len()), (2, 1), "both free GPUs of n1 should take an array task in the same cycle: {first_wave:?}");
 
     // A blocked job gets a reservation that users see: `squeue --start` gives its expected
-    // start and the node it is held on.
+    // start and the node it is held on, and its reason is `Resources`.
     let blocker = cluster.sbatch(&["--nodelist=n3", "--gres=gpu:2", "-t", "5", "--wrap", "sleep 120"], "").unwrap_or_else(|e| panic!("{e}"));
     let waiting = cluster.sbatch(&["--nodelist=n3", "--gres=gpu:2", "-t", "5", "--wrap", "sleep 1"], "").unwrap_or_else(|e| panic!("{e}"));
     let deadline = std::time::Instant::now() + JOB_TIMEOUT;
     let shown = loop {
-        let line = run(&cluster, "squeue", &["--start", "-h", "-j", &waiting.to_string(), "-o", "%T %S %Y"]);
+        let line = run(&cluster, "squeue", &["--start", "-h", "-j", &waiting.to_string(), "-o", "%T %S %Y %r"]);
         let fields: Vec<&str> = line.split_whitespace().collect();
-        if fields.len() == 3 && fields[0] == "PENDING" && fields[1] != "N/A" && fields[2] == "n3" {
+        if fields.len() == 4 && fields[0] == "PENDING" && fields[1] != "N/A" && fields[2] == "n3" && fields[3] == "Resources" {
             break line;
         }
         assert!(std::time::Instant::now() < deadline, "no expected start for job {waiting}: '{line}'\n{}", cluster.slurmctld_log());
@@ -155,6 +156,21 @@ fn jobs_run_only_where_slurm_allows_on_a_site_like_cluster() {
     };
     println!("squeue --start: {shown}");
     run(&cluster, "scancel", &[&blocker.to_string(), &waiting.to_string()]);
+
+    // A partition that gives whole nodes (OverSubscribe=EXCLUSIVE): its one-GPU job holds a
+    // whole eth node, so the next eth job is planned on the other one (no refused start).
+    let whole = cluster.sbatch(&["-p", "excl", "--gres=gpu:1", "-t", "5", "--wrap", "sleep 4"], "").unwrap_or_else(|e| panic!("{e}"));
+    let next = cluster.sbatch(&["--constraint=eth", "--gres=gpu:1", "-t", "5", "--wrap", "sleep 1"], "").unwrap_or_else(|e| panic!("{e}"));
+    wait_completed(&cluster, whole, "OverSubscribe=EXCLUSIVE partition");
+    wait_completed(&cluster, next, "job next to an exclusive one");
+    let (a, b) = (nodes_of(&cluster, whole), nodes_of(&cluster, next));
+    println!("exclusive partition: {a:?}, next eth job: {b:?}");
+    assert_eq!(a.len(), 1);
+
+    // Heterogeneous jobs are refused at submission (only sched/backfill starts them).
+    let het = cluster.command("sbatch").args(["-n", "1", ":", "-n", "1", "--wrap", "sleep 1"]).output().expect("sbatch het");
+    assert!(!het.status.success(), "a heterogeneous job was accepted: {}", String::from_utf8_lossy(&het.stdout));
+    assert!(cluster.slurmctld_log().contains("rejected as sched/backfill is not configured"), "{}", cluster.slurmctld_log());
 
     // The decision record goes first in the admin comment and keeps what the site wrote there.
     let noted = cluster.sbatch(&["-H", "--gres=gpu:1", "-t", "5", "--wrap", "sleep 1"], "").unwrap_or_else(|e| panic!("{e}"));

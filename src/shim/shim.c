@@ -503,3 +503,17 @@ bool energy_extend_time_limit(job_record_t *job, uint32_t limit_min, uint32_t *o
 	*new_min = cap;
 	return true;
 }
+
+void energy_job_wait_resources(job_record_t *job)
+{
+	if (!job || !IS_JOB_PENDING(job))
+		return;
+	if (job->state_reason == WAIT_NO_REASON || job->state_reason == WAIT_PRIORITY) {
+		job->state_reason = WAIT_RESOURCES;
+		if (resolved_ok) {
+			void *desc = job->state_desc;
+			resolved.slurm_xfree(&desc);
+			job->state_desc = NULL;
+		}
+	}
+}

@@ -294,6 +294,11 @@ extern void energy_diag_cycle_end(uint64_t cycle_usec, uint32_t depth, uint32_t 
 extern bool energy_extend_time_limit(job_record_t *job, uint32_t limit_min, uint32_t *old_min,
 				     uint32_t *new_min);
 
+/* A pending job the scheduler holds nodes for waits for resources: its reason becomes
+ * `Resources` (as sched/backfill sets it), unless it waits for something else (dependency,
+ * limits, held...). */
+extern void energy_job_wait_resources(job_record_t *job);
+
 /* slurmctld_config fields the scheduler watches. */
 extern int energy_server_thread_count(void);
 extern bool energy_shutting_down(void);
