@@ -69,6 +69,42 @@ struct SlurmLimits<'a> {
     reservations: &'a [crate::eligibility::AdvanceReservation],
 }
 
+/// What the earliest fits of a reservation search depend on: the amount per node, the
+/// duration, the earliest start and the route (node set, own reservation); f64s as bits.
+type FitKey = (i64, i64, i64, u64, u64, Option<(u32, Option<u32>)>);
+
+/// Every node's earliest fit for one [`FitKey`], ordered by time (times are non-negative, so
+/// their bits order as they do), and how far the log of changed nodes has been applied to it.
+struct FitEntry {
+    cursor: usize,
+    by_time: std::collections::BTreeSet<(u64, usize)>,
+    at: Vec<Option<u64>>,
+    /// Changed since its fit was computed: that fit is only a lower bound now.
+    dirty: Vec<bool>,
+}
+
+/// The first `k` of `nodes` (in order) that can hold `need` over `[start, start + duration)`.
+fn fit_together(view: &ClusterView, nodes: impl Iterator<Item = usize>, k: usize, start: f64, need: &Amount, duration: f64, own: Option<u32>) -> Option<Vec<usize>> {
+    let ok: Vec<usize> = nodes.filter(|&i| view.nodes[i].min_free_over_for(start, start + duration, own).covers(need)).take(k).collect();
+    (ok.len() == k).then_some(ok)
+}
+
+/// Among nodes ordered by their earliest fit, the earliest moment at which `k` of them can all
+/// hold `need` over `[start, start + duration)` (a node's earliest fit says nothing about a
+/// later moment: another claim may start in between), and those nodes.
+fn common_start(view: &ClusterView, fits: impl Iterator<Item = (f64, usize)> + Clone, k: usize, need: &Amount, duration: f64, own: Option<u32>) -> Option<(f64, Vec<usize>)> {
+    for (start, _) in fits.clone() {
+        let before = fits.clone().take_while(|(t, _)| *t <= start).map(|(_, i)| i);
+        if let Some(ok) = fit_together(view, before, k, start, need, duration, own) {
+            return Some((start, ok));
+        }
+        if k == 1 {
+            break;
+        }
+    }
+    None
+}
+
 /// A request's shape: (nodes, GPUs per node, CPUs per node, memory per node) and where it may
 /// go (node set, own Slurm reservation). The few shapes of a queue are kept in small vectors: a
 /// linear scan beats hashing here.
@@ -129,6 +165,14 @@ struct Cycle<'a> {
     /// other jobs of the same shape, so it is not cached.
     filtered_out: std::cell::Cell<bool>,
     slurm: SlurmLimits<'a>,
+    /// Reservation search: earliest fits per (shape, duration, route), and the log of nodes
+    /// whose free resources, releases or claims changed in this cycle (see `FitEntry`).
+    fit_cache: std::cell::RefCell<HashMap<FitKey, FitEntry>>,
+    changed: std::cell::RefCell<Vec<usize>>,
+    /// Free profiles of nodes (for jobs outside any Slurm reservation; per own reservation in
+    /// `profiles`), until the node changes.
+    plain_profiles: std::cell::RefCell<Vec<Option<crate::state::FreeProfile>>>,
+    profiles: std::cell::RefCell<std::collections::BTreeMap<(usize, Option<u32>), crate::state::FreeProfile>>,
 }
 
 /// Plan one cycle on a view the caller keeps (the simulator). Started jobs are added to the
@@ -168,6 +212,10 @@ fn plan_inner<'a>(view: &mut ClusterView, now_s: f64, pending: &'a [PendingJob],
         filter,
         filtered_out: std::cell::Cell::new(false),
         slurm,
+        fit_cache: std::cell::RefCell::new(HashMap::new()),
+        changed: std::cell::RefCell::new(Vec::new()),
+        plain_profiles: std::cell::RefCell::new(Vec::new()),
+        profiles: std::cell::RefCell::new(std::collections::BTreeMap::new()),
     };
     if cfg.boost_when_congested && cycle.congested() {
         cycle.boost_running(view);
@@ -397,6 +445,7 @@ impl<'a> Cycle<'a> {
         let mut nodes = Vec::with_capacity(picked.len());
         for i in picked {
             view.nodes[i].claims.push(Claim { job: job.id, start_s, end_s: start_s + duration, amount: need, resv: None });
+            self.node_changed(i);
             nodes.push(NodeIdx(i as u32));
         }
         Some(Reservation { job: job.id, start_s, nodes, route: alt.map(|a| a.route) })
@@ -407,51 +456,130 @@ impl<'a> Cycle<'a> {
     fn earliest_common_start(&self, view: &ClusterView, job: &PendingJob, alt: Option<&crate::eligibility::Eligibility>) -> Option<(f64, Vec<usize>)> {
         let need = Self::need(job);
         let duration = self.extended_limit_s(job);
-        let resume_s = self.pred.node_power.resume_s;
         let own = alt.and_then(|a| a.reservation);
         let route_not_before = alt.map_or(self.now_s, |a| a.not_before_s.max(self.now_s));
-        let mut fits: Vec<(f64, usize)> = view
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, nv)| nv.node.available && nv.node.gpus as i64 >= need.gpus && nv.node.cpus as i64 >= need.cpus && nv.node.mem_mb as i64 >= need.mem_mb)
-            .filter(|(i, _)| self.in_route(alt, *i))
-            // The plugin's node filter (as the nodes are now): no claim where the job may not go.
-            .filter(|(_, nv)| self.filter.is_none_or(|f| f(job, nv)))
-            .filter_map(|(i, nv)| {
-                let not_before = match nv.node.power {
-                    PowerState::On => route_not_before,
-                    PowerState::Suspended => route_not_before.max(self.now_s + resume_s),
-                    PowerState::Resuming { ready_at_s } => ready_at_s.max(route_not_before),
-                };
-                nv.earliest_fit_for(&need, not_before, duration, own).map(|t| (t, i))
-            })
-            .collect();
         let k = job.request.nodes.max(1) as usize;
-        if fits.len() < k {
+        // The plugin's node filter depends on the job (and on what the cycle placed): no cache.
+        if self.filter.is_some() {
+            let mut fits: Vec<(f64, usize)> =
+                (0..view.nodes.len()).filter_map(|i| self.node_fit(view, job, alt, &need, duration, route_not_before, i).map(|t| (t, i))).collect();
+            if fits.len() < k {
+                return None;
+            }
+            fits.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            return common_start(view, fits.iter().copied(), k, &need, duration, own);
+        }
+        // Earliest fits per request shape, duration and route, kept across the cycle's
+        // reservations and starts. Within a cycle a node's free amount only shrinks (starts and
+        // claims), so a stale fit is a lower bound: a node that changed is only marked, and
+        // computed again when it comes first in the search (lazily, like a priority queue).
+        let key: FitKey = (need.gpus, need.cpus, need.mem_mb, duration.to_bits(), route_not_before.to_bits(), alt.map(|a| (a.node_set, a.reservation)));
+        let mut cache = self.fit_cache.borrow_mut();
+        let changed = self.changed.borrow();
+        let entry = cache.entry(key).or_insert_with(|| {
+            let mut e = FitEntry { cursor: changed.len(), by_time: std::collections::BTreeSet::new(), at: vec![None; view.nodes.len()], dirty: vec![false; view.nodes.len()] };
+            for i in 0..view.nodes.len() {
+                if let Some(t) = self.node_fit(view, job, alt, &need, duration, route_not_before, i) {
+                    e.by_time.insert((t.to_bits(), i));
+                    e.at[i] = Some(t.to_bits());
+                }
+            }
+            e
+        });
+        for &i in changed.get(entry.cursor..).unwrap_or(&[]) {
+            if let (Some(Some(_)), Some(d)) = (entry.at.get(i), entry.dirty.get_mut(i)) {
+                *d = true;
+            }
+        }
+        entry.cursor = changed.len();
+        if entry.by_time.len() < k {
             return None;
         }
-        fits.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        // A node's earliest fit says nothing about a later moment (another claim may start in
-        // between): the k nodes must all fit over the same window. Try each node's earliest fit
-        // as the common start, earliest first.
-        let mut chosen: Option<(f64, Vec<usize>)> = None;
-        for &(start, _) in &fits {
-            let ok: Vec<usize> = fits
-                .iter()
-                .filter(|(t, i)| *t <= start && view.nodes[*i].min_free_over_for(start, start + duration, own).covers(&need))
-                .map(|(_, i)| *i)
-                .take(k)
-                .collect();
-            if ok.len() == k {
-                chosen = Some((start, ok));
+        // Nodes in order of their (clean) earliest fit; each one taken is a candidate common
+        // start for it and the ones before it.
+        let mut taken: Vec<(u64, usize)> = Vec::new();
+        let mut found = None;
+        while let Some(&(bits, i)) = entry.by_time.first() {
+            if entry.dirty.get(i).copied().unwrap_or(false) {
+                entry.by_time.pop_first();
+                entry.dirty[i] = false;
+                entry.at[i] = self.node_fit(view, job, alt, &need, duration, route_not_before, i).map(f64::to_bits);
+                if let Some(t) = entry.at[i] {
+                    entry.by_time.insert((t, i));
+                }
+                continue;
+            }
+            let start = f64::from_bits(bits);
+            if k == 1 {
+                // Its earliest fit is a start for it alone.
+                found = Some((start, vec![i]));
                 break;
             }
-            if k == 1 {
+            entry.by_time.pop_first();
+            taken.push((bits, i));
+            let together: Vec<usize> =
+                taken.iter().map(|&(_, n)| n).filter(|&n| self.covers_over(view, n, own, &need, start, start + duration)).take(k).collect();
+            if together.len() == k {
+                found = Some((start, together));
                 break;
             }
         }
-        chosen
+        entry.by_time.extend(taken);
+        found
+    }
+
+    /// The earliest moment node `i` can hold `need` for `duration_s` from `not_before_s` on (or
+    /// from when it is powered up), if the node may take the job at all.
+    #[allow(clippy::too_many_arguments)]
+    fn node_fit(&self, view: &ClusterView, job: &PendingJob, alt: Option<&crate::eligibility::Eligibility>, need: &Amount, duration_s: f64, not_before_s: f64, i: usize) -> Option<f64> {
+        let nv = view.nodes.get(i)?;
+        if !(nv.node.available && nv.node.gpus as i64 >= need.gpus && nv.node.cpus as i64 >= need.cpus && nv.node.mem_mb as i64 >= need.mem_mb) {
+            return None;
+        }
+        // The plugin's node filter (as the nodes are now): no claim where the job may not go.
+        if !self.in_route(alt, i) || !self.filter.is_none_or(|f| f(job, nv)) {
+            return None;
+        }
+        let not_before = match nv.node.power {
+            PowerState::On => not_before_s,
+            PowerState::Suspended => not_before_s.max(self.now_s + self.pred.node_power.resume_s),
+            PowerState::Resuming { ready_at_s } => ready_at_s.max(not_before_s),
+        };
+        self.with_profile(view, i, alt.and_then(|a| a.reservation), |p| p.earliest_fit(need, not_before, duration_s))
+    }
+
+    /// Is `need` free on node `i` over `[from_s, to_s)` for a job inside reservation `own`?
+    #[allow(clippy::too_many_arguments)]
+    fn covers_over(&self, view: &ClusterView, i: usize, own: Option<u32>, need: &Amount, from_s: f64, to_s: f64) -> bool {
+        self.with_profile(view, i, own, |p| p.covers_over(need, from_s, to_s))
+    }
+
+    /// `f` of node `i`'s free profile (for a job inside reservation `own`), computed once until
+    /// the node changes.
+    fn with_profile<R>(&self, view: &ClusterView, i: usize, own: Option<u32>, f: impl FnOnce(&crate::state::FreeProfile) -> R) -> R {
+        let nv = &view.nodes[i];
+        if own.is_none() {
+            let mut plain = self.plain_profiles.borrow_mut();
+            if plain.len() < view.nodes.len() {
+                plain.resize(view.nodes.len(), None);
+            }
+            return f(plain[i].get_or_insert_with(|| nv.free_profile(None)));
+        }
+        let mut profiles = self.profiles.borrow_mut();
+        f(profiles.entry((i, own)).or_insert_with(|| nv.free_profile(own)))
+    }
+
+    /// Node `i`'s free resources, releases or claims changed: forget what was derived from them.
+    fn node_changed(&self, i: usize) {
+        self.changed.borrow_mut().push(i);
+        if let Some(p) = self.plain_profiles.borrow_mut().get_mut(i) {
+            *p = None;
+        }
+        let mut profiles = self.profiles.borrow_mut();
+        let stale: Vec<(usize, Option<u32>)> = profiles.range((i, None)..=(i, Some(u32::MAX))).map(|(k, _)| *k).collect();
+        for k in stale {
+            profiles.remove(&k);
+        }
     }
 
     /// Is node `n` one the route allows (always, without a route)?
@@ -884,6 +1012,9 @@ impl<'a> Cycle<'a> {
             power_w: c.power_w / job.request.total_gpus().max(1) as f64,
         };
         view.add_job(job.id, &c.allocations, c.ready_s + time_limit_s, &tenant);
+        for a in &c.allocations {
+            self.node_changed(a.node.0 as usize);
+        }
         for w in &c.wakes {
             view.set_power(*w, PowerState::Resuming { ready_at_s: c.ready_s });
         }

@@ -145,25 +145,80 @@ impl NodeView {
 
     /// [`NodeView::earliest_fit`] for a job running inside Slurm reservation `own`.
     pub fn earliest_fit_for(&self, need: &Amount, not_before_s: f64, duration_s: f64, own: Option<u32>) -> Option<f64> {
-        // Free only rises when a release happens or a claim ends: the earliest fit is the
-        // smallest of those moments (or `not_before_s`) at which the whole window fits.
-        let fits = |t: f64| self.min_free_over_for(t, t + duration_s, own).covers(need);
-        if fits(not_before_s) {
-            return Some(not_before_s);
+        self.free_profile(own).earliest_fit(need, not_before_s, duration_s)
+    }
+
+    /// The free amount as a step function of time, for a job inside Slurm reservation `own`:
+    /// releases raise it, claims lower it while they last.
+    pub fn free_profile(&self, own: Option<u32>) -> FreeProfile {
+        let mut steps: Vec<(f64, Amount)> = Vec::with_capacity(self.releases.len() + 2 * self.claims.len());
+        for r in &self.releases {
+            steps.push((r.at_s, r.amount));
         }
-        self.releases
-            .iter()
-            .map(|r| r.at_s)
-            .chain(self.claims.iter().filter(|c| c.binds(own)).map(|c| c.end_s))
-            .filter(|t| *t > not_before_s)
-            .filter(|t| fits(*t))
-            .min_by(f64::total_cmp)
+        for c in self.claims.iter().filter(|c| c.binds(own)) {
+            let neg = Amount { gpus: -c.amount.gpus, cpus: -c.amount.cpus, mem_mb: -c.amount.mem_mb };
+            steps.push((c.start_s, neg));
+            steps.push((c.end_s, c.amount));
+        }
+        steps.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut segments = Vec::with_capacity(steps.len() + 1);
+        let mut level = self.free;
+        segments.push((f64::NEG_INFINITY, level));
+        let mut i = 0;
+        while i < steps.len() {
+            // Every step at this instant at once.
+            let t = steps[i].0;
+            while i < steps.len() && steps[i].0 == t {
+                level.add(&steps[i].1);
+                i += 1;
+            }
+            segments.push((t, level));
+        }
+        FreeProfile { segments }
     }
 
     /// Does a Slurm reservation other than `own` hold this node at some moment of
     /// `[from_s, to_s)`?
     pub fn reserved_by_other(&self, from_s: f64, to_s: f64, own: Option<u32>) -> bool {
         self.claims.iter().any(|c| c.resv.is_some() && c.resv != own && c.start_s < to_s && c.end_s > from_s)
+    }
+}
+
+/// A node's free amount over time: `(from, level)` segments in time order, each lasting until
+/// the next one's start (the first from -inf, the last to +inf).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FreeProfile {
+    segments: Vec<(f64, Amount)>,
+}
+
+impl FreeProfile {
+    /// Is `need` free over all of `[from_s, to_s)`?
+    pub fn covers_over(&self, need: &Amount, from_s: f64, to_s: f64) -> bool {
+        self.segments.iter().enumerate().all(|(k, (from, level))| {
+            let to = self.segments.get(k + 1).map_or(f64::INFINITY, |s| s.0);
+            to <= from_s || *from >= to_s || level.covers(need)
+        })
+    }
+
+    /// The earliest `t >= not_before_s` at which `need` is free over all of
+    /// `[t, t + duration_s)`: the segments where it is not free are "bad", and the window must
+    /// meet none of them. One pass over the segments.
+    pub fn earliest_fit(&self, need: &Amount, not_before_s: f64, duration_s: f64) -> Option<f64> {
+        let mut t = not_before_s;
+        for (k, (from, level)) in self.segments.iter().enumerate() {
+            if level.covers(need) {
+                continue;
+            }
+            let to = self.segments.get(k + 1).map_or(f64::INFINITY, |s| s.0);
+            if to <= t {
+                continue;
+            }
+            if t + duration_s <= *from {
+                break;
+            }
+            t = to;
+        }
+        t.is_finite().then_some(t)
     }
 }
 
@@ -362,5 +417,58 @@ impl ClusterView {
     /// Nodes with exactly `free` free GPUs, in index order.
     pub fn nodes_with_free_gpus(&self, free: u32) -> impl Iterator<Item = u32> + '_ {
         self.by_free_gpus.get(free as usize).into_iter().flat_map(|s| s.iter().copied())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The definition the sweep must agree with: the earliest of `not_before_s`, release times
+    /// and claim ends at which the whole window fits.
+    fn earliest_fit_by_definition(nv: &NodeView, need: &Amount, not_before_s: f64, duration_s: f64, own: Option<u32>) -> Option<f64> {
+        let fits = |t: f64| nv.min_free_over_for(t, t + duration_s, own).covers(need);
+        if fits(not_before_s) {
+            return Some(not_before_s);
+        }
+        nv.releases
+            .iter()
+            .map(|r| r.at_s)
+            .chain(nv.claims.iter().filter(|c| c.binds(own)).map(|c| c.end_s))
+            .filter(|t| *t > not_before_s)
+            .filter(|t| fits(*t))
+            .min_by(f64::total_cmp)
+    }
+
+    fn node(free_gpus: i64, releases: Vec<(f64, i64)>, claims: Vec<(f64, f64, i64, Option<u32>)>) -> NodeView {
+        let amount = |g: i64| Amount { gpus: g, cpus: 4 * g, mem_mb: 1024 * g };
+        NodeView {
+            node: crate::types::Node { name: "n".into(), gpu_type: 0, gpus: 8, cpus: 32, mem_mb: 8192, power: PowerState::On, available: true },
+            gpus: vec![Vec::new(); 8],
+            free: amount(free_gpus),
+            releases: releases.into_iter().enumerate().map(|(i, (at_s, g))| Release { at_s, job: JobId(i as u32), amount: amount(g) }).collect(),
+            claims: claims.into_iter().map(|(start_s, len, g, resv)| Claim { job: JobId(99), start_s, end_s: start_s + len, amount: amount(g), resv }).collect(),
+            jobs: BTreeSet::new(),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_sweep_agrees_with_the_definition(
+            free in 0i64..5,
+            releases in proptest::collection::vec((0u32..20, 1i64..4), 0..5),
+            claims in proptest::collection::vec((0u32..20, 1u32..10, 1i64..8, proptest::option::of(0u32..2)), 0..6),
+            need in 1i64..8,
+            not_before in 0u32..10,
+            duration in 1u32..10,
+            own in proptest::option::of(0u32..2),
+        ) {
+            let nv = node(free, releases.into_iter().map(|(t, g)| (f64::from(t), g)).collect(), claims.into_iter().map(|(s, l, g, r)| (f64::from(s), f64::from(l), g, r)).collect());
+            let need = Amount { gpus: need, cpus: 4 * need, mem_mb: 1024 * need };
+            let (nb, d) = (f64::from(not_before), f64::from(duration));
+            prop_assert_eq!(nv.earliest_fit_for(&need, nb, d, own), earliest_fit_by_definition(&nv, &need, nb, d, own));
+            prop_assert_eq!(nv.free_profile(own).covers_over(&need, nb, nb + d), nv.min_free_over_for(nb, nb + d, own).covers(&need));
+        }
     }
 }
