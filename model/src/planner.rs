@@ -996,13 +996,14 @@ impl<'a> Cycle<'a> {
 
     fn commit(&mut self, view: &mut ClusterView, job: &PendingJob, c: Candidate, route: Option<u32>) {
         let slowed = c.slowdown > 1.0 + 1e-9 || !c.shares_with.is_empty();
-        // By the predicted slowdown only (what the planner's choice costs the job), never by
-        // the bound the user allowed.
-        let time_limit_s = if self.cfg.extend_time_limits && slowed {
-            job.time_limit_s * c.slowdown.max(1.0)
-        } else {
-            job.time_limit_s
-        };
+        // Slurm's limit grows by the predicted slowdown only (what the planner's choice costs
+        // the job, never the bound the user allowed). The planner's own view keeps the job's
+        // resources until the end its slowdown bound allows: a job may run slower than
+        // predicted, and a plan that assumed its resources free earlier would hold them for
+        // nobody.
+        let extended = self.cfg.extend_time_limits && slowed;
+        let time_limit_s = if extended { job.time_limit_s * c.slowdown.max(1.0) } else { job.time_limit_s };
+        let held_limit_s = if extended { job.time_limit_s * job.hints.max_slowdown.max(c.slowdown).max(1.0) } else { job.time_limit_s };
         let tenant = GpuTenant {
             job: job.id,
             share_allowed: job.hints.share_allowed && self.cfg.sharing && c.allocations.len() == 1 && job.request.gpus_per_node == 1,
@@ -1011,7 +1012,7 @@ impl<'a> Cycle<'a> {
             clock_mhz: c.clock_mhz,
             power_w: c.power_w / job.request.total_gpus().max(1) as f64,
         };
-        view.add_job(job.id, &c.allocations, c.ready_s + time_limit_s, &tenant);
+        view.add_job(job.id, &c.allocations, c.ready_s + held_limit_s, &tenant);
         for a in &c.allocations {
             self.node_changed(a.node.0 as usize);
         }
