@@ -174,9 +174,10 @@ fn energy_toml(extra: &str) -> String {
     format!("[sched]\ninterval_s = 5\ndebug = true\n\n[planner]\n{extra}\n")
 }
 
-fn cluster_config(plugin_dir: &Path, sched_type: &str, nodes: u32, extra_nodes: u32, energy_extra: &str) -> ClusterConfig {
+fn cluster_config(plugin_dir: &Path, sched_type: &str, nodes: u32, extra_nodes: u32, jobs: usize, energy_extra: &str) -> ClusterConfig {
     let energy = sched_type == "sched/energy";
-    let mut extra_slurm_conf = Vec::new();
+    // Slurm's default MaxJobCount (10,000) would refuse the last jobs of a big queue.
+    let mut extra_slurm_conf = vec![format!("MaxJobCount={}", (2 * jobs).max(10_000))];
     if extra_nodes > 0 {
         // Never started: slurmctld keeps them down, but they are in every node table walk.
         extra_slurm_conf.push(format!("NodeName=x[1-{extra_nodes}] NodeAddr=127.0.0.2 CPUs=8 RealMemory=4096 Gres=gpu:4 State=DOWN"));
@@ -200,7 +201,7 @@ fn cluster_config(plugin_dir: &Path, sched_type: &str, nodes: u32, extra_nodes: 
 
 fn measure(plugin_dir: &Path, sched_type: &str, energy_extra: &str, o: &Options) -> Figures {
     eprintln!("{sched_type} {energy_extra}: starting a {}-node cluster", o.nodes);
-    let cluster = LocalCluster::start(cluster_config(plugin_dir, sched_type, o.nodes, o.extra_nodes, energy_extra))
+    let cluster = LocalCluster::start(cluster_config(plugin_dir, sched_type, o.nodes, o.extra_nodes, o.jobs, energy_extra))
         .unwrap_or_else(|e| panic!("cluster: {e}"));
     let ids = submit_all(&cluster, o.jobs);
     let log_offset = cluster.slurmctld_log().len();

@@ -720,13 +720,16 @@ impl LocalCluster {
             let out = util::output_of(self.command("sinfo").args(["-h", "-N", "-o", "%N %t"]))?;
             if out.status.success() {
                 last = String::from_utf8_lossy(&out.stdout).into_owned();
-                // One line per node and partition: a node in two partitions counts once.
+                // One line per node and partition: a node in two partitions counts once. Only
+                // our own nodes (a test may add nodes without a slurmd to the table).
+                let ours = config::node_names(self.cfg.nodes);
                 let states: Vec<&str> = last
                     .lines()
                     .filter_map(|l| {
                         let mut f = l.split_whitespace();
                         Some((f.next()?, f.next()?))
                     })
+                    .filter(|(name, _)| ours.iter().any(|o| o == name))
                     .collect::<std::collections::BTreeMap<&str, &str>>()
                     .into_values()
                     .collect();
