@@ -44,6 +44,8 @@ pub struct TestRun {
     pub output_tail: String,
     /// Why it failed or skipped, as the script said it (its last `Fatal`/`Warning` line), if any.
     pub reason: Option<String>,
+    /// The subtest counts, for a test made of subtests.
+    pub subtests: Option<Subtests>,
     /// slurmctld's log lines written while the test ran that mention an error or our plugin.
     pub slurmctld_excerpt: String,
 }
@@ -54,17 +56,37 @@ pub fn tail(text: &str, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-/// The reason a test gives when it fails or skips: the message of its last `Fatal` line (fail)
-/// or, failing that, its last `Warning` line (skip), without the log prefix.
+/// The reason a test gives when it fails or skips, without the log prefix: the message of its
+/// last `Fatal` line (a failure that ended it), else of its first failed subtest, else of its
+/// first skipped subtest, else of its last `Warning` line (a skip of the whole test).
 pub fn reason_of(output: &str) -> Option<String> {
-    let last_with = |level: &str| {
-        output
-            .lines()
-            .rev()
-            .find(|l| l.contains(level))
-            .map(|l| strip_log_prefix(l, level))
+    let with = |level: &str, first: bool| {
+        let mut lines = output.lines().filter(|l| l.contains(level));
+        let line = if first { lines.next() } else { lines.last() };
+        line.map(|l| strip_log_prefix(l, level))
     };
-    last_with("] Fatal").or_else(|| last_with("] Warning"))
+    with("] Fatal", false)
+        .or_else(|| with("] Error   Subtest", true).map(|m| format!("Subtest {m}")))
+        .or_else(|| with("] Warning Subtest", true).map(|m| format!("Subtest {m}")))
+        .or_else(|| with("] Warning", false))
+}
+
+/// The subtest counts of the test's summary (`Subtests failed : N`, `Subtests passed : N`), for
+/// tests made of subtests; `None` for the others.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Subtests {
+    pub passed: u32,
+    pub failed: u32,
+}
+
+pub fn subtests_of(output: &str) -> Option<Subtests> {
+    let count = |label: &str| {
+        output.lines().find_map(|l| {
+            let rest = l.trim_start().strip_prefix(label)?.trim_start().strip_prefix(':')?;
+            rest.split_whitespace().next()?.parse::<u32>().ok()
+        })
+    };
+    Some(Subtests { passed: count("Subtests passed")?, failed: count("Subtests failed")? })
 }
 
 /// `[2026-11-24 14:30:00.123] Fatal   message (backtrace)` -> `message`.
@@ -99,6 +121,20 @@ mod tests {
         let skipped = "[2026-11-24 14:30:00.100] Warning This test needs 2 nodes (skip@test:3)\n";
         assert_eq!(reason_of(skipped).as_deref(), Some("This test needs 2 nodes"));
         assert_eq!(reason_of("SUCCESS : test1.1"), None);
+        let subtest = "[2026-11-24 14:31:57.700] Warning Test needs CR_*MEMORY (skip@x:1)\n\
+                       [2026-11-24 14:31:57.728] Error   Subtest 16 failed  : Verify mem=100 (subfail@globals:596)\n\
+                       [2026-11-24 14:31:57.737] Error   Subtest 19 failed  : Verify mem=200 (subfail@globals:596)\n";
+        assert_eq!(reason_of(subtest).as_deref(), Some("Subtest 16 failed  : Verify mem=100"));
+        let subskip = "[2026-11-24 14:40:54.641] Warning Subtest 43 skipped : Needs 5 nodes (subskip@globals:658)\n\
+                       [2026-11-24 14:40:55.000] Warning create_res: error from scontrol\n";
+        assert_eq!(reason_of(subskip).as_deref(), Some("Subtest 43 skipped : Needs 5 nodes"));
+    }
+
+    #[test]
+    fn subtest_counts_come_from_the_summary() {
+        let out = "SUCCESS : test3.11\n  Subtests failed   :   2 ( 4%)\n  Subtests skipped  :   1 (  2%)\n  Subtests passed   :  44 ( 97%)\n";
+        assert_eq!(subtests_of(out), Some(Subtests { passed: 44, failed: 2 }));
+        assert_eq!(subtests_of("SUCCESS : test1.2\n"), None);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Comparing the two schedulers' runs: the table (test, what it covers, result under each
-//! scheduler, time) as markdown, and the disagreements (a test that passes under sched/backfill
-//! and not under sched/energy).
+//! scheduler, time) as markdown, and the disagreements: a test that passes under sched/backfill
+//! and not under sched/energy, or (for tests made of subtests, whatever their verdict) more failed
+//! subtests under sched/energy than under sched/backfill.
 
 use std::fmt::Write as _;
 
@@ -8,7 +9,7 @@ use crate::outcome::{TestRun, Verdict};
 use crate::run::SchedulerRun;
 use crate::subset;
 
-/// A test that passed under backfill and did not under sched/energy.
+/// A test that did worse under sched/energy than under backfill (see the module doc).
 #[derive(Debug)]
 pub struct Disagreement<'a> {
     pub backfill: &'a TestRun,
@@ -35,17 +36,25 @@ impl Disagreement<'_> {
     }
 }
 
-/// Every test that passed in `backfill` and not in `energy`.
+/// Every test that did worse in `energy` than in `backfill`.
 pub fn disagreements<'a>(backfill: &'a SchedulerRun, energy: &'a SchedulerRun) -> Vec<Disagreement<'a>> {
     backfill
         .runs
         .iter()
-        .filter(|b| b.verdict == Verdict::Pass)
         .filter_map(|b| {
             let e = energy.get(&b.test)?;
-            (e.verdict != Verdict::Pass).then_some(Disagreement { backfill: b, energy: e })
+            does_worse(b, e).then_some(Disagreement { backfill: b, energy: e })
         })
         .collect()
+}
+
+fn does_worse(backfill: &TestRun, energy: &TestRun) -> bool {
+    let lost_pass = backfill.verdict == Verdict::Pass && energy.verdict != Verdict::Pass;
+    let more_failed_subtests = match (backfill.subtests, energy.subtests) {
+        (Some(b), Some(e)) => e.failed > b.failed,
+        _ => false,
+    };
+    lost_pass || more_failed_subtests
 }
 
 /// The markdown table: one row per test run under backfill, in its order.
@@ -70,13 +79,18 @@ pub fn markdown_table(backfill: &SchedulerRun, energy: &SchedulerRun) -> String 
     s
 }
 
-/// A result cell: the verdict, with the reason for anything but a pass.
+/// A result cell: the verdict, with the subtest counts and the reason for anything but a pass.
 fn cell(run: Option<&TestRun>) -> String {
     let Some(run) = run else { return "not run".into() };
-    match (&run.verdict, &run.reason) {
-        (Verdict::Pass, _) | (_, None) => run.verdict.label().to_string(),
-        (v, Some(reason)) => format!("{}: {}", v.label(), reason.replace('|', "\\|")),
+    if run.verdict == Verdict::Pass {
+        return run.verdict.label().to_string();
     }
+    let counts = run
+        .subtests
+        .map(|s| format!(" ({} subtests passed, {} failed)", s.passed, s.failed))
+        .unwrap_or_default();
+    let reason = run.reason.as_deref().map(|r| format!(": {}", r.replace('|', "\\|"))).unwrap_or_default();
+    format!("{}{counts}{reason}", run.verdict.label())
 }
 
 /// Counts per verdict, e.g. `30 pass, 1 FAIL`.
@@ -95,6 +109,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::outcome::Subtests;
     use crate::scheduler::Scheduler;
 
     fn run(test: &str, verdict: Verdict, reason: Option<&str>) -> TestRun {
@@ -104,6 +119,7 @@ mod tests {
             elapsed: Duration::from_secs(3),
             output_tail: format!("{test} output"),
             reason: reason.map(str::to_string),
+            subtests: None,
             slurmctld_excerpt: String::new(),
         }
     }
@@ -126,6 +142,14 @@ mod tests {
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].energy.test, "t2");
         assert!(found[0].describe().contains("t2 output"));
+    }
+
+    #[test]
+    fn more_failed_subtests_disagree_even_when_both_skip() {
+        let with = |failed| TestRun { subtests: Some(Subtests { passed: 40, failed }), ..run("t", Verdict::Skip, Some("needs 5 nodes")) };
+        let b = sched_run(Scheduler::Backfill, vec![with(0)]);
+        assert_eq!(disagreements(&b, &sched_run(Scheduler::Energy, vec![with(0)])).len(), 0);
+        assert_eq!(disagreements(&b, &sched_run(Scheduler::Energy, vec![with(1)])).len(), 1);
     }
 
     #[test]

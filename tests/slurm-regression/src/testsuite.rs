@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use slurm_testcluster::LocalCluster;
 
-use crate::outcome::{TestRun, Verdict, reason_of, tail};
+use crate::outcome::{TestRun, Verdict, reason_of, subtests_of, tail};
 
 /// Lines of a test's output kept in its [`TestRun`].
 const OUTPUT_TAIL_LINES: usize = 40;
@@ -136,6 +136,7 @@ impl Workspace {
             verdict,
             elapsed,
             reason: if verdict == Verdict::Pass { None } else { reason_of(&output) },
+            subtests: subtests_of(&output),
             output_tail: tail(&output, OUTPUT_TAIL_LINES),
             slurmctld_excerpt: excerpt,
         })
