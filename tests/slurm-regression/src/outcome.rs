@@ -62,7 +62,7 @@ pub fn tail(text: &str, lines: usize) -> String {
 pub fn reason_of(output: &str) -> Option<String> {
     let with = |level: &str, first: bool| {
         let mut lines = output.lines().filter(|l| l.contains(level));
-        let line = if first { lines.next() } else { lines.last() };
+        let line = if first { lines.next() } else { lines.next_back() };
         line.map(|l| strip_log_prefix(l, level))
     };
     with("] Fatal", false)

@@ -93,6 +93,40 @@ fn cell(run: Option<&TestRun>) -> String {
     format!("{}{counts}{reason}", run.verdict.label())
 }
 
+/// The "last run" section of docs/slurm-regression.md: when, where, the counts, the table and
+/// the disagreements.
+pub fn markdown_section(backfill: &SchedulerRun, energy: &SchedulerRun) -> String {
+    let date = command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
+    let cores = command_line("nproc", &[]);
+    let mut s = format!(
+        "Run on {date}, {version}, {cores} cores, 3 nodes x 4 fake GPUs with accounting.\n\n\
+         - sched/backfill: {bs}, {bt:.0} s including the cluster's start and stop\n\
+         - sched/energy: {es}, {et:.0} s including the cluster's start and stop\n\n{table}",
+        version = backfill.slurm_version,
+        bs = summary(backfill),
+        bt = backfill.elapsed.as_secs_f64(),
+        es = summary(energy),
+        et = energy.elapsed.as_secs_f64(),
+        table = markdown_table(backfill, energy),
+    );
+    let found = disagreements(backfill, energy);
+    let _ = writeln!(s, "\nDisagreements (sched/energy worse than sched/backfill): {}", found.len());
+    for d in found {
+        let reason = d.energy.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
+        let _ = writeln!(s, "- {}: {}{reason}", d.energy.test, d.energy.verdict.label());
+    }
+    s
+}
+
+/// A command's first line of output, empty if it could not run.
+fn command_line(prog: &str, args: &[&str]) -> String {
+    std::process::Command::new(prog)
+        .args(args)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
 /// Counts per verdict, e.g. `30 pass, 1 FAIL`.
 pub fn summary(run: &SchedulerRun) -> String {
     let count = |v: Verdict| run.runs.iter().filter(|r| r.verdict == v).count();

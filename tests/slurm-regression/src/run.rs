@@ -41,6 +41,10 @@ impl SchedulerRun {
     }
 }
 
+/// The default limit of one test: twice the longest test of the subset under sched/backfill on
+/// the 2-core machine (test3.11, about 50 s), with room to spare.
+pub const DEFAULT_PER_TEST_LIMIT: Duration = Duration::from_secs(120);
+
 /// How long leftover jobs get to go away after `scancel`.
 const CANCEL_WAIT: Duration = Duration::from_secs(30);
 

@@ -6,20 +6,19 @@
 //! Needs root, Slurm, `expect` and the configured source tree (`$SLURM_SRC_DIR`), all of which
 //! tools/slurm-env.sh provides. Without them it prints SKIPPED and returns, except when
 //! `CI=true`, where it fails. Full outputs go to `$SLURM_REGRESSION_OUT` if set (kept), else to
-//! a temporary directory.
+//! a temporary directory. With `SLURM_REGRESSION_MARKDOWN=<file>` it also writes the "last run"
+//! section of docs/slurm-regression.md there.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use slurm_regression::outcome::Verdict;
-use slurm_regression::report::{disagreements, markdown_table, summary};
-use slurm_regression::run::{RunOptions, SchedulerRun, run_tests};
+use slurm_regression::report::{disagreements, markdown_section, markdown_table, summary};
+use slurm_regression::run::{DEFAULT_PER_TEST_LIMIT, RunOptions, SchedulerRun, run_tests};
 use slurm_regression::scheduler::{Scheduler, energy_plugin_dir};
 use slurm_regression::subset::SUBSET;
 use slurm_regression::testsuite;
 
-/// A test of the subset running longer is killed and counted as a timeout.
-const PER_TEST_LIMIT: Duration = Duration::from_secs(180);
 /// The share of the subset that must pass under sched/backfill, in percent.
 const MIN_BACKFILL_PASS_PERCENT: usize = 80;
 
@@ -42,7 +41,7 @@ fn live_slurm_regression() {
         src_dir: testsuite::slurm_src_dir().expect("SLURM_SRC_DIR"),
         energy_plugin_dir: plugin.path().to_path_buf(),
         out_dir,
-        per_test_limit: PER_TEST_LIMIT,
+        per_test_limit: DEFAULT_PER_TEST_LIMIT,
     };
     let tests: Vec<&str> = SUBSET.iter().map(|e| e.test).collect();
     let run = |scheduler: Scheduler| -> SchedulerRun {
@@ -63,6 +62,10 @@ fn live_slurm_regression() {
         energy.elapsed.as_secs_f64(),
         t0.elapsed().as_secs_f64()
     );
+
+    if let Some(path) = std::env::var_os("SLURM_REGRESSION_MARKDOWN") {
+        std::fs::write(&path, markdown_section(&backfill, &energy)).expect("write the markdown section");
+    }
 
     let passed = backfill.runs.iter().filter(|r| r.verdict == Verdict::Pass).count();
     assert!(

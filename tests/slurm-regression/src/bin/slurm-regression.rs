@@ -14,8 +14,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use slurm_regression::outcome::TestRun;
-use slurm_regression::report::{disagreements, markdown_table, summary};
-use slurm_regression::run::{RunOptions, SchedulerRun, run_tests};
+use slurm_regression::report::{disagreements, markdown_section, markdown_table, summary};
+use slurm_regression::run::{RunOptions, run_tests};
 use slurm_regression::scheduler::{Scheduler, energy_plugin_dir};
 use slurm_regression::{subset, testsuite};
 
@@ -35,7 +35,7 @@ fn parse_args() -> Result<Args, String> {
         tests: subset::SUBSET.iter().map(|e| e.test.to_string()).collect(),
         out_dir: PathBuf::from("slurm-regression-out"),
         markdown: None,
-        per_test_limit: Duration::from_secs(180),
+        per_test_limit: slurm_regression::run::DEFAULT_PER_TEST_LIMIT,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -111,7 +111,7 @@ fn real_main() -> Result<ExitCode, String> {
         eprintln!("DISAGREEMENT {}", d.describe());
     }
     if let Some(path) = &args.markdown {
-        let text = markdown_section(backfill, energy, &table);
+        let text = markdown_section(backfill, energy);
         std::fs::write(path, text).map_err(|e| format!("write {}: {e}", path.display()))?;
         eprintln!("slurm-regression: wrote {}", path.display());
     }
@@ -127,39 +127,4 @@ fn print_progress(scheduler: Scheduler, run: &TestRun) {
         run.elapsed.as_secs_f64(),
         run.reason.as_deref().unwrap_or("")
     );
-}
-
-/// The "last run" section of docs/slurm-regression.md.
-fn markdown_section(backfill: &SchedulerRun, energy: &SchedulerRun, table: &str) -> String {
-    let date = command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
-    let cores = command_line("nproc", &[]);
-    let mut s = format!(
-        "Run on {date}, {version}, {cores} cores, 3 nodes x 4 fake GPUs with accounting.\n\n\
-         - sched/backfill: {bs}, {bt:.0} s including the cluster's start and stop\n\
-         - sched/energy: {es}, {et:.0} s including the cluster's start and stop\n\n{table}",
-        version = backfill.slurm_version,
-        bs = summary(backfill),
-        bt = backfill.elapsed.as_secs_f64(),
-        es = summary(energy),
-        et = energy.elapsed.as_secs_f64(),
-    );
-    let found = disagreements(backfill, energy);
-    s.push_str(&format!("\nDisagreements (pass under sched/backfill, not under sched/energy): {}\n", found.len()));
-    for d in found {
-        s.push_str(&format!(
-            "- {}: {}{}\n",
-            d.energy.test,
-            d.energy.verdict.label(),
-            d.energy.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
-        ));
-    }
-    s
-}
-
-fn command_line(prog: &str, args: &[&str]) -> String {
-    std::process::Command::new(prog)
-        .args(args)
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default()
 }
