@@ -143,12 +143,11 @@ impl Workspace {
     }
 }
 
-/// slurmctld's log lines worth showing next to a test's result: errors and our plugin's lines.
+/// slurmctld's log lines worth showing next to a test's result: errors, jobs `select_nodes`
+/// found never runnable, and our plugin's lines.
 fn notable_lines(log: &str) -> String {
-    let lines: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("error") || l.contains("sched/energy") || l.contains("fatal"))
-        .collect();
+    const NOTABLE: [&str; 4] = ["error", "fatal", "never runnable", "sched/energy"];
+    let lines: Vec<&str> = log.lines().filter(|l| NOTABLE.iter().any(|n| l.contains(n))).collect();
     lines[lines.len().saturating_sub(60)..].join("\n")
 }
 
