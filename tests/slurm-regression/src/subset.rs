@@ -24,7 +24,7 @@ pub const SUBSET: &[Entry] = &[
     entry("test1.43", "srun: --test-only (slurm_job_will_run)"),
     entry("test1.58", "srun --jobid into an salloc allocation"),
     entry("test1.81", "srun: node count (-N)"),
-    entry("test1.82", "srun: --nodelist"),
+    entry("test1.82", "srun: --nodelist and --exclude"),
     entry("test1.84", "srun: --cpus-per-task"),
     entry("test1.62", "srun: gres/gpu, CUDA_VISIBLE_DEVICES"),
     entry("test15.7", "salloc: --mincpus/--mem/--tmp; a priority 0 job is not started"),
