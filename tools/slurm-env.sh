@@ -18,7 +18,8 @@ Must run as root on Debian 12. Idempotent: a second run checks and does nothing 
 
   1. Installs (apt-get, --no-install-recommends) the Slurm daemons and clients, munge,
      MariaDB, libslurm-dev, libmunge-dev, clang/libclang-dev (bindgen), build-essential,
-     dpkg-dev and pkg-config. 'apt-get update' runs only when apt needs it.
+     dpkg-dev, pkg-config and expect (for Slurm's own regression tests, tests/slurm-regression).
+     'apt-get update' runs only when apt needs it.
   2. Adds a deb-src entry derived from this machine's own apt sources (each 'deb' entry copied
      as 'deb-src') in a file of its own:
        /etc/apt/sources.list.d/slurm-energy-deb-src.sources  (from deb822 *.sources entries)
@@ -69,6 +70,7 @@ PACKAGES=(
     libslurm-dev libmunge-dev
     clang libclang-dev build-essential pkg-config
     dpkg-dev
+    expect
 )
 
 # The options of Debian's own build (debian/rules, override_dh_auto_configure, plus what

@@ -1,0 +1,198 @@
+//! Comparing the two schedulers' runs: the table (test, what it covers, result under each
+//! scheduler, time) as markdown, and the disagreements: a test that passes under sched/backfill
+//! and not under sched/energy, or (for tests made of subtests, whatever their verdict) more failed
+//! subtests under sched/energy than under sched/backfill.
+
+use std::fmt::Write as _;
+
+use crate::outcome::{TestRun, Verdict};
+use crate::run::SchedulerRun;
+use crate::subset;
+
+/// A test that did worse under sched/energy than under backfill (see the module doc).
+#[derive(Debug)]
+pub struct Disagreement<'a> {
+    pub backfill: &'a TestRun,
+    pub energy: &'a TestRun,
+}
+
+impl Disagreement<'_> {
+    /// Both outputs' tails and sched/energy's slurmctld lines during the test, for a failure
+    /// message.
+    pub fn describe(&self) -> String {
+        format!(
+            "{test}: backfill {b}, sched/energy {e}{why}\n\
+             --- output under sched/backfill (tail) ---\n{bt}\n\
+             --- output under sched/energy (tail) ---\n{et}\n\
+             --- slurmctld (sched/energy) during the test: errors and plugin lines ---\n{ex}\n",
+            test = self.energy.test,
+            b = self.backfill.verdict.label(),
+            e = self.energy.verdict.label(),
+            why = self.energy.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default(),
+            bt = self.backfill.output_tail,
+            et = self.energy.output_tail,
+            ex = self.energy.slurmctld_excerpt,
+        )
+    }
+}
+
+/// Every test that did worse in `energy` than in `backfill`.
+pub fn disagreements<'a>(backfill: &'a SchedulerRun, energy: &'a SchedulerRun) -> Vec<Disagreement<'a>> {
+    backfill
+        .runs
+        .iter()
+        .filter_map(|b| {
+            let e = energy.get(&b.test)?;
+            does_worse(b, e).then_some(Disagreement { backfill: b, energy: e })
+        })
+        .collect()
+}
+
+fn does_worse(backfill: &TestRun, energy: &TestRun) -> bool {
+    let lost_pass = backfill.verdict == Verdict::Pass && energy.verdict != Verdict::Pass;
+    let more_failed_subtests = match (backfill.subtests, energy.subtests) {
+        (Some(b), Some(e)) => e.failed > b.failed,
+        _ => false,
+    };
+    lost_pass || more_failed_subtests
+}
+
+/// The markdown table: one row per test run under backfill, in its order.
+pub fn markdown_table(backfill: &SchedulerRun, energy: &SchedulerRun) -> String {
+    let mut s = String::from(
+        "| test | covers | sched/backfill | sched/energy | time backfill (s) | time energy (s) |\n\
+         |---|---|---|---|---:|---:|\n",
+    );
+    for b in &backfill.runs {
+        let e = energy.get(&b.test);
+        let _ = writeln!(
+            s,
+            "| {test} | {covers} | {bv} | {ev} | {bt:.0} | {et} |",
+            test = b.test,
+            covers = subset::covers(&b.test).unwrap_or("-"),
+            bv = cell(Some(b)),
+            ev = cell(e),
+            bt = b.elapsed.as_secs_f64(),
+            et = e.map_or("-".to_string(), |e| format!("{:.0}", e.elapsed.as_secs_f64())),
+        );
+    }
+    s
+}
+
+/// A result cell: the verdict, with the subtest counts and the reason for anything but a pass.
+fn cell(run: Option<&TestRun>) -> String {
+    let Some(run) = run else { return "not run".into() };
+    if run.verdict == Verdict::Pass {
+        return run.verdict.label().to_string();
+    }
+    let counts = run
+        .subtests
+        .map(|s| format!(" ({} subtests passed, {} failed)", s.passed, s.failed))
+        .unwrap_or_default();
+    let reason = run.reason.as_deref().map(|r| format!(": {}", r.replace('|', "\\|"))).unwrap_or_default();
+    format!("{}{counts}{reason}", run.verdict.label())
+}
+
+/// The "last run" section of docs/slurm-regression.md: when, where, the counts, the table and
+/// the disagreements.
+pub fn markdown_section(backfill: &SchedulerRun, energy: &SchedulerRun) -> String {
+    let date = command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
+    let cores = command_line("nproc", &[]);
+    let mut s = format!(
+        "Run on {date}, {version}, {cores} cores, 3 nodes x 4 fake GPUs with accounting.\n\n\
+         - sched/backfill: {bs}, {bt:.0} s including the cluster's start and stop\n\
+         - sched/energy: {es}, {et:.0} s including the cluster's start and stop\n\n{table}",
+        version = backfill.slurm_version,
+        bs = summary(backfill),
+        bt = backfill.elapsed.as_secs_f64(),
+        es = summary(energy),
+        et = energy.elapsed.as_secs_f64(),
+        table = markdown_table(backfill, energy),
+    );
+    let found = disagreements(backfill, energy);
+    let _ = writeln!(s, "\nDisagreements (sched/energy worse than sched/backfill): {}", found.len());
+    for d in found {
+        let reason = d.energy.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
+        let _ = writeln!(s, "- {}: {}{reason}", d.energy.test, d.energy.verdict.label());
+    }
+    s
+}
+
+/// A command's first line of output, empty if it could not run.
+fn command_line(prog: &str, args: &[&str]) -> String {
+    std::process::Command::new(prog)
+        .args(args)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Counts per verdict, e.g. `30 pass, 1 FAIL`.
+pub fn summary(run: &SchedulerRun) -> String {
+    let count = |v: Verdict| run.runs.iter().filter(|r| r.verdict == v).count();
+    [Verdict::Pass, Verdict::Fail, Verdict::Skip, Verdict::Timeout]
+        .into_iter()
+        .filter(|&v| count(v) > 0)
+        .map(|v| format!("{} {}", count(v), v.label()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::outcome::Subtests;
+    use crate::scheduler::Scheduler;
+
+    fn run(test: &str, verdict: Verdict, reason: Option<&str>) -> TestRun {
+        TestRun {
+            test: test.into(),
+            verdict,
+            elapsed: Duration::from_secs(3),
+            output_tail: format!("{test} output"),
+            reason: reason.map(str::to_string),
+            subtests: None,
+            slurmctld_excerpt: String::new(),
+        }
+    }
+
+    fn sched_run(scheduler: Scheduler, runs: Vec<TestRun>) -> SchedulerRun {
+        SchedulerRun { scheduler, runs, elapsed: Duration::from_secs(60), slurm_version: "slurm 22.05.8".into() }
+    }
+
+    #[test]
+    fn only_a_backfill_pass_that_energy_does_not_pass_disagrees() {
+        let b = sched_run(
+            Scheduler::Backfill,
+            vec![run("t1", Verdict::Pass, None), run("t2", Verdict::Pass, None), run("t3", Verdict::Fail, Some("x"))],
+        );
+        let e = sched_run(
+            Scheduler::Energy,
+            vec![run("t1", Verdict::Pass, None), run("t2", Verdict::Timeout, None), run("t3", Verdict::Fail, Some("x"))],
+        );
+        let found = disagreements(&b, &e);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].energy.test, "t2");
+        assert!(found[0].describe().contains("t2 output"));
+    }
+
+    #[test]
+    fn more_failed_subtests_disagree_even_when_both_skip() {
+        let with = |failed| TestRun { subtests: Some(Subtests { passed: 40, failed }), ..run("t", Verdict::Skip, Some("needs 5 nodes")) };
+        let b = sched_run(Scheduler::Backfill, vec![with(0)]);
+        assert_eq!(disagreements(&b, &sched_run(Scheduler::Energy, vec![with(0)])).len(), 0);
+        assert_eq!(disagreements(&b, &sched_run(Scheduler::Energy, vec![with(1)])).len(), 1);
+    }
+
+    #[test]
+    fn table_has_a_row_per_test_with_reasons_escaped() {
+        let b = sched_run(Scheduler::Backfill, vec![run("t1", Verdict::Pass, None), run("t2", Verdict::Skip, Some("needs a|b"))]);
+        let e = sched_run(Scheduler::Energy, vec![run("t1", Verdict::Fail, Some("job never started"))]);
+        let table = markdown_table(&b, &e);
+        assert!(table.contains("| t1 | - | pass | FAIL: job never started | 3 | 3 |"), "{table}");
+        assert!(table.contains("| t2 | - | skip: needs a\\|b | not run | 3 | - |"), "{table}");
+        assert_eq!(summary(&b), "1 pass, 1 skip");
+    }
+}
