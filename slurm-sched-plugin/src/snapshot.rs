@@ -304,13 +304,12 @@ fn time_limit_s(job: &JobRef<'_>) -> f64 {
 /// the nodes, cannot: Slurm's own selection places those).
 fn request_of(job: &JobRef<'_>, mem_consumable: bool, max_cpus: u32, max_gpus: u32) -> (Request, bool, bool) {
     let tasks = job.num_tasks();
-    let per_task_cpus = job.cpus_per_task();
     let ntpn = job.ntasks_per_node();
     let mut nodes = job.min_nodes();
     let mut expressible = true;
     if ntpn > 0 {
         nodes = nodes.max(tasks.div_ceil(ntpn));
-    } else if tasks > 1 && nodes == 1 && job.max_nodes() != 1 && tasks * per_task_cpus > max_cpus {
+    } else if tasks > 1 && nodes == 1 && job.max_nodes() != 1 && job.min_cpus() > max_cpus {
         // `-n` bigger than any node, no node count: Slurm chooses how many nodes.
         expressible = false;
     }
@@ -331,10 +330,15 @@ fn request_of(job: &JobRef<'_>, mem_consumable: bool, max_cpus: u32, max_gpus: u
     let is_shard = gpus == 0 && shards_per_node > 0;
     let gpus = if is_shard { 1 } else { gpus };
     let mut gpus_per_node = gpus.min(u32::MAX as u64) as u32;
-    let tasks_per_node = if ntpn > 0 { ntpn } else { tasks.div_ceil(nodes) };
-    let mut cpus_per_node = job.pn_min_cpus().max(job.min_cpus().div_ceil(nodes)).max(tasks_per_node * per_task_cpus);
+    // Slurm's min_cpus already counts tasks x --cpus-per-task (and not with --overcommit).
+    let mut cpus_per_node = job.pn_min_cpus().max(job.min_cpus().div_ceil(nodes));
     let cpus_per_gpu = job.cpus_per_tres().map_or(0, |s| gres::count(s, "gpu")).min(u64::from(u32::MAX)) as u32;
     cpus_per_node = cpus_per_node.max(cpus_per_gpu.saturating_mul(gpus_per_node));
+    // More than any node has, and Slurm may use more nodes than the minimum (`--gpus=2
+    // --cpus-per-gpu=4` on 4-CPU nodes, `-n` without `-N`): Slurm chooses the layout.
+    if (cpus_per_node > max_cpus || gpus_per_node > max_gpus) && job.max_nodes() != nodes {
+        expressible = false;
+    }
     if job.whole_node() {
         cpus_per_node = max_cpus;
         gpus_per_node = gpus_per_node.max(max_gpus);

@@ -508,12 +508,9 @@ void energy_job_wait_resources(job_record_t *job)
 {
 	if (!job || !IS_JOB_PENDING(job))
 		return;
-	if (job->state_reason == WAIT_NO_REASON || job->state_reason == WAIT_PRIORITY) {
+	/* A reason written out in words (state_desc) says more: keep it. */
+	if (job->state_desc)
+		return;
+	if (job->state_reason == WAIT_NO_REASON || job->state_reason == WAIT_PRIORITY)
 		job->state_reason = WAIT_RESOURCES;
-		if (resolved_ok) {
-			void *desc = job->state_desc;
-			resolved.slurm_xfree(&desc);
-			job->state_desc = NULL;
-		}
-	}
 }

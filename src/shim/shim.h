@@ -296,7 +296,7 @@ extern bool energy_extend_time_limit(job_record_t *job, uint32_t limit_min, uint
 
 /* A pending job the scheduler holds nodes for waits for resources: its reason becomes
  * `Resources` (as sched/backfill sets it), unless it waits for something else (dependency,
- * limits, held...). */
+ * limits, held...) or its reason is written out in words (state_desc). */
 extern void energy_job_wait_resources(job_record_t *job);
 
 /* slurmctld_config fields the scheduler watches. */

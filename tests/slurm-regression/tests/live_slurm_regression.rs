@@ -3,9 +3,9 @@
 //! every test that passes under backfill must pass under sched/energy, and backfill must pass
 //! most of the subset (else the comparison says nothing).
 //!
-//! Not part of the default `cargo test`: it takes about 13 minutes on the 2-core machine (two
-//! clusters, 40 tests each), more than CI's share allows. Run it with
-//! `cargo test -p slurm-regression --test live_slurm_regression -- --ignored --nocapture`
+//! Part of `cargo test --workspace` (so CI runs it): about 9 minutes on the 2-core machine (two
+//! clusters, 40 tests each). Alone:
+//! `cargo test -p slurm-regression --test live_slurm_regression -- --nocapture`
 //! (docs/slurm-regression.md).
 //!
 //! Needs root, Slurm, `expect` and the configured source tree (`$SLURM_SRC_DIR`), all of which
@@ -32,7 +32,6 @@ fn cannot_run() -> Option<String> {
 }
 
 #[test]
-#[ignore = "about 13 min: run with --ignored (docs/slurm-regression.md)"]
 fn live_slurm_regression() {
     if let Some(why) = cannot_run() {
         assert!(std::env::var("CI").as_deref() != Ok("true"), "live_slurm_regression cannot run under CI=true: {why}");
