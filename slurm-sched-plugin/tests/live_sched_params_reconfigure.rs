@@ -1,0 +1,65 @@
+//! `SchedulerParameters` is checked again after `scontrol reconfigure`: dropping `defer` makes
+//! every sched/energy cycle start nothing and log why, with the line to write; putting it back
+//! (in another case: Slurm reads the parameters case-insensitively) makes the plugin start jobs
+//! again. Live: 1 node x 2 fake GPUs.
+
+use std::time::{Duration, Instant};
+
+use slurm_testcluster::{ClusterConfig, LocalCluster, skip_reason};
+
+mod common;
+use common::plugin_dir;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+fn set_sched_params(cluster: &LocalCluster, params: &str) {
+    let conf = std::fs::read_to_string(cluster.conf_path()).expect("read slurm.conf");
+    let conf: String = conf
+        .lines()
+        .map(|l| if l.starts_with("SchedulerParameters=") { format!("SchedulerParameters={params}") } else { l.to_string() })
+        .collect::<Vec<_>>()
+        .join("\n");
+    cluster.write_conf_file("slurm.conf", &(conf + "\n")).expect("write slurm.conf");
+    cluster.reconfigure().expect("scontrol reconfigure");
+}
+
+fn wait_for_log(cluster: &LocalCluster, text: &str) {
+    let deadline = Instant::now() + TIMEOUT;
+    while !cluster.slurmctld_log().contains(text) {
+        assert!(Instant::now() < deadline, "no '{text}' in slurmctld's log:\n{}", cluster.slurmctld_log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_reconfigure_without_defer_stops_starts_until_it_is_back() {
+    if let Some(why) = skip_reason() {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "live test cannot run under CI: {why}");
+        println!("SKIPPED: a_reconfigure_without_defer_stops_starts_until_it_is_back: {why}");
+        return;
+    }
+    let plugins = plugin_dir();
+    let cluster = LocalCluster::start(ClusterConfig {
+        nodes: 1,
+        gpus_per_node: 2,
+        plugin_dir: Some(plugins.path().to_path_buf()),
+        sched_type: "sched/energy".into(),
+        scheduler_parameters: Some("sched_interval=-1,defer".into()),
+        extra_files: vec![("energy.toml".into(), "[sched]\ninterval_s = 1\n".into())],
+        with_accounting: false,
+        ..ClusterConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+
+    set_sched_params(&cluster, "sched_interval=-1");
+    wait_for_log(&cluster, "sched/energy: cycle skipped: no job started: SchedulerParameters (sched_interval=-1) lacks defer");
+    assert!(cluster.slurmctld_log().contains("Write this line in slurm.conf: SchedulerParameters=sched_interval=-1,defer"), "{}", cluster.slurmctld_log());
+
+    set_sched_params(&cluster, "Sched_Interval=-1,DEFER");
+    let mark = cluster.slurmctld_log().len();
+    let job = cluster.sbatch(&["--gres=gpu:1", "-t", "5", "--wrap", "sleep 1"], "").unwrap_or_else(|e| panic!("{e}"));
+    let state = cluster.wait_job_done(job, TIMEOUT).unwrap_or_else(|e| panic!("{e}\n{}", cluster.slurmctld_log()));
+    assert_eq!(state, "COMPLETED");
+    let after = cluster.slurmctld_log().get(mark..).unwrap_or("").to_string();
+    assert!(after.contains(&format!("sched/energy: started JobId={job} ")), "job {job} not started by sched/energy:\n{after}");
+}
