@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use slurm_testcluster::{ClusterConfig, LocalCluster, skip_reason};
+use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
 
 mod common;
 use common::plugin_dir;
@@ -33,9 +33,7 @@ fn wait_for_log(cluster: &LocalCluster, text: &str) {
 
 #[test]
 fn a_reconfigure_without_defer_stops_starts_until_it_is_back() {
-    if let Some(why) = skip_reason() {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "live test cannot run under CI: {why}");
-        println!("SKIPPED: a_reconfigure_without_defer_stops_starts_until_it_is_back: {why}");
+    if skip_live_test("a_reconfigure_without_defer_stops_starts_until_it_is_back") {
         return;
     }
     let plugins = plugin_dir();

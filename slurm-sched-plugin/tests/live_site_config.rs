@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use slurm_testcluster::{ClusterConfig, LocalCluster, skip_reason};
+use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
 
 mod common;
 use common::plugin_dir;
@@ -71,9 +71,7 @@ fn wait_completed(cluster: &LocalCluster, job: u32, what: &str) {
 
 #[test]
 fn jobs_run_only_where_slurm_allows_on_a_site_like_cluster() {
-    if let Some(why) = skip_reason() {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "live test cannot run under CI: {why}");
-        println!("SKIPPED: jobs_run_only_where_slurm_allows_on_a_site_like_cluster: {why}");
+    if skip_live_test("jobs_run_only_where_slurm_allows_on_a_site_like_cluster") {
         return;
     }
     let plugins = plugin_dir();
@@ -196,9 +194,7 @@ fn jobs_run_only_where_slurm_allows_on_a_site_like_cluster() {
 
 #[test]
 fn without_defer_sched_energy_refuses_to_load_with_the_line_to_write() {
-    if let Some(why) = skip_reason() {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "live test cannot run under CI: {why}");
-        println!("SKIPPED: without_defer_sched_energy_refuses_to_load_with_the_line_to_write: {why}");
+    if skip_live_test("without_defer_sched_energy_refuses_to_load_with_the_line_to_write") {
         return;
     }
     let plugins = plugin_dir();
@@ -219,9 +215,7 @@ fn without_defer_sched_energy_refuses_to_load_with_the_line_to_write() {
 /// lower-priority job without that QOS starts on the GPUs the held one would have wanted.
 #[test]
 fn a_job_held_at_its_qos_limit_takes_no_nodes_from_runnable_jobs() {
-    if let Some(why) = skip_reason() {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "live test cannot run under CI: {why}");
-        println!("SKIPPED: a_job_held_at_its_qos_limit_takes_no_nodes_from_runnable_jobs: {why}");
+    if skip_live_test("a_job_held_at_its_qos_limit_takes_no_nodes_from_runnable_jobs") {
         return;
     }
     let plugins = plugin_dir();

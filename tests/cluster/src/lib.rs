@@ -57,6 +57,15 @@ pub fn skip_reason() -> Option<String> {
     None
 }
 
+/// For a live test: `true`, after printing `SKIPPED: <test>: <why>`, when a cluster cannot run
+/// here; under `CI=true` it panics instead, so that a live test never passes by skipping.
+pub fn skip_live_test(test: &str) -> bool {
+    let Some(why) = skip_reason() else { return false };
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "live test {test} cannot run under CI: {why}");
+    println!("SKIPPED: {test}: {why}");
+    true
+}
+
 /// A file cargo built for this test run (a plugin's `lib<name>.so`, a binary): looked up in the
 /// test binary's own `target/<profile>/deps/` and in `target/<profile>/`, the newer one if both
 /// exist. `None` when cargo did not build it (e.g. another package's cdylib under `cargo test
