@@ -20,6 +20,8 @@ pub struct ConfView {
     pub select_type_param: u16,
     /// `PreemptType`.
     pub preempt_type: Option<String>,
+    /// `PrologFlags` bits.
+    pub prolog_flags: u32,
 }
 
 impl ConfView {
@@ -52,6 +54,13 @@ impl ConfView {
         self.preempt_type.as_deref().is_some_and(|t| !t.is_empty() && !t.eq_ignore_ascii_case("preempt/none"))
     }
 
+    /// Does slurmctld send each job's prolog to its nodes when it allocates them
+    /// (`PrologFlags=Alloc`, also set by `Contain`)? Only then does every node of the job get
+    /// the job's SPANK environment before its first step there.
+    pub fn prolog_at_allocation(&self) -> bool {
+        self.prolog_flags & sys::PROLOG_FLAG_ALLOC != 0
+    }
+
     /// Is memory a consumable resource (`CR_*_Memory`)?
     pub fn memory_consumable(&self) -> bool {
         // SAFETY: the shim returns a constant.
@@ -73,6 +82,7 @@ impl ConfView {
             debug_flags: c.debug_flags,
             select_type_param: c.select_type_param,
             preempt_type: text(c.preempt_type),
+            prolog_flags: u32::from(c.prolog_flags),
         }
     }
 }

@@ -83,7 +83,12 @@ impl SlurmctldLock {
     ///
     /// `admin_comment` turns the job's current admin comment into the one to set (so that a
     /// caller can keep what the site wrote there).
-    pub fn start_job(&mut self, job_id: u32, only_nodes: &[usize], route: Option<&crate::routes::RouteApply>, admin_comment: Option<CommentFn<'_>>) -> Result<Started, StartError> {
+    ///
+    /// `spank_env` entries (name, value) are set in the job's SPANK environment before the
+    /// start, so that the prolog and the batch launch carry them to the job's nodes; entries of
+    /// the same name (also ones the user set) are replaced, `None` only removes them. A job that
+    /// does not start keeps none of them.
+    pub fn start_job(&mut self, job_id: u32, only_nodes: &[usize], route: Option<&crate::routes::RouteApply>, admin_comment: Option<CommentFn<'_>>, spank_env: &[(&str, Option<&str>)]) -> Result<Started, StartError> {
         self.require("starting a job", |l| l.job, LockLevel::Write)?;
         self.require("starting a job", |l| l.node, LockLevel::Write)?;
         let api = self.api();
@@ -145,6 +150,20 @@ impl SlurmctldLock {
             return Err(StartError::AccountingPolicy);
         }
 
+        let Ok(env) = spank_env.iter().map(|&(k, v)| Ok((CString::new(k)?, v.map(CString::new).transpose()?))).collect::<Result<Vec<_>, std::ffi::NulError>>() else {
+            undo(&saved);
+            return Err(StartError::Route("SPANK environment entry"));
+        };
+        let set_env = |with_values: bool| {
+            for (k, v) in &env {
+                let v = if with_values { v.as_ref().map_or(std::ptr::null(), |v| v.as_ptr()) } else { std::ptr::null() };
+                // SAFETY: the job is modifiable under the job write lock; the strings outlive
+                // the call, which copies them with Slurm's allocator.
+                unsafe { sys::energy_job_set_spank_env(job, k.as_ptr(), v) };
+            }
+        };
+        set_env(true);
+
         // Exclusions for the call: every node but ours, plus the user's own.
         let mut excluded = Bitmap::new(api, table);
         for &n in only_nodes {
@@ -195,12 +214,14 @@ impl SlurmctldLock {
         }
 
         let Some(rc) = rc else {
+            set_env(false);
             undo(&saved);
             return Err(StartError::Federation);
         };
         if rc != sys::SLURM_SUCCESS as i32 {
             // SAFETY: releases the federation lock taken above.
             unsafe { call!(api, fed_mgr_job_unlock(job)) };
+            set_env(false);
             undo(&saved);
             return Err(StartError::Slurm { code: rc, reason: strerror(api, rc) });
         }

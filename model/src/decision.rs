@@ -82,6 +82,12 @@ pub fn recorded_clock_mhz(record: &str) -> Option<u32> {
     clock.strip_suffix("MHz")?.parse().ok().filter(|&c| c > 0)
 }
 
+/// The entry of a job's SPANK environment that carries the GPU clock sched/energy chose for it
+/// (`SLURM_ENERGY_CLOCK_MHZ=<MHz>`) to the job's nodes: slurmctld sends the SPANK environment
+/// with the prolog and the batch launch, where the SPANK plugin keeps it for the job's steps.
+/// sched/energy sets it right before the start and removes any value the user put there.
+pub const DECISION_CLOCK_ENV: &str = "SLURM_ENERGY_CLOCK_MHZ";
+
 /// Between the decision record and whatever the site keeps in the admin comment.
 pub const RECORD_SEPARATOR: &str = "; ";
 

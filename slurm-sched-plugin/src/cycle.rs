@@ -274,7 +274,10 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
                         let record = start.record(&names);
                         let route = start.route.and_then(|r| built.routes.get(r as usize));
                         let merge = |site: Option<&str>| model::decision::merge_record(site, &record);
-                        match lock.start_job(start.job.0, &table_nodes, route, Some(&merge)) {
+                        // The clock travels with the job to its nodes (see DECISION_CLOCK_ENV).
+                        let clock = start.clock_mhz.to_string();
+                        let env = [(model::decision::DECISION_CLOCK_ENV, Some(clock.as_str()))];
+                        match lock.start_job(start.job.0, &table_nodes, route, Some(&merge), &env) {
                             Ok(s) => {
                                 stats.jobs_started += 1;
                                 slurm_log!(LOG, info, "started JobId={} on {}: {}", s.job_id, s.nodes, record);
@@ -297,7 +300,9 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
                         let route = x.route.and_then(|r| built.routes.get(r as usize));
                         let record = format!("energy:placed_by=slurm candidates={}", names.len());
                         let merge = |site: Option<&str>| model::decision::merge_record(site, &record);
-                        match lock.start_job(x.job.0, &table_nodes, route, Some(&merge)) {
+                        // No clock chosen here: the nodes follow the job's hints.
+                        let env = [(model::decision::DECISION_CLOCK_ENV, None)];
+                        match lock.start_job(x.job.0, &table_nodes, route, Some(&merge), &env) {
                             Ok(s) => {
                                 stats.jobs_started += 1;
                                 slurm_log!(LOG, info, "started JobId={} on {} (nodes chosen by Slurm among {} the plan leaves free)", s.job_id, s.nodes, names.len());

@@ -148,6 +148,9 @@ fn start() -> Result<(), String> {
     if conf.preemption_enabled() {
         return Err("PreemptType is not preempt/none: sched/energy does not preempt jobs and would silently ignore preemption. Write PreemptType=preempt/none in slurm.conf (or use SchedulerType=sched/backfill)".into());
     }
+    if !conf.prolog_at_allocation() {
+        slurm_log!(LOG, error, "PrologFlags has neither Alloc nor Contain: the GPU clock chosen for a job reaches only the node of its batch script (other nodes, and jobs started by srun or salloc, run at the clock their hints give); write PrologFlags=Alloc (or Contain) in slurm.conf");
+    }
     slurm_log!(LOG, info, "heterogeneous jobs are refused at submission by slurmctld unless SchedulerType=sched/backfill; sched/energy never starts them");
     match &cfg.path {
         Some(p) => slurm_log!(LOG, info, "loaded configuration {} (interval {} s)", p.display(), cfg.sched.interval_s),

@@ -12,10 +12,9 @@
 //!    `--gpu-freq`), resolved with stock Slurm's rules ([`gpu_control::gpu_freq`]). A bare
 //!    `srun --gpu-freq` outside a batch job reaches slurmstepd only as the step's `tres_freq`,
 //!    which SPANK cannot read: the bundle's GPU plugin (`gpu_nvml.so`) asks the arbiter for it;
-//! 2. the clock sched/energy chose for the job: its decision record in the job's admin comment
-//!    (`energy:... clock=<MHz>MHz ...`), read from slurmctld at step start (`slurm_load_job`;
-//!    `sched_decision=off` skips the call), or `SLURM_SPANK_SLURM_ENERGY_CLOCK_MHZ` in the step's
-//!    environment;
+//! 2. the clock sched/energy chose for the job: it travels with the job in its SPANK environment
+//!    and the plugin's job prolog keeps it on the node ([`crate::job_clock`]); no call to
+//!    slurmctld per step (`sched_decision=off` ignores it);
 //! 3. the job's hints (`--energy-*`, over the defaults of `[planner.hints]` in energy.toml) and
 //!    the model: the planner is asked where this job would start on an idle node of this GPU
 //!    type, and its decision's clock is taken ([`PolicyModel::clock_mhz`]).
@@ -46,11 +45,6 @@ pub const BATCH_STEP: u32 = 0xffff_fffb;
 /// `SLURM_EXTERN_CONT`: the job's container step; it has no tasks that use GPUs.
 pub const EXTERN_STEP: u32 = 0xffff_fffc;
 
-/// Environment variable (in the job's SPANK environment) carrying sched/energy's clock.
-pub const DECISION_CLOCK_ENV: &str = "SLURM_ENERGY_CLOCK_MHZ";
-/// The same as slurmstepd exports it to the step (`SLURM_SPANK_` + name).
-pub const DECISION_CLOCK_STEP_ENV: &str = "SLURM_SPANK_SLURM_ENERGY_CLOCK_MHZ";
-
 /// plugstack.conf keys of this module.
 pub const ARG_KEYS: [&str; 6] = ["gpu_clocks", "clock_ledger", "nvml", "data_dir", "energy_config", "sched_decision"];
 
@@ -70,8 +64,8 @@ pub struct ClockArgs {
     pub data_dir: Option<PathBuf>,
     /// `energy_config=PATH` (default `energy.toml` next to slurm.conf).
     pub energy_config: Option<PathBuf>,
-    /// `sched_decision=on|off` (default on): ask slurmctld for the job's admin comment, where
-    /// sched/energy records the clock it chose, when the step has no explicit clock.
+    /// `sched_decision=on|off` (default on): use the clock sched/energy chose for the job (kept
+    /// on the node by the job prolog) when the step has no explicit clock.
     pub sched_decision: bool,
 }
 
@@ -170,11 +164,6 @@ impl StepEnv {
             .filter(|v| !v.trim().is_empty())
     }
 
-    /// sched/energy's clock for the job, if it recorded one.
-    pub fn decision_clock_mhz(&self) -> Option<u32> {
-        self.get(DECISION_CLOCK_STEP_ENV).and_then(|v| v.trim().trim_end_matches("MHz").parse().ok()).filter(|&c| c > 0)
-    }
-
     /// The job's `--energy-*` values, by option name without the `energy-` prefix
     /// (`policy`, `max_slowdown`, ...), as the step sees them in its SPANK environment.
     pub fn hint_values(&self) -> BTreeMap<String, String> {
@@ -197,16 +186,6 @@ impl StepEnv {
             .filter(|n| !n.is_empty() && !n.contains(char::is_whitespace))
             .unwrap_or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "localhost".into()))
     }
-}
-
-/// The clock of sched/energy's decision record (`energy:policy=... clock=1057MHz ...`, see
-/// `model::decision::StartDecision::record`) in the text of a job as `slurm_sprint_job_info`
-/// prints it (`... AdminComment=energy:policy=... clock=1057MHz ... `).
-pub fn decision_clock_from_job_text(text: &str) -> Option<u32> {
-    let comment = &text[text.find("AdminComment=energy:")? + "AdminComment=".len()..];
-    // The record is `key=value` words; the next field of the job text is `Name=...` again.
-    let record: Vec<&str> = comment.split_whitespace().take_while(|w| !w.starts_with(char::is_uppercase)).collect();
-    model::decision::recorded_clock_mhz(&record.join(" "))
 }
 
 /// Hints from option values (`policy` -> `efficiency`, ...) over the site's defaults. A bad
@@ -387,9 +366,11 @@ impl Choice {
     }
 }
 
-/// The step's choice from its environment; a `--gpu-freq` that does not parse (srun checks it,
-/// so only a hand-made environment has one) is reported and the policy used instead.
-pub fn choose(env: &StepEnv, defaults: &HintDefaults) -> (Choice, Option<String>) {
+/// The step's choice from its environment and sched/energy's clock for the job (`decision_mhz`,
+/// from the node's record, never from the environment the user controls); a `--gpu-freq` that
+/// does not parse (srun checks it, so only a hand-made environment has one) is reported and the
+/// policy used instead.
+pub fn choose(env: &StepEnv, decision_mhz: Option<u32>, defaults: &HintDefaults) -> (Choice, Option<String>) {
     let mut problem = None;
     if let Some(spec) = env.explicit_gpu_freq() {
         match parse_gpu_freq(&spec) {
@@ -398,7 +379,7 @@ pub fn choose(env: &StepEnv, defaults: &HintDefaults) -> (Choice, Option<String>
             Err(e) => problem = Some(e.to_string()),
         }
     }
-    if let Some(mhz) = env.decision_clock_mhz() {
+    if let Some(mhz) = decision_mhz {
         return (Choice::Decision(mhz), problem);
     }
     (Choice::Hints(hints_from_values(&env.hint_values(), defaults)), problem)
@@ -456,28 +437,27 @@ mod tests {
     #[test]
     fn explicit_beats_decision_beats_hints() {
         let d = HintDefaults::default();
-        let e = env(&["SLURM_GPU_FREQ=low", "SLURM_SPANK_SLURM_ENERGY_CLOCK_MHZ=945", "SLURM_SPANK__SLURM_SPANK_OPTION_energy_energy_policy=efficiency"]);
-        assert!(matches!(choose(&e, &d).0, Choice::Explicit(..)));
-        let e = env(&["SLURM_SPANK_SLURM_ENERGY_CLOCK_MHZ=945", "SLURM_SPANK__SLURM_SPANK_OPTION_energy_energy_policy=efficiency"]);
-        assert_eq!(choose(&e, &d).0, Choice::Decision(945));
+        let e = env(&["SLURM_GPU_FREQ=low", "SLURM_SPANK__SLURM_SPANK_OPTION_energy_energy_policy=efficiency"]);
+        assert!(matches!(choose(&e, Some(945), &d).0, Choice::Explicit(..)));
+        let e = env(&["SLURM_SPANK__SLURM_SPANK_OPTION_energy_energy_policy=efficiency"]);
+        assert_eq!(choose(&e, Some(945), &d).0, Choice::Decision(945));
         let e = env(&["SLURM_SPANK__SLURM_SPANK_OPTION_energy_energy_policy=efficiency", "_SLURM_SPANK_OPTION_energy_energy_max_slowdown=2"]);
-        let Choice::Hints(h) = choose(&e, &d).0 else { panic!("hints expected") };
+        let Choice::Hints(h) = choose(&e, None, &d).0 else { panic!("hints expected") };
         assert_eq!(h.policy, EnergyPolicy::Efficiency);
         assert_eq!(h.max_slowdown, 2.0);
         let e = env(&["SLURM_SPANK__SLURM_SPANK_OPTION_energy_energy_gpu_freq=1200", "SLURM_SPANK__SLURM_SPANK_OPTION_energy_energy_policy=efficiency"]);
-        assert!(matches!(choose(&e, &d).0, Choice::Explicit(_, ref spec) if spec == "1200"), "--energy-gpu-freq is explicit");
-        let (c, problem) = choose(&env(&["SLURM_GPU_FREQ=turbo"]), &d);
+        assert!(matches!(choose(&e, Some(945), &d).0, Choice::Explicit(_, ref spec) if spec == "1200"), "--energy-gpu-freq is explicit");
+        let (c, problem) = choose(&env(&["SLURM_GPU_FREQ=turbo"]), None, &d);
         assert!(matches!(c, Choice::Hints(ref h) if h.policy == d.policy));
         assert!(problem.is_some_and(|p| p.contains("turbo")));
     }
 
     #[test]
-    fn decision_clock_from_the_admin_comment() {
-        let job = "JobId=7 JobName=wrap UserId=root(0) AdminComment=energy:policy=efficiency nodes=n1 clock=1057MHz share=no slow=1.310 pred_w=150 pred_kwh=0.001 score=e1.00/i0.00/f0.00/c0.00/o0.00 Comment=x";
-        assert_eq!(decision_clock_from_job_text(job), Some(1057));
-        assert_eq!(decision_clock_from_job_text("JobId=7 AdminComment=other clock=900MHz"), None);
-        assert_eq!(decision_clock_from_job_text("JobId=7 AdminComment=energy:policy=x clock=12GHz"), None);
-        assert_eq!(decision_clock_from_job_text("JobId=7 Comment=energy:policy=x clock=900MHz"), None);
+    fn the_environment_cannot_name_the_decision_clock() {
+        // What a user can put into a job's environment (sbatch exports SLURM_SPANK_* entries)
+        // is not sched/energy's decision: only the node's record is.
+        let e = env(&["SLURM_SPANK_SLURM_ENERGY_CLOCK_MHZ=300", "SPANK_SLURM_ENERGY_CLOCK_MHZ=300", "SLURM_ENERGY_CLOCK_MHZ=300"]);
+        assert!(matches!(choose(&e, None, &HintDefaults::default()).0, Choice::Hints(_)));
     }
 
     #[test]

@@ -18,6 +18,7 @@
 #![allow(non_upper_case_globals)]
 
 pub mod clocks;
+pub mod job_clock;
 pub mod parse;
 mod remote;
 
@@ -146,6 +147,37 @@ unsafe fn plugin_args(ac: c_int, av: *mut *mut c_char) -> Vec<String> {
         .collect()
 }
 
+/// The clock settings of a job prolog or epilog. Those run with the environment Slurm builds
+/// for them, not slurmd's: unless plugstack.conf names the ledger directory, the one slurmd
+/// was started with (`$SLURM_ENERGY_CLOCK_LEDGER`, which the steps inherit) is read from
+/// slurmd's own environment (the script's parent), so that prolog and steps agree.
+fn script_clock_args(args: &[String]) -> Result<clocks::ClockArgs, String> {
+    let mut clock = clocks::ClockArgs::parse(args.iter().map(String::as_str))?;
+    let named = args.iter().any(|a| a.starts_with("clock_ledger="));
+    if !named && std::env::var_os(gpu_control::arbiter::LEDGER_DIR_ENV).is_none() {
+        // SAFETY: getppid has no preconditions.
+        let parent = unsafe { libc::getppid() };
+        if let Some(dir) = slurmd_env_var(parent as u32, gpu_control::arbiter::LEDGER_DIR_ENV) {
+            clock.ledger_dir = dir.into();
+        }
+    }
+    Ok(clock)
+}
+
+/// `name` in the environment of process `pid` if that process is slurmd.
+fn slurmd_env_var(pid: u32, name: &str) -> Option<String> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    if comm.trim() != "slurmd" {
+        return None;
+    }
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    environ.split(|&b| b == 0).find_map(|entry| {
+        let text = std::str::from_utf8(entry).ok()?;
+        let (k, v) = text.split_once('=')?;
+        (k == name && v.starts_with('/')).then(|| v.to_string())
+    })
+}
+
 // ---- entry points ----------------------------------------------------------------------------------
 
 /// Reads the plugin's arguments and registers the options.
@@ -197,6 +229,43 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(spank: *mut c_void, _ac: c_in
         }
     }))
     .map_err(|_| log_error("internal error in slurm_spank_init_post_opt; GPU clocks unchanged"));
+    0
+}
+
+/// In slurmd's job prolog (root, before any step of the job on this node): keep the clock
+/// sched/energy chose for the job for its steps. Never fails the prolog (a failed prolog
+/// drains the node).
+///
+/// # Safety
+/// Called by Slurm's SPANK stack with its handle and `ac` argument strings.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn slurm_spank_job_prolog(spank: *mut c_void, ac: c_int, av: *mut *mut c_char) -> c_int {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: Slurm passes `ac` valid NUL-terminated strings in `av`.
+        let args = unsafe { plugin_args(ac, av) };
+        match script_clock_args(&args) {
+            Ok(clock) => remote::job_prolog(spank, &clock),
+            Err(msg) => log_error(&format!("job prolog: {msg}")),
+        }
+    }))
+    .map_err(|_| log_error("internal error in slurm_spank_job_prolog; the job's steps follow its hints"));
+    0
+}
+
+/// In slurmd's job epilog (root): drop the job's clock record on this node.
+///
+/// # Safety
+/// Called by Slurm's SPANK stack with its handle and `ac` argument strings.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn slurm_spank_job_epilog(spank: *mut c_void, ac: c_int, av: *mut *mut c_char) -> c_int {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: Slurm passes `ac` valid NUL-terminated strings in `av`.
+        let args = unsafe { plugin_args(ac, av) };
+        if let Ok(clock) = script_clock_args(&args) {
+            remote::job_epilog(spank, &clock);
+        }
+    }))
+    .map_err(|_| log_error("internal error in slurm_spank_job_epilog"));
     0
 }
 

@@ -12,7 +12,7 @@ use gpu_control::arbiter::{Arbiter, Outcome, Source, StepKey};
 use gpu_control::{GpuControl, GpuError, GpuErrorKind, NvmlGpu};
 
 use crate::clocks::{self, BATCH_STEP, Choice, ClockArgs, EXTERN_STEP, PolicyModel, StepEnv};
-use crate::{log_error, log_info, lookup};
+use crate::{job_clock, log_error, log_info, lookup};
 
 /// `enum spank_item` values used (from `<slurm/spank.h>`).
 const S_JOB_ID: c_int = 2;
@@ -20,61 +20,6 @@ const S_JOB_STEPID: c_int = 3;
 const S_JOB_ENV: c_int = 10;
 
 type GetItemFn = unsafe extern "C" fn(spank: *mut c_void, item: c_int, ...) -> c_int;
-
-/// `job_info_msg_t` from `<slurm/slurm.h>` (22.05; the same in 23.x-24.x).
-#[repr(C)]
-struct JobInfoMsg {
-    last_backfill: libc::time_t,
-    last_update: libc::time_t,
-    record_count: u32,
-    job_array: *mut c_void,
-}
-type LoadJobFn = unsafe extern "C" fn(resp: *mut *mut JobInfoMsg, job_id: u32, show_flags: u16) -> c_int;
-type SprintJobFn = unsafe extern "C" fn(job: *mut c_void, one_liner: c_int) -> *mut c_char;
-type FreeJobMsgFn = unsafe extern "C" fn(msg: *mut JobInfoMsg);
-type XfreeFn = unsafe extern "C" fn(p: *mut *mut c_void);
-/// `SHOW_DETAIL`
-const SHOW_DETAIL: u16 = 0x0002;
-
-/// The job as slurmctld describes it (`scontrol show job -o`), through libslurm's API in the
-/// loading process (slurmstepd links libslurmfull). `None` if any of it is unavailable.
-fn job_text_from_slurmctld(job_id: u32) -> Option<String> {
-    let load = lookup(c"slurm_load_job")?;
-    let sprint = lookup(c"slurm_sprint_job_info")?;
-    let free_msg = lookup(c"slurm_free_job_info_msg")?;
-    let xfree = lookup(c"slurm_xfree")?;
-    // SAFETY: the four signatures are those of <slurm/slurm.h> and src/common/xmalloc.h.
-    let (load, sprint, free_msg, xfree) = unsafe {
-        (
-            std::mem::transmute::<*mut c_void, LoadJobFn>(load),
-            std::mem::transmute::<*mut c_void, SprintJobFn>(sprint),
-            std::mem::transmute::<*mut c_void, FreeJobMsgFn>(free_msg),
-            std::mem::transmute::<*mut c_void, XfreeFn>(xfree),
-        )
-    };
-    let mut msg: *mut JobInfoMsg = std::ptr::null_mut();
-    // SAFETY: slurm_load_job stores a message it allocated (or nothing) in `msg`.
-    if unsafe { load(&mut msg, job_id, SHOW_DETAIL) } != 0 || msg.is_null() {
-        return None;
-    }
-    // SAFETY: `msg` is the message libslurm returned; `job_array` holds `record_count` records.
-    let text = unsafe {
-        let m = &*msg;
-        if m.record_count == 0 || m.job_array.is_null() {
-            None
-        } else {
-            let mut s = sprint(m.job_array, 1);
-            let text = (!s.is_null()).then(|| CStr::from_ptr(s).to_string_lossy().into_owned());
-            if !s.is_null() {
-                xfree(&mut s as *mut *mut c_char as *mut *mut c_void);
-            }
-            text
-        }
-    };
-    // SAFETY: frees the message slurm_load_job allocated, once.
-    unsafe { free_msg(msg) };
-    text
-}
 
 /// The step this slurmstepd runs, between start and end.
 struct ActiveStep {
@@ -140,6 +85,50 @@ pub(crate) fn slurmd_start(args: &ClockArgs) {
             }
         }
         Err(e) => log_error(&format!("slurmd start: {e}")),
+    }
+}
+
+/// The job id of a job prolog or epilog (`S_JOB_ID` is available in job-script context).
+fn script_job_id(spank: *mut c_void) -> Option<u32> {
+    let sym = lookup(c"spank_get_item")?;
+    // SAFETY: `spank_err_t spank_get_item(spank_t, spank_item_t, ...)` from <slurm/spank.h>.
+    let get_item: GetItemFn = unsafe { std::mem::transmute::<*mut c_void, GetItemFn>(sym) };
+    let mut job_id: u32 = 0;
+    // SAFETY: S_JOB_ID takes a `uint32_t *`; `spank` is the handle Slurm passed to the callback.
+    (unsafe { get_item(spank, S_JOB_ID, &mut job_id as *mut u32) } == 0 && job_id != 0).then_some(job_id)
+}
+
+/// Job prolog (root, on each node of the job before any of its steps there): keeps the clock
+/// sched/energy chose for the job, which slurmctld sent with the prolog in the job's SPANK
+/// environment, for the job's steps on this node.
+pub(crate) fn job_prolog(spank: *mut c_void, args: &ClockArgs) {
+    if !args.enabled || !args.sched_decision {
+        return;
+    }
+    let Some(job_id) = script_job_id(spank) else {
+        return log_error("job prolog: no job id from Slurm; sched/energy's clock not kept for the job's steps");
+    };
+    let dir = job_clock::records_dir(&args.ledger_dir);
+    let value = std::env::var(job_clock::PROLOG_ENV).ok();
+    let kept = match value.as_deref().map(|v| (v, job_clock::parse_clock_mhz(v))) {
+        Some((_, Some(mhz))) => job_clock::write(&dir, job_id, mhz).map_err(|e| format!("cannot keep sched/energy's clock {mhz} MHz in {}: {e}", dir.display())),
+        Some((v, None)) => Err(format!("{}={v:?} is not a clock in MHz", job_clock::PROLOG_ENV)),
+        // Not started by sched/energy (or without a clock): the job's hints decide. A record
+        // left by an earlier run of a requeued job must not.
+        None => job_clock::remove(&dir, job_id).map_err(|e| format!("cannot remove an old record in {}: {e}", dir.display())),
+    };
+    if let Err(e) = kept {
+        log_error(&format!("job {job_id} prolog: {e}; the job's steps follow its hints"));
+        let _ = job_clock::remove(&dir, job_id);
+    }
+}
+
+/// Job epilog (root, on each node of the job after its last step): drops the job's record.
+pub(crate) fn job_epilog(spank: *mut c_void, args: &ClockArgs) {
+    let Some(job_id) = script_job_id(spank) else { return };
+    let dir = job_clock::records_dir(&args.ledger_dir);
+    if let Err(e) = job_clock::remove(&dir, job_id) {
+        log_error(&format!("job {job_id} epilog: cannot remove sched/energy's clock record in {}: {e}", dir.display()));
     }
 }
 
@@ -210,22 +199,27 @@ pub(crate) fn step_start(spank: *mut c_void, args: &ClockArgs) {
         Ok(a) => a,
         Err(e) => return log_error(&format!("{label}: {e}; GPU clocks unchanged")),
     };
-    // sched/energy's decision, unless the user set the clock.
-    if args.sched_decision
-        && env.decision_clock_mhz().is_none()
-        && env.explicit_gpu_freq().is_none()
-        && let Some(mhz) = job_text_from_slurmctld(job_id).as_deref().and_then(clocks::decision_clock_from_job_text)
-    {
-        env.set(clocks::DECISION_CLOCK_STEP_ENV, &mhz.to_string());
-    }
+    // sched/energy's decision (kept on this node by the job prolog), unless the user set the
+    // clock.
+    let decision_mhz = if args.sched_decision && env.explicit_gpu_freq().is_none() {
+        match job_clock::read(&job_clock::records_dir(&args.ledger_dir), job_id) {
+            Ok(mhz) => mhz,
+            Err(e) => {
+                log_once(None, "job record", &format!("{label}: sched/energy's clock for the job: {e}; the job's hints decide"));
+                None
+            }
+        }
+    } else {
+        None
+    };
     // energy.toml's hint defaults decide the choice only when the job gave no explicit clock;
     // the model (a fit over the measured data) is loaded only when the hints need it.
     let (choice, choice_problem) = {
-        let quick = clocks::choose(&env, &model::config::HintDefaults::default());
+        let quick = clocks::choose(&env, decision_mhz, &model::config::HintDefaults::default());
         match quick.0 {
             Choice::Hints(_) => match PolicyModel::load(args) {
                 Ok(model) => {
-                    let (choice, problem) = clocks::choose(&env, &model.planner.hints);
+                    let (choice, problem) = clocks::choose(&env, decision_mhz, &model.planner.hints);
                     request(&arbiter, &gpu, &key, &label, &gpus, &choice, Some(&model));
                     (choice, problem)
                 }

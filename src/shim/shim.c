@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "shim.h"
@@ -513,4 +514,54 @@ void energy_job_wait_resources(job_record_t *job)
 		return;
 	if (job->state_reason == WAIT_NO_REASON || job->state_reason == WAIT_PRIORITY)
 		job->state_reason = WAIT_RESOURCES;
+}
+
+/* Whether `entry` is `name=...` or `SPANK_name=...`. */
+static bool spank_entry_is(const char *entry, const char *name)
+{
+	size_t len = strlen(name);
+
+	if (!entry)
+		return false;
+	if (!strncmp(entry, "SPANK_", 6))
+		entry += 6;
+	return !strncmp(entry, name, len) && entry[len] == '=';
+}
+
+int energy_job_set_spank_env(job_record_t *job, const char *name, const char *value)
+{
+	uint32_t i, kept = 0;
+	int removed = 0;
+	char *entry;
+
+	if (!job || !name || !*name || !resolved_ok)
+		return 0;
+	for (i = 0; i < job->spank_job_env_size; i++) {
+		if (spank_entry_is(job->spank_job_env[i], name)) {
+			resolved.slurm_xfree((void **) &job->spank_job_env[i]);
+			removed++;
+			continue;
+		}
+		job->spank_job_env[kept++] = job->spank_job_env[i];
+	}
+	for (i = kept; i < job->spank_job_env_size; i++)
+		job->spank_job_env[i] = NULL;
+	job->spank_job_env_size = kept;
+	if (!value)
+		return removed;
+	/* One more slot and the NULL that ends the array (xduparray copies by size; the state
+	 * file and the messages use the size too, the terminator keeps env-style readers safe). */
+	resolved.slurm_xrecalloc((void **) &job->spank_job_env, kept + 2, sizeof(char *), true,
+				 false, __FILE__, __LINE__, __func__);
+	entry = NULL;
+	{
+		size_t n = strlen(name) + 1 + strlen(value) + 1;
+		entry = resolved.slurm_xrecalloc((void **) &entry, 1, n, true, false, __FILE__,
+						 __LINE__, __func__);
+		snprintf(entry, n, "%s=%s", name, value);
+	}
+	job->spank_job_env[kept] = entry;
+	job->spank_job_env[kept + 1] = NULL;
+	job->spank_job_env_size = kept + 1;
+	return removed;
 }

@@ -64,6 +64,7 @@
 	X(log_var)                           \
 	X(get_log_level)                     \
 	X(slurm_xfree)                       \
+	X(slurm_xrecalloc)                   \
 	X(xstrdup)                          \
 	X(slurm_strerror)                    \
 	X(list_iterator_create)              \
@@ -298,6 +299,14 @@ extern bool energy_extend_time_limit(job_record_t *job, uint32_t limit_min, uint
  * `Resources` (as sched/backfill sets it), unless it waits for something else (dependency,
  * limits, held...) or its reason is written out in words (state_desc). */
 extern void energy_job_wait_resources(job_record_t *job);
+
+/*
+ * Sets `name=value` in the job's SPANK environment (what slurmctld sends with the job's prolog
+ * and batch launch), replacing every entry of that name, also one already prefixed with
+ * `SPANK_` as slurmd writes them; with value NULL only removes them. Needs the job write lock.
+ * Returns how many entries were removed.
+ */
+extern int energy_job_set_spank_env(job_record_t *job, const char *name, const char *value);
 
 /* slurmctld_config fields the scheduler watches. */
 extern int energy_server_thread_count(void);
