@@ -199,6 +199,11 @@ impl<'a> JobRef<'a> {
         // SAFETY: as above.
         unsafe { opt_str(self.rec.admin_comment) }
     }
+    /// Nodes a scheduler expects a pending job to start on (`squeue --start`'s SCHEDNODES).
+    pub fn sched_nodes(&self) -> Option<&'a str> {
+        // SAFETY: as above.
+        unsafe { opt_str(self.rec.sched_nodes) }
+    }
     /// Node list as Slurm prints it (`n[1-2]`), for running jobs.
     pub fn nodes(&self) -> Option<&'a str> {
         // SAFETY: as above.

@@ -113,27 +113,8 @@ impl SlurmctldLock {
         if !why.is_null() {
             return Err(StartError::NotRunnable(crate::routes_text(why)));
         }
-        // SAFETY: zeroed is a valid "nothing applied" record for the plain-data struct.
-        let mut saved: sys::energy_route_saved_t = unsafe { std::mem::zeroed() };
-        saved.part_ptr = job_rec.part_ptr;
-        saved.resv_ptr = job_rec.resv_ptr as *mut std::ffi::c_void;
-        saved.resv_id = job_rec.resv_id;
-        if let Some(r) = route {
-            let Ok(part) = CString::new(r.partition.as_str()) else { return Err(StartError::Route("partition name")) };
-            let resv = match r.reservation.as_deref().map(CString::new) {
-                None => None,
-                Some(Ok(c)) => Some(c),
-                Some(Err(_)) => return Err(StartError::Route("reservation name")),
-            };
-            let resv_ptr = resv.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
-            // SAFETY: names outlive the call; the job is modifiable under the job write lock.
-            let why = unsafe { sys::energy_route_apply(job, part.as_ptr(), resv_ptr, r.magnetic, &mut saved) };
-            if !why.is_null() {
-                // SAFETY: undoes whatever the apply changed before refusing.
-                unsafe { sys::energy_route_undo(job, &saved) };
-                return Err(StartError::Route(crate::routes_text(why)));
-            }
-        }
+        // SAFETY: a record under the job write lock.
+        let saved = unsafe { apply_route(job, route) }?;
         // SAFETY: the job is modifiable under the job write lock; `saved` came from the apply.
         let undo = |saved: &sys::energy_route_saved_t| unsafe { sys::energy_route_undo(job, saved) };
         // SAFETY: owned by the record.
@@ -244,6 +225,48 @@ impl SlurmctldLock {
         // SAFETY: node list string owned by the record.
         let nodes = unsafe { crate::node::opt_str(job_rec.nodes) }.unwrap_or("").to_string();
         Ok(Started { job_id: job_rec.job_id, nodes })
+    }
+
+    /// Slurm's will-run test for pending job `job_id` over `candidates` (node table indices)
+    /// through the queue record `route`, as sched/backfill asks it for a job it cannot start
+    /// now: when (Unix time) and on which node table indices Slurm's node selection expects
+    /// to start it as running jobs end. Nothing of the job changes but its `start_time`. Needs
+    /// the job write and node read locks.
+    pub fn will_run(&mut self, job_id: u32, candidates: &[usize], route: Option<&crate::routes::RouteApply>) -> Result<(i64, Vec<usize>), StartError> {
+        self.require("Slurm's will-run test", |l| l.job, LockLevel::Write)?;
+        self.require("Slurm's will-run test", |l| l.node, LockLevel::Read)?;
+        let api = self.api();
+        let table = table_len(api);
+        if candidates.is_empty() || candidates.iter().any(|&n| n >= table) {
+            return Err(StartError::BadNodes);
+        }
+        // SAFETY: lookup under the job write lock.
+        let job = unsafe { call!(api, find_job_record(job_id)) };
+        // SAFETY: NULL or a record under the job write lock.
+        let Some(job_rec) = (unsafe { job.as_mut() }) else { return Err(StartError::NotPending) };
+        // SAFETY: the shim reads state fields only.
+        if !unsafe { sys::energy_job_is_pending(job_rec) } {
+            return Err(StartError::NotPending);
+        }
+        // SAFETY: a record under the job write lock.
+        let saved = unsafe { apply_route(job, route) }?;
+        let mut avail = Bitmap::new(api, table);
+        for &n in candidates {
+            avail.set(n);
+        }
+        let mut start: sys::time_t = 0;
+        let mut nodes: *mut sys::bitstr_t = std::ptr::null_mut();
+        // SAFETY: job and node locks held (checked above); `avail` stays ours; on success the
+        // shim hands us a new bitmap in `nodes`.
+        let rc = unsafe { sys::energy_will_run(job, avail.as_ref().as_ptr(), &mut start, &mut nodes) };
+        // SAFETY: what the shim returned is ours to free.
+        let nodes = unsafe { Bitmap::from_raw(api, nodes) };
+        // SAFETY: undoes the route applied above.
+        unsafe { sys::energy_route_undo(job, &saved) };
+        if rc != sys::SLURM_SUCCESS as i32 {
+            return Err(StartError::Slurm { code: rc, reason: strerror(api, rc) });
+        }
+        Ok((start as i64, nodes.map(|b| b.as_ref().ones()).unwrap_or_default()))
     }
 
     /// Sets the reason a pending job shows (`squeue` %R, `scontrol show job` Reason=: the
@@ -375,3 +398,35 @@ fn now() -> sys::time_t {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as sys::time_t)
 }
 
+
+/// Applies queue record `route` (partition, reservation) to a job as sched/backfill does for
+/// the moment of a test or start; returns what to undo with `energy_route_undo`.
+///
+/// # Safety
+/// `job` is a valid record under the job write lock.
+unsafe fn apply_route(job: *mut sys::job_record_t, route: Option<&crate::routes::RouteApply>) -> Result<sys::energy_route_saved_t, StartError> {
+    // SAFETY: valid per the contract.
+    let job_rec = unsafe { &*job };
+    // SAFETY: zeroed is a valid "nothing applied" record for the plain-data struct.
+    let mut saved: sys::energy_route_saved_t = unsafe { std::mem::zeroed() };
+    saved.part_ptr = job_rec.part_ptr;
+    saved.resv_ptr = job_rec.resv_ptr as *mut std::ffi::c_void;
+    saved.resv_id = job_rec.resv_id;
+    if let Some(r) = route {
+        let Ok(part) = CString::new(r.partition.as_str()) else { return Err(StartError::Route("partition name")) };
+        let resv = match r.reservation.as_deref().map(CString::new) {
+            None => None,
+            Some(Ok(c)) => Some(c),
+            Some(Err(_)) => return Err(StartError::Route("reservation name")),
+        };
+        let resv_ptr = resv.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+        // SAFETY: names outlive the call; the job is modifiable under the job write lock.
+        let why = unsafe { sys::energy_route_apply(job, part.as_ptr(), resv_ptr, r.magnetic, &mut saved) };
+        if !why.is_null() {
+            // SAFETY: undoes whatever the apply changed before refusing.
+            unsafe { sys::energy_route_undo(job, &saved) };
+            return Err(StartError::Route(crate::routes_text(why)));
+        }
+    }
+    Ok(saved)
+}

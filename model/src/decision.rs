@@ -127,6 +127,16 @@ pub struct SlurmStart {
     pub route: Option<u32>,
 }
 
+/// A job Slurm places (see [`SlurmStart`]) that cannot start now: the plugin asks Slurm's own
+/// will-run test when and where among `nodes` it would start, shows that (`squeue --start`) and
+/// hands it back in later snapshots as a reservation that keeps other jobs off those nodes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlurmWillRun {
+    pub job: JobId,
+    pub nodes: Vec<NodeIdx>,
+    pub route: Option<u32>,
+}
+
 /// A job that allowed deferral waits for a cleaner grid.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Deferral {
@@ -153,6 +163,7 @@ pub enum Decision {
     Defer(Deferral),
     Reclock(Reclock),
     SlurmStart(SlurmStart),
+    SlurmWillRun(SlurmWillRun),
 }
 
 /// Why a cycle ended.
@@ -194,6 +205,9 @@ impl PlanOutcome {
     }
     pub fn slurm_starts(&self) -> impl Iterator<Item = &SlurmStart> {
         self.decisions.iter().filter_map(|d| if let Decision::SlurmStart(s) = d { Some(s) } else { None })
+    }
+    pub fn slurm_will_runs(&self) -> impl Iterator<Item = &SlurmWillRun> {
+        self.decisions.iter().filter_map(|d| if let Decision::SlurmWillRun(s) = d { Some(s) } else { None })
     }
 }
 

@@ -589,7 +589,9 @@ impl<'a> Cycle<'a> {
 
     /// A job whose request the planner cannot express: Slurm places it, on the nodes of its
     /// first route that may start now, less those that this cycle's reservations or other Slurm
-    /// reservations hold over its time limit, and less those the plugin's filter refuses.
+    /// reservations hold over its time limit, and less those the plugin's filter refuses. When
+    /// it cannot start now, Slurm's will-run test is asked when and where it will (over the
+    /// nodes of its first route), as sched/backfill asks it.
     fn hand_to_slurm(&mut self, view: &mut ClusterView, job: &PendingJob) {
         if !self.unreserved.is_empty() {
             self.materialize_reservations(view);
@@ -614,6 +616,11 @@ impl<'a> Cycle<'a> {
                 self.decisions.push(Decision::SlurmStart(crate::decision::SlurmStart { job: job.id, nodes, route: alt.map(|a| a.route) }));
                 return;
             }
+        }
+        let alt = job.eligible.first();
+        let nodes: Vec<NodeIdx> = (0..view.nodes.len()).filter(|&i| self.in_route(alt, i)).map(|i| NodeIdx(i as u32)).collect();
+        if !nodes.is_empty() {
+            self.decisions.push(Decision::SlurmWillRun(crate::decision::SlurmWillRun { job: job.id, nodes, route: alt.map(|a| a.route) }));
         }
     }
 

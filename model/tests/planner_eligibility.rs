@@ -194,3 +194,36 @@ fn a_request_the_planner_cannot_express_goes_to_slurm_without_reserved_nodes() {
     assert_eq!(handed.nodes, vec![NodeIdx(1), NodeIdx(2)]);
     assert!(!out.decisions.iter().any(|d| matches!(d, Decision::Start(_))));
 }
+
+#[test]
+fn a_request_slurm_places_that_cannot_start_asks_slurms_will_run_and_its_window_holds() {
+    // Job 2's shape is Slurm's to place; no node of its partition (0, 1, 2) has room now: the
+    // planner asks Slurm's will-run test over all of them instead of dropping it.
+    let mut s = cluster(4, Vec::new(), vec![set(&[0, 1, 2])]);
+    s.running = (0..4).map(|n| running(8 + n, n, &[0, 1, 2, 3], HOUR_S)).collect();
+    let mut j2 = job(2, 1, 4, 2.0 * HOUR_S);
+    j2.eligible = vec![route(0, 0)];
+    j2.placed_by_slurm = true;
+    s.pending = vec![j2.clone()];
+    let out = plan(&s);
+    assert!(out.slurm_starts().next().is_none());
+    let asked = out.slurm_will_runs().next().expect("will-run asked");
+    assert_eq!((asked.job, asked.nodes.clone(), asked.route), (JobId(2), vec![NodeIdx(0), NodeIdx(1), NodeIdx(2)], Some(0)));
+
+    // The plugin hands Slurm's answer back as a window on the expected nodes (0) from 1 h,
+    // which the job itself may use: a later 3-hour job does not take node 0 (free early), while
+    // the window's own job is not kept out.
+    // Node 0 is free now (its job ended).
+    s.running = vec![running(9, 1, &[0, 1, 2, 3], HOUR_S), running(10, 2, &[0, 1, 2, 3], HOUR_S), running(11, 3, &[0, 1, 2, 3], HOUR_S)];
+    s.now_s = 0.6 * HOUR_S;
+    s.node_sets.push(set(&[0]));
+    s.reservations = vec![AdvanceReservation { name: "will-run JobId=2".into(), node_set: 1, start_s: HOUR_S, end_s: 3.0 * HOUR_S }];
+    let mut j3 = job(3, 1, 1, 3.0 * HOUR_S);
+    j3.eligible = vec![route(0, 0)];
+    j2.eligible = vec![Eligibility { reservation: Some(0), ..route(0, 0) }];
+    s.pending = vec![j2, j3];
+    let out = plan(&s);
+    assert!(started_on(&out, 3).is_none(), "job 3 took node 0 from job 2's will-run window");
+    let handed = out.slurm_starts().find(|h| h.job == JobId(2)).expect("job 2 handed to Slurm on node 0");
+    assert_eq!(handed.nodes, vec![NodeIdx(0)]);
+}

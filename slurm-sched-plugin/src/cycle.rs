@@ -214,6 +214,7 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
             // GPU clocks are applied on the nodes (GPU/SPANK plugins), not by slurmctld.
             Decision::Reclock(r) => slurm_log!(LOG, debug, "JobId={} reclock to {} MHz not applied (no clock control from slurmctld)", r.job, r.clock_mhz),
             Decision::Start(_) | Decision::SlurmStart(_) => {}
+            Decision::SlurmWillRun(w) => slurm_log!(LOG, debug, "JobId={} placed by Slurm cannot start now: asking Slurm's will-run test", w.job),
         }
     }
 
@@ -236,7 +237,7 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
         }
         stats.locked += held_since.elapsed();
     }
-    if outcome.starts().next().is_some() || outcome.slurm_starts().next().is_some() || outcome.reservations().next().is_some() {
+    if outcome.starts().next().is_some() || outcome.slurm_starts().next().is_some() || outcome.reservations().next().is_some() || outcome.slurm_will_runs().next().is_some() {
         // sched/backfill's yield settings when SchedulerParameters gives them, else ours.
         let yp = slurm_bindings::conf::YieldParams::parse(conf.sched_params.as_deref());
         let max_locked = yp.interval_us.map_or(Duration::from_millis(cfg.sched.max_lock_ms), Duration::from_micros);
@@ -310,9 +311,15 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
                             Err(e) => {
                                 stats.start_failures += 1;
                                 slurm_log!(LOG, debug, "JobId={} not started by Slurm's selection: {e}", x.job);
+                                if matches!(e, StartError::Slurm { .. }) {
+                                    // Not on the nodes free now: when, on any node of its route?
+                                    let route_nodes = route_nodes(&built, x.job, x.route);
+                                    will_run(&mut lock, &built, x.job.0, route_nodes.into_iter(), x.route);
+                                }
                             }
                         }
                     }
+                    Decision::SlurmWillRun(w) => will_run(&mut lock, &built, w.job.0, w.nodes.iter().copied(), w.route),
                     Decision::Reserve(r) => {
                         // What `squeue --start` shows, as sched/backfill sets it.
                         let (_, names) = map_nodes(&built, r.nodes.iter().copied());
@@ -329,6 +336,33 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
     stats.apply = apply_start.elapsed();
     stats.duration = started.elapsed();
     Ok((stats, refused))
+}
+
+/// A job Slurm places that cannot start now: Slurm's will-run test says when and where it
+/// will, shown by `squeue --start` (and held for it by the next snapshots, see
+/// `snapshot::will_run_windows`).
+fn will_run(lock: &mut SlurmctldLock, built: &snapshot::Built, job_id: u32, candidates: impl Iterator<Item = model::types::NodeIdx>, route: Option<u32>) {
+    let (table_nodes, _) = map_nodes(built, candidates);
+    let route = route.and_then(|r| built.routes.get(r as usize));
+    match lock.will_run(job_id, &table_nodes, route) {
+        Ok((start, nodes)) => {
+            let names: Vec<&str> = nodes.iter().filter_map(|t| built.table_index.iter().position(|x| x == t).and_then(|i| built.node_names.get(i))).map(String::as_str).collect();
+            match lock.set_expected_start(job_id, start, &names.join(",")) {
+                Ok(true) => slurm_log!(LOG, debug, "JobId={job_id}: Slurm's will-run test expects it at {start} on {}", names.join(",")),
+                Ok(false) => {}
+                Err(e) => slurm_log!(LOG, debug, "JobId={job_id}: expected start not set: {e}"),
+            }
+        }
+        Err(e) => slurm_log!(LOG, debug, "JobId={job_id}: Slurm's will-run test: {e}"),
+    }
+}
+
+/// Every node of a pending job's route `route` (all nodes without routes).
+fn route_nodes(built: &snapshot::Built, job: model::types::JobId, route: Option<u32>) -> Vec<model::types::NodeIdx> {
+    let snap = &built.snapshot;
+    let eligible = snap.pending.iter().find(|p| p.id == job).and_then(|p| p.eligible.iter().find(|e| Some(e.route) == route));
+    let set = eligible.and_then(|e| snap.node_sets.get(e.node_set as usize));
+    (0..snap.nodes.len()).filter(|&i| set.is_none_or(|s| s.contains(i))).map(|i| model::types::NodeIdx(i as u32)).collect()
 }
 
 /// Snapshot node indices -> (node table indices, names).

@@ -173,6 +173,8 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
     let mut route_index: BTreeMap<RouteApply, u32> = BTreeMap::new();
     let mut skipped = 0;
     let mut not_runnable = HashSet::new();
+    // Jobs Slurm places -> their will-run window in `reservations`.
+    let mut will_run: BTreeMap<u32, u32> = BTreeMap::new();
     for queued in lock.job_queue(now_s as i64, cfg.planner.max_jobs_tested)? {
         let job = queued.job;
         if job.is_het() || !job.is_pending() {
@@ -217,6 +219,11 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
         if is_shard {
             shards.add(job.id(), hints.share_allowed);
         }
+        let placed_by_slurm = !expressible || route.filter_inexact;
+        if placed_by_slurm && let Some(window) = will_run_window(&job, now_s, &node_names, &mut sets) {
+            will_run.insert(job.id(), reservations.len() as u32);
+            reservations.push(window);
+        }
         index_of.insert(job.id(), pending.len());
         let copies = array_copies(&job, &request, free_gpus, free_nodes);
         let first = pending.len();
@@ -230,9 +237,17 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
             hints,
             cpus_range: None,
             eligible: vec![eligibility],
-            placed_by_slurm: !expressible || route.filter_inexact,
+            placed_by_slurm,
         });
         array_heads.push((first, copies));
+    }
+    // A job's own will-run window does not keep the job itself out, through any of its routes.
+    for job in &mut pending {
+        if let Some(&w) = will_run.get(&job.id.0) {
+            for e in job.eligible.iter_mut().filter(|e| e.reservation.is_none()) {
+                e.reservation = Some(w);
+            }
+        }
     }
     // An array's pending record stands for all its pending tasks: `select_nodes` splits one
     // task off per start, so the planner gets one entry per task that could start this cycle
@@ -351,4 +366,20 @@ fn request_of(job: &JobRef<'_>, mem_consumable: bool, max_cpus: u32, max_gpus: u
         (true, MemoryRequest::PerCpu(mb)) => mb * cpus_per_node as u64,
     };
     (Request { nodes, gpus_per_node, cpus_per_node, mem_mb_per_node }, is_shard, expressible)
+}
+
+/// Where and when Slurm's will-run test (asked by an earlier cycle, see `cycle::will_run`)
+/// expects a job Slurm places to start: a window over its expected nodes from that start for
+/// its time limit, which keeps the planner's other jobs off them (sched/backfill's promise to a
+/// job it cannot start now). `None` when no expectation is recorded or it has passed.
+fn will_run_window(job: &JobRef<'_>, now_s: f64, node_names: &[String], sets: &mut NodeSetInterner) -> Option<AdvanceReservation> {
+    let start_s = job.start_time() as f64;
+    if start_s <= now_s {
+        return None;
+    }
+    let nodes: NodeSet = job.sched_nodes()?.split(',').filter_map(|name| node_names.iter().position(|n| n == name.trim())).collect();
+    if nodes.is_empty() {
+        return None;
+    }
+    Some(AdvanceReservation { name: format!("will-run JobId={}", job.id()), node_set: sets.intern(nodes), start_s, end_s: start_s + time_limit_s(job) })
 }

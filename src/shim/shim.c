@@ -565,3 +565,43 @@ int energy_job_set_spank_env(job_record_t *job, const char *name, const char *va
 	job->spank_job_env_size = kept + 1;
 	return removed;
 }
+
+int energy_will_run(job_record_t *job, bitstr_t *candidates, time_t *start, bitstr_t **nodes)
+{
+	uint32_t min_nodes = 0, req_nodes = 0, max_nodes = 0, qos_flags = 0;
+	uint16_t orig_shared;
+	bitstr_t *avail;
+	int rc;
+
+	*nodes = NULL;
+	if (!resolved_ok || !job || !job->details || !job->part_ptr || !candidates)
+		return SLURM_ERROR;
+	if (job->qos_ptr)
+		qos_flags = ((slurmdb_qos_rec_t *) job->qos_ptr)->flags;
+	rc = resolved.get_node_cnts(job, qos_flags, job->part_ptr, &min_nodes, &req_nodes,
+				    &max_nodes);
+	if (rc != SLURM_SUCCESS)
+		return rc;
+	if (resolved.bit_set_count(candidates) < min_nodes)
+		return ESLURM_NODES_BUSY;
+	/* sched/backfill's order: exclusive first (the earliest start), then as requested. */
+	orig_shared = job->details->share_res;
+	job->details->share_res = 0;
+	avail = resolved.bit_copy(candidates);
+	rc = resolved.select_g_job_test(job, avail, min_nodes, max_nodes, req_nodes,
+					SELECT_MODE_WILL_RUN, NULL, NULL, NULL);
+	job->details->share_res = orig_shared;
+	if (((rc != SLURM_SUCCESS) || (job->start_time > time(NULL))) && orig_shared) {
+		resolved.slurm_bit_free(&avail);
+		avail = resolved.bit_copy(candidates);
+		rc = resolved.select_g_job_test(job, avail, min_nodes, max_nodes, req_nodes,
+						SELECT_MODE_WILL_RUN, NULL, NULL, NULL);
+	}
+	if (rc != SLURM_SUCCESS) {
+		resolved.slurm_bit_free(&avail);
+		return rc;
+	}
+	*start = job->start_time;
+	*nodes = avail;
+	return SLURM_SUCCESS;
+}

@@ -109,7 +109,9 @@
 	X(acct_policy_job_runnable_post_select) \
 	X(assoc_mgr_lock)                    \
 	X(assoc_mgr_unlock)                  \
-	X(jobacct_storage_job_start_direct)
+	X(jobacct_storage_job_start_direct)  \
+	X(get_node_cnts)                     \
+	X(select_g_job_test)
 
 /*
  * What the node-side plugins (gpu/nvml, acct_gather_energy/nvml) call: only functions of
@@ -306,6 +308,16 @@ extern void energy_job_wait_resources(job_record_t *job);
  * `SPANK_` as slurmd writes them; with value NULL only removes them. Needs the job write lock.
  * Returns how many entries were removed.
  */
+/*
+ * Slurm's will-run test for a pending job, as sched/backfill makes it: node counts from
+ * get_node_cnts for the job's (applied) partition, then select_g_job_test in
+ * SELECT_MODE_WILL_RUN over `candidates` (first without sharing, then as requested). On
+ * success `*start` is when and `*nodes` (a new bitmap, the caller frees it) where the job
+ * would run. Needs the job write and node read locks. Returns Slurm's error code.
+ */
+extern int energy_will_run(job_record_t *job, bitstr_t *candidates, time_t *start,
+			   bitstr_t **nodes);
+
 extern int energy_job_set_spank_env(job_record_t *job, const char *name, const char *value);
 
 /* slurmctld_config fields the scheduler watches. */

@@ -326,7 +326,7 @@ impl<'a> Engine<'a> {
                 }
                 Decision::Reserve(_) => {}
                 // Every simulated job has a shape the planner expresses.
-                Decision::SlurmStart(_) => {}
+                Decision::SlurmStart(_) | Decision::SlurmWillRun(_) => {}
                 Decision::Reclock(rc) => {
                     let i = rc.job.0 as usize - 1;
                     if let Some(r) = self.running[i].as_mut() {
