@@ -149,6 +149,14 @@ pub fn server_thread_count() -> i32 {
     unsafe { sys::energy_server_thread_count() }
 }
 
+/// Whether `select_nodes`' error code is about the nodes it was given (busy, unusable, too
+/// small for the job), not about the job itself (a QOS/association limit reached once the
+/// plan's earlier starts count): only the former is worth planning around.
+pub fn refusal_is_about_nodes(code: i32) -> bool {
+    // SAFETY: compares constants.
+    unsafe { sys::energy_refusal_is_about_nodes(code) }
+}
+
 /// slurmctld is shutting down: start nothing more.
 pub fn shutting_down() -> bool {
     // SAFETY: reads one field of slurmctld_config.

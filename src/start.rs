@@ -26,6 +26,8 @@ pub enum StartError {
     Heterogeneous,
     /// A QOS or association limit holds it.
     AccountingPolicy,
+    /// Its licenses are in use (an earlier start of the same plan may have taken them).
+    Licenses,
     /// Another cluster of the federation holds its lock.
     Federation,
     /// The planner named no node, or a node outside the table.
@@ -46,6 +48,7 @@ impl std::fmt::Display for StartError {
             StartError::NotPending => write!(f, "job is no longer pending"),
             StartError::Heterogeneous => write!(f, "heterogeneous jobs are started only by sched/backfill"),
             StartError::AccountingPolicy => write!(f, "held by an accounting policy (QOS/association limit)"),
+            StartError::Licenses => write!(f, "its licenses are in use"),
             StartError::Federation => write!(f, "federation job lock not granted"),
             StartError::BadNodes => write!(f, "no valid node given"),
             StartError::NotRunnable(why) => write!(f, "not runnable: {why}"),
@@ -129,6 +132,13 @@ impl SlurmctldLock {
         if !runnable {
             undo(&saved);
             return Err(StartError::AccountingPolicy);
+        }
+        // select_nodes does not test licenses (Slurm's schedulers do before calling it), and
+        // an earlier start of this plan may have taken them.
+        // SAFETY: a job record with its route applied, under the job write lock.
+        if unsafe { call!(api, license_job_test(job, now(), true)) } != sys::SLURM_SUCCESS as i32 {
+            undo(&saved);
+            return Err(StartError::Licenses);
         }
 
         let Ok(env) = spank_env.iter().map(|&(k, v)| Ok((CString::new(k)?, v.map(CString::new).transpose()?))).collect::<Result<Vec<_>, std::ffi::NulError>>() else {

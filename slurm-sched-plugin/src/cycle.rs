@@ -286,7 +286,11 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
                             }
                             Err(e) => {
                                 stats.start_failures += 1;
-                                if matches!(e, StartError::Slurm { .. }) {
+                                // A limit reached after selection (QOS/association TRES with the
+                                // jobs this plan started) is about the job, not the nodes: it
+                                // waits, as Slurm's own schedulers leave it.
+                                let node_refusal = matches!(e, StartError::Slurm { code, .. } if slurm_bindings::routes::refusal_is_about_nodes(code));
+                                if node_refusal {
                                     refused += 1;
                                     learnt.note_refusal(start.job.0, &names);
                                     slurm_log!(LOG, verbose, "JobId={} not started on {}: {e}; planned elsewhere for the next {} cycles", start.job, names.join(","), REFUSAL_CYCLES);

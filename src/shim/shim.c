@@ -605,3 +605,8 @@ int energy_will_run(job_record_t *job, bitstr_t *candidates, time_t *start, bits
 	*nodes = avail;
 	return SLURM_SUCCESS;
 }
+
+bool energy_refusal_is_about_nodes(int rc)
+{
+	return rc != ESLURM_ACCOUNTING_POLICY;
+}

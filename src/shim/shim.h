@@ -318,6 +318,10 @@ extern void energy_job_wait_resources(job_record_t *job);
 extern int energy_will_run(job_record_t *job, bitstr_t *candidates, time_t *start,
 			   bitstr_t **nodes);
 
+/* Whether select_nodes' error `rc` is about the nodes it was given (busy, not usable, too
+ * small), not about the job (a QOS/association limit reached after selection). */
+extern bool energy_refusal_is_about_nodes(int rc);
+
 extern int energy_job_set_spank_env(job_record_t *job, const char *name, const char *value);
 
 /* slurmctld_config fields the scheduler watches. */
