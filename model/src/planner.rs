@@ -608,7 +608,8 @@ impl<'a> Cycle<'a> {
         let Some(gt) = view.gpu_types.get(gpu_type) else { return (0, 0, 0.0, 1.0, 0.0) };
         let curves = self.pred.curves(&gt.name);
         let default_step = curves.map_or(0, |c| c.default_step());
-        let at = |step: usize| self.pred.predict_clock(&gt.name, gt.max_power_w, family, step);
+        let class = family.and_then(crate::workloads::zeus_network);
+        let at = |step: usize| self.pred.predict_class(&gt.name, gt.max_power_w, class, step);
         let default = at(default_step);
         let default_choice = (default_step, gt.default_clock_mhz, curves.and_then(|c| c.ladder.last()).map_or(gt.max_power_w, |s| s.power_limit_w), default.time_ratio, default.power_w);
         let Some(curves) = curves else { return default_choice };
