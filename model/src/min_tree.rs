@@ -65,12 +65,14 @@ impl MinTree {
     }
 
     /// The slot winning vertex `v` (a leaf is its own slot).
+    #[inline]
     fn winner(&self, v: usize) -> usize {
         if v >= self.leaves { v - self.leaves } else { self.winners[v] as usize }
     }
 
     /// The winner of inner vertex `v` from its children's: the smaller key, the left one (the
     /// lower slots) on a tie.
+    #[inline]
     fn play(&self, v: usize) -> u32 {
         let (l, r) = (self.winner(2 * v), self.winner(2 * v + 1));
         (if self.keys[r] < self.keys[l] { r } else { l }) as u32
