@@ -39,27 +39,42 @@ pub type NodeFilter<'f> = &'f dyn Fn(&PendingJob, &NodeView) -> bool;
 
 /// [`plan_snapshot`] with an optional [`NodeFilter`]; `None` plans exactly as `plan_snapshot`.
 pub fn plan_snapshot_filtered(s: &Snapshot, cfg: &PlannerConfig, pred: &Predictor, filter: Option<NodeFilter<'_>>) -> PlanOutcome {
+    // Running jobs share a few (tag, GPU type, clock) combinations: predict each once.
+    let known_w: std::cell::RefCell<Vec<KnownPower>> = std::cell::RefCell::new(Vec::new());
     let mut view = ClusterView::from_snapshot(
         s,
         |h| Predictor::family(h.tag.as_deref()),
-        // Predicted power per GPU of a running job: its family's curve at the ladder step
-        // closest to the clock it runs at.
         |r| {
-            let node = r.allocations.first().and_then(|a| s.nodes.get(a.node.0 as usize));
-            let Some(gt) = node.and_then(|n| s.gpu_types.get(n.gpu_type)) else { return 0.0 };
-            let family = Predictor::family(r.hints.tag.as_deref());
-            let step = pred.curves(&gt.name).map_or(0, |c| {
-                c.ladder
-                    .iter()
-                    .enumerate()
-                    .min_by_key(|(_, st)| step_clock_mhz(gt, st).abs_diff(r.clock_mhz))
-                    .map_or(c.default_step(), |(i, _)| i)
-            });
-            pred.predict_clock(&gt.name, gt.max_power_w, family.as_deref(), step).power_w
+            let Some(gpu_type) = r.allocations.first().and_then(|a| s.nodes.get(a.node.0 as usize)).map(|n| n.gpu_type) else { return 0.0 };
+            let tag = r.hints.tag.as_deref();
+            let known = known_w.borrow().iter().find(|k| k.0.as_deref() == tag && k.1 == gpu_type && k.2 == r.clock_mhz).map(|k| k.3);
+            known.unwrap_or_else(|| {
+                let w = running_power_w(s, pred, tag, gpu_type, r.clock_mhz);
+                known_w.borrow_mut().push((tag.map(str::to_owned), gpu_type, r.clock_mhz, w));
+                w
+            })
         },
     );
     let slurm = SlurmLimits { node_sets: &s.node_sets, reservations: &s.reservations };
     plan_inner(&mut view, s.now_s, &s.pending, cfg, pred, filter, slurm)
+}
+
+/// A predicted power per GPU (W) of running jobs with one (tag, GPU type, clock MHz).
+type KnownPower = (Option<String>, usize, u32, f64);
+
+/// Predicted power per GPU of a running job with `tag` on `gpu_type` at `clock_mhz`: its
+/// family's curve at the ladder step closest to that clock.
+fn running_power_w(s: &Snapshot, pred: &Predictor, tag: Option<&str>, gpu_type: usize, clock_mhz: u32) -> f64 {
+    let Some(gt) = s.gpu_types.get(gpu_type) else { return 0.0 };
+    let family = Predictor::family(tag);
+    let step = pred.curves(&gt.name).map_or(0, |c| {
+        c.ladder
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, st)| step_clock_mhz(gt, st).abs_diff(clock_mhz))
+            .map_or(c.default_step(), |(i, _)| i)
+    });
+    pred.predict_clock(&gt.name, gt.max_power_w, family.as_deref(), step).power_w
 }
 
 /// What Slurm itself says about where jobs may run: the snapshot's node sets and advanced
