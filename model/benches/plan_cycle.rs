@@ -10,107 +10,22 @@ use std::time::Instant;
 use model::config::PlannerConfig;
 use model::planner::plan_snapshot;
 use model::predictor::Predictor;
-use model::types::*;
+use model::types::Snapshot;
 
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-    fn pick<T: Copy>(&mut self, v: &[T]) -> T {
-        v[(self.next() % v.len() as u64) as usize]
-    }
-}
+#[path = "../tests/support/bench_snapshot.rs"]
+mod bench_snapshot;
 
-const FAMILIES: [&str; 7] = ["ResNet-18", "ResNet-50", "Transformer", "A3C", "LM", "Recommendation", "CycleGAN"];
-
-fn hints(r: &mut Lcg) -> Hints {
-    let policy = r.pick(&[EnergyPolicy::Performance, EnergyPolicy::Balanced, EnergyPolicy::Balanced, EnergyPolicy::Efficiency]);
-    Hints {
-        policy,
-        max_slowdown: if policy == EnergyPolicy::Efficiency { 1.25 } else { 1.05 },
-        share_allowed: r.next().is_multiple_of(2),
-        defer_max_s: 0.0,
-        tag: Some(r.pick(&FAMILIES).to_string()),
-    }
-}
-
-fn snapshot() -> Snapshot {
-    let mut r = Lcg(42);
-    let nodes: Vec<Node> = (0..1000)
-        .map(|i| Node { name: format!("n{i:04}"), gpu_type: 0, gpus: 8, cpus: 40, mem_mb: 512 * 1024, power: PowerState::On, available: true })
-        .collect();
-    let mut running = Vec::new();
-    let mut id = 100_000;
-    for n in 0..1000u32 {
-        let mut g = 0u8;
-        while g < 8 {
-            let size = r.pick(&[1u8, 1, 1, 2, 4, 8]).min(8 - g);
-            if r.next() % 100 < 15 {
-                g += size; // leave free
-                continue;
-            }
-            let h = hints(&mut r);
-            let shared = size == 1 && h.share_allowed;
-            let gpus: Vec<u8> = (g..g + size).collect();
-            running.push(RunningJob {
-                id: JobId(id),
-                user: (id % 50),
-                start_time_s: 0.0,
-                end_time_s: 600.0 + (r.next() % 200_000) as f64,
-                allocations: vec![NodeAllocation { node: NodeIdx(n), gpu_indices: gpus.clone(), cpus: 3 * size as u32, mem_mb: 32 * 1024 * size as u64 }],
-                clock_mhz: 1530,
-                hints: h.clone(),
-                shared,
-            });
-            id += 1;
-            if shared && r.next().is_multiple_of(3) {
-                running.push(RunningJob {
-                    id: JobId(id),
-                    user: (id % 50),
-                    start_time_s: 0.0,
-                    end_time_s: 600.0 + (r.next() % 200_000) as f64,
-                    allocations: vec![NodeAllocation { node: NodeIdx(n), gpu_indices: gpus, cpus: 3, mem_mb: 32 * 1024 }],
-                    clock_mhz: 1530,
-                    hints: Hints { share_allowed: true, ..h },
-                    shared: true,
-                });
-                id += 1;
-            }
-            g += size;
-        }
-    }
-    let pending = (0..10_000u32)
-        .map(|i| {
-            let gpus = r.pick(&[1u32, 1, 1, 1, 2, 4, 8]);
-            let nodes = if gpus == 8 && r.next().is_multiple_of(4) { 2 } else { 1 };
-            PendingJob {
-                id: JobId(i + 1),
-                user: i % 50,
-                priority: 20_000 - i,
-                submit_time_s: i as f64,
-                request: Request { nodes, gpus_per_node: gpus, cpus_per_node: 3 * gpus, mem_mb_per_node: 32 * 1024 * gpus as u64 },
-                time_limit_s: r.pick(&[3600.0, 4.0 * 3600.0, 24.0 * 3600.0, 72.0 * 3600.0]),
-                hints: hints(&mut r),
-                cpus_range: None,
-                eligible: Vec::new(),
-                placed_by_slurm: false,
-            }
-        })
-        .collect();
-    Snapshot {
-        now_s: 0.0,
-        node_sets: Vec::new(),
-        reservations: Vec::new(),
-        gpu_types: vec![GpuType { name: "v100".into(), default_clock_mhz: 1530, min_clock_mhz: 135, max_clock_mhz: 1530, idle_power_w: 41.0, max_power_w: 250.0 }],
-        nodes,
-        running,
-        pending,
-    }
+/// Time the cycles whose name contains one of the words given on the command line (all of
+/// them without any), e.g. `cargo bench -p model --bench plan_cycle -- 10,000` for profiling.
+fn selected(name: &str) -> bool {
+    let words: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    words.is_empty() || words.iter().any(|w| name.contains(w.as_str()))
 }
 
 fn measure(name: &str, s: &Snapshot, cfg: &PlannerConfig, pred: &Predictor) {
+    if !selected(name) {
+        return;
+    }
     let rounds = 15;
     let mut times_ms = Vec::with_capacity(rounds);
     let mut last = None;
@@ -142,7 +57,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let s = snapshot();
+    let s = bench_snapshot::snapshot(1000, 10_000, 42);
     let busy: usize = s.running.iter().map(|r| r.allocations[0].gpu_indices.len()).sum();
     println!("plan_cycle: {} nodes x 8 GPUs, {} running jobs ({} GPU slots), {} pending", s.nodes.len(), s.running.len(), busy, s.pending.len());
     let default = PlannerConfig::default();

@@ -11,6 +11,7 @@ pub mod decision;
 pub mod duration;
 pub mod eligibility;
 pub mod interference;
+pub mod min_tree;
 pub mod perf_power;
 pub mod planner;
 pub mod predictor;

@@ -20,6 +20,7 @@ use std::time::Instant;
 
 use crate::config::PlannerConfig;
 use crate::decision::{CycleEnd, CycleStats, Decision, Deferral, PlanOutcome, Reclock, Reservation, ScoreBreakdown, StartDecision};
+use crate::min_tree::MinTree;
 use crate::predictor::Predictor;
 use crate::ranking;
 use crate::state::{Amount, Claim, ClusterView, GpuTenant, NodeView};
@@ -38,27 +39,42 @@ pub type NodeFilter<'f> = &'f dyn Fn(&PendingJob, &NodeView) -> bool;
 
 /// [`plan_snapshot`] with an optional [`NodeFilter`]; `None` plans exactly as `plan_snapshot`.
 pub fn plan_snapshot_filtered(s: &Snapshot, cfg: &PlannerConfig, pred: &Predictor, filter: Option<NodeFilter<'_>>) -> PlanOutcome {
+    // Running jobs share a few (tag, GPU type, clock) combinations: predict each once.
+    let known_w: std::cell::RefCell<Vec<KnownPower>> = std::cell::RefCell::new(Vec::new());
     let mut view = ClusterView::from_snapshot(
         s,
         |h| Predictor::family(h.tag.as_deref()),
-        // Predicted power per GPU of a running job: its family's curve at the ladder step
-        // closest to the clock it runs at.
         |r| {
-            let node = r.allocations.first().and_then(|a| s.nodes.get(a.node.0 as usize));
-            let Some(gt) = node.and_then(|n| s.gpu_types.get(n.gpu_type)) else { return 0.0 };
-            let family = Predictor::family(r.hints.tag.as_deref());
-            let step = pred.curves(&gt.name).map_or(0, |c| {
-                c.ladder
-                    .iter()
-                    .enumerate()
-                    .min_by_key(|(_, st)| step_clock_mhz(gt, st).abs_diff(r.clock_mhz))
-                    .map_or(c.default_step(), |(i, _)| i)
-            });
-            pred.predict_clock(&gt.name, gt.max_power_w, family.as_deref(), step).power_w
+            let Some(gpu_type) = r.allocations.first().and_then(|a| s.nodes.get(a.node.0 as usize)).map(|n| n.gpu_type) else { return 0.0 };
+            let tag = r.hints.tag.as_deref();
+            let known = known_w.borrow().iter().find(|k| k.0.as_deref() == tag && k.1 == gpu_type && k.2 == r.clock_mhz).map(|k| k.3);
+            known.unwrap_or_else(|| {
+                let w = running_power_w(s, pred, tag, gpu_type, r.clock_mhz);
+                known_w.borrow_mut().push((tag.map(str::to_owned), gpu_type, r.clock_mhz, w));
+                w
+            })
         },
     );
     let slurm = SlurmLimits { node_sets: &s.node_sets, reservations: &s.reservations };
     plan_inner(&mut view, s.now_s, &s.pending, cfg, pred, filter, slurm)
+}
+
+/// A predicted power per GPU (W) of running jobs with one (tag, GPU type, clock MHz).
+type KnownPower = (Option<String>, usize, u32, f64);
+
+/// Predicted power per GPU of a running job with `tag` on `gpu_type` at `clock_mhz`: its
+/// family's curve at the ladder step closest to that clock.
+fn running_power_w(s: &Snapshot, pred: &Predictor, tag: Option<&str>, gpu_type: usize, clock_mhz: u32) -> f64 {
+    let Some(gt) = s.gpu_types.get(gpu_type) else { return 0.0 };
+    let family = Predictor::family(tag);
+    let step = pred.curves(&gt.name).map_or(0, |c| {
+        c.ladder
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, st)| step_clock_mhz(gt, st).abs_diff(clock_mhz))
+            .map_or(c.default_step(), |(i, _)| i)
+    });
+    pred.predict_clock(&gt.name, gt.max_power_w, family.as_deref(), step).power_w
 }
 
 /// What Slurm itself says about where jobs may run: the snapshot's node sets and advanced
@@ -73,14 +89,12 @@ struct SlurmLimits<'a> {
 /// duration, the earliest start and the route (node set, own reservation); f64s as bits.
 type FitKey = (i64, i64, i64, u64, u64, Option<(u32, Option<u32>)>);
 
-/// Every node's earliest fit for one [`FitKey`], ordered by time (times are non-negative, so
-/// their bits order as they do), and how far the log of changed nodes has been applied to it.
+/// Every node's earliest fit for one [`FitKey`] in a [`MinTree`] (times are non-negative, so
+/// their bits order as they do), and each node's change count when its fit was computed.
 struct FitEntry {
-    cursor: usize,
-    by_time: std::collections::BTreeSet<(u64, usize)>,
-    at: Vec<Option<u64>>,
-    /// Changed since its fit was computed: that fit is only a lower bound now.
-    dirty: Vec<bool>,
+    by_time: MinTree,
+    /// A node whose change count moved on since has a fit that is only a lower bound now.
+    seen: Vec<u32>,
 }
 
 /// The first `k` of `nodes` (in order) that can hold `need` over `[start, start + duration)`.
@@ -165,10 +179,10 @@ struct Cycle<'a> {
     /// other jobs of the same shape, so it is not cached.
     filtered_out: std::cell::Cell<bool>,
     slurm: SlurmLimits<'a>,
-    /// Reservation search: earliest fits per (shape, duration, route), and the log of nodes
-    /// whose free resources, releases or claims changed in this cycle (see `FitEntry`).
+    /// Reservation search: earliest fits per (shape, duration, route), and per node how often
+    /// its free resources, releases or claims changed in this cycle (see `FitEntry`).
     fit_cache: std::cell::RefCell<HashMap<FitKey, FitEntry>>,
-    changed: std::cell::RefCell<Vec<usize>>,
+    changes: std::cell::RefCell<Vec<u32>>,
     /// Free profiles of nodes (for jobs outside any Slurm reservation; per own reservation in
     /// `profiles`), until the node changes.
     plain_profiles: std::cell::RefCell<Vec<Option<crate::state::FreeProfile>>>,
@@ -213,7 +227,7 @@ fn plan_inner<'a>(view: &mut ClusterView, now_s: f64, pending: &'a [PendingJob],
         filtered_out: std::cell::Cell::new(false),
         slurm,
         fit_cache: std::cell::RefCell::new(HashMap::new()),
-        changed: std::cell::RefCell::new(Vec::new()),
+        changes: std::cell::RefCell::new(vec![0; view.nodes.len()]),
         plain_profiles: std::cell::RefCell::new(Vec::new()),
         profiles: std::cell::RefCell::new(std::collections::BTreeMap::new()),
     };
@@ -475,23 +489,9 @@ impl<'a> Cycle<'a> {
         // computed again when it comes first in the search (lazily, like a priority queue).
         let key: FitKey = (need.gpus, need.cpus, need.mem_mb, duration.to_bits(), route_not_before.to_bits(), alt.map(|a| (a.node_set, a.reservation)));
         let mut cache = self.fit_cache.borrow_mut();
-        let changed = self.changed.borrow();
-        let entry = cache.entry(key).or_insert_with(|| {
-            let mut e = FitEntry { cursor: changed.len(), by_time: std::collections::BTreeSet::new(), at: vec![None; view.nodes.len()], dirty: vec![false; view.nodes.len()] };
-            for i in 0..view.nodes.len() {
-                if let Some(t) = self.node_fit(view, job, alt, &need, duration, route_not_before, i) {
-                    e.by_time.insert((t.to_bits(), i));
-                    e.at[i] = Some(t.to_bits());
-                }
-            }
-            e
-        });
-        for &i in changed.get(entry.cursor..).unwrap_or(&[]) {
-            if let (Some(Some(_)), Some(d)) = (entry.at.get(i), entry.dirty.get_mut(i)) {
-                *d = true;
-            }
-        }
-        entry.cursor = changed.len();
+        let changes = self.changes.borrow();
+        let fit = |i: usize| self.node_fit(view, job, alt, &need, duration, route_not_before, i).map(f64::to_bits);
+        let entry = cache.entry(key).or_insert_with(|| FitEntry { by_time: MinTree::new((0..view.nodes.len()).map(fit)), seen: changes.clone() });
         if entry.by_time.len() < k {
             return None;
         }
@@ -499,14 +499,10 @@ impl<'a> Cycle<'a> {
         // start for it and the ones before it.
         let mut taken: Vec<(u64, usize)> = Vec::new();
         let mut found = None;
-        while let Some(&(bits, i)) = entry.by_time.first() {
-            if entry.dirty.get(i).copied().unwrap_or(false) {
-                entry.by_time.pop_first();
-                entry.dirty[i] = false;
-                entry.at[i] = self.node_fit(view, job, alt, &need, duration, route_not_before, i).map(f64::to_bits);
-                if let Some(t) = entry.at[i] {
-                    entry.by_time.insert((t, i));
-                }
+        while let Some((bits, i)) = entry.by_time.first() {
+            if entry.seen[i] != changes[i] {
+                entry.seen[i] = changes[i];
+                entry.by_time.set(i, fit(i));
                 continue;
             }
             let start = f64::from_bits(bits);
@@ -515,7 +511,7 @@ impl<'a> Cycle<'a> {
                 found = Some((start, vec![i]));
                 break;
             }
-            entry.by_time.pop_first();
+            entry.by_time.set(i, None);
             taken.push((bits, i));
             let together: Vec<usize> =
                 taken.iter().map(|&(_, n)| n).filter(|&n| self.covers_over(view, n, own, &need, start, start + duration)).take(k).collect();
@@ -524,7 +520,9 @@ impl<'a> Cycle<'a> {
                 break;
             }
         }
-        entry.by_time.extend(taken);
+        for (bits, i) in taken {
+            entry.by_time.set(i, Some(bits));
+        }
         found
     }
 
@@ -571,7 +569,9 @@ impl<'a> Cycle<'a> {
 
     /// Node `i`'s free resources, releases or claims changed: forget what was derived from them.
     fn node_changed(&self, i: usize) {
-        self.changed.borrow_mut().push(i);
+        if let Some(c) = self.changes.borrow_mut().get_mut(i) {
+            *c += 1;
+        }
         if let Some(p) = self.plain_profiles.borrow_mut().get_mut(i) {
             *p = None;
         }
@@ -630,7 +630,8 @@ impl<'a> Cycle<'a> {
         let Some(gt) = view.gpu_types.get(gpu_type) else { return (0, 0, 0.0, 1.0, 0.0) };
         let curves = self.pred.curves(&gt.name);
         let default_step = curves.map_or(0, |c| c.default_step());
-        let at = |step: usize| self.pred.predict_clock(&gt.name, gt.max_power_w, family, step);
+        let class = family.and_then(crate::workloads::zeus_network);
+        let at = |step: usize| self.pred.predict_class(&gt.name, gt.max_power_w, class, step);
         let default = at(default_step);
         let default_choice = (default_step, gt.default_clock_mhz, curves.and_then(|c| c.ladder.last()).map_or(gt.max_power_w, |s| s.power_limit_w), default.time_ratio, default.power_w);
         let Some(curves) = curves else { return default_choice };

@@ -93,8 +93,15 @@ impl Predictor {
     /// Prediction at clock step `step` of `gpu_type`; unknown GPU types run at their default
     /// clock at 75 % of their maximum power (no curve, no scaling).
     pub fn predict_clock(&self, gpu_type: &str, max_power_w: f64, family: Option<&str>, step: usize) -> Prediction {
+        self.predict_class(gpu_type, max_power_w, family.and_then(zeus_network), step)
+    }
+
+    /// [`Predictor::predict_clock`] for a family already named by its Zeus class
+    /// ([`zeus_network`]): for callers that predict many steps of one family, since naming the
+    /// class allocates.
+    pub fn predict_class(&self, gpu_type: &str, max_power_w: f64, class: Option<&str>, step: usize) -> Prediction {
         match self.curves(gpu_type) {
-            Some(c) => c.predict(family.and_then(zeus_network), step),
+            Some(c) => c.predict(class, step),
             None => Prediction { time_ratio: 1.0, power_w: 0.75 * max_power_w },
         }
     }

@@ -151,29 +151,32 @@ impl NodeView {
     /// The free amount as a step function of time, for a job inside Slurm reservation `own`:
     /// releases raise it, claims lower it while they last.
     pub fn free_profile(&self, own: Option<u32>) -> FreeProfile {
-        let mut steps: Vec<(f64, Amount)> = Vec::with_capacity(self.releases.len() + 2 * self.claims.len());
+        // The changes go into the profile's own vector and become levels in place: one
+        // allocation per profile (profiles are built again after every change to the node).
+        let mut segments: Vec<(f64, Amount)> = Vec::with_capacity(1 + self.releases.len() + 2 * self.claims.len());
+        segments.push((f64::NEG_INFINITY, self.free));
         for r in &self.releases {
-            steps.push((r.at_s, r.amount));
+            segments.push((r.at_s, r.amount));
         }
         for c in self.claims.iter().filter(|c| c.binds(own)) {
             let neg = Amount { gpus: -c.amount.gpus, cpus: -c.amount.cpus, mem_mb: -c.amount.mem_mb };
-            steps.push((c.start_s, neg));
-            steps.push((c.end_s, c.amount));
+            segments.push((c.start_s, neg));
+            segments.push((c.end_s, c.amount));
         }
-        steps.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut segments = Vec::with_capacity(steps.len() + 1);
+        segments[1..].sort_by(|a, b| a.0.total_cmp(&b.0));
         let mut level = self.free;
-        segments.push((f64::NEG_INFINITY, level));
-        let mut i = 0;
-        while i < steps.len() {
-            // Every step at this instant at once.
-            let t = steps[i].0;
-            while i < steps.len() && steps[i].0 == t {
-                level.add(&steps[i].1);
-                i += 1;
+        let (mut read, mut write) = (1, 1);
+        while read < segments.len() {
+            // Every change at this instant at once.
+            let t = segments[read].0;
+            while read < segments.len() && segments[read].0 == t {
+                level.add(&segments[read].1);
+                read += 1;
             }
-            segments.push((t, level));
+            segments[write] = (t, level);
+            write += 1;
         }
+        segments.truncate(write);
         FreeProfile { segments }
     }
 
