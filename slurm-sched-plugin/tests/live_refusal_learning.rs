@@ -1,0 +1,99 @@
+//! A start `select_nodes` refuses is learnt from. Partition `capped` lets its jobs use at most
+//! two CPUs of a node (`MaxCPUsPerNode=2`), a limit sched/energy's planner does not model; n2 is
+//! busy. Two 2-CPU jobs of `capped` are planned side by side on n1 and Slurm refuses the
+//! second there: sched/energy re-plans the cycle without that placement and keeps n1 out of
+//! that job's plans for the next cycles, so a job of another partition behind it gets n1's
+//! free CPUs instead of n1 being held idle for a start that never happens; the refused job
+//! starts on n2 once that is free. Live: 2 nodes x 4 CPUs x 4 fake GPUs.
+
+use std::time::{Duration, Instant};
+
+use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
+
+mod common;
+use common::plugin_dir;
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+fn run(cluster: &LocalCluster, prog: &str, args: &[&str]) -> String {
+    let out = cluster.command(prog).args(args).output().unwrap_or_else(|e| panic!("{prog}: {e}"));
+    assert!(out.status.success(), "{prog} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn state_and_nodes(cluster: &LocalCluster, job: u32) -> (String, String) {
+    let line = run(cluster, "squeue", &["-h", "-t", "all", "-j", &job.to_string(), "-o", "%T|%N"]);
+    let (state, nodes) = line.split_once('|').unwrap_or((&line, ""));
+    (state.to_string(), nodes.to_string())
+}
+
+#[test]
+fn a_refused_start_is_planned_around_and_holds_no_node_idle() {
+    if skip_live_test("a_refused_start_is_planned_around_and_holds_no_node_idle") {
+        return;
+    }
+    let plugins = plugin_dir();
+    let cluster = LocalCluster::start(ClusterConfig {
+        nodes: 2,
+        cpus_per_node: 4,
+        plugin_dir: Some(plugins.path().to_path_buf()),
+        sched_type: "sched/energy".into(),
+        scheduler_parameters: Some("sched_interval=-1,defer".into()),
+        extra_files: vec![("energy.toml".into(), "[sched]\ninterval_s = 1\ndebug = true\n".into())],
+        // The refusals are logged at verbose level.
+        extra_slurm_conf: vec!["SlurmctldDebug=verbose".into()],
+        with_accounting: false,
+        partitions: vec![
+            "PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP".into(),
+            "PartitionName=capped Nodes=n[1-2] MaxCPUsPerNode=2 MaxTime=INFINITE State=UP".into(),
+        ],
+        ..ClusterConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+
+    // n2 busy for a while.
+    let busy = cluster.sbatch(&["-w", "n2", "--exclusive", "-t", "5", "--wrap", "sleep 300"], "").expect("sbatch");
+    let deadline = Instant::now() + TIMEOUT;
+    while state_and_nodes(&cluster, busy).0 != "RUNNING" {
+        assert!(Instant::now() < deadline, "n2's job did not start\n{}", cluster.slurmctld_log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Held and released together, so that one plan sees all three, in this order (priority).
+    let first = cluster.sbatch(&["--hold", "-p", "capped", "-c", "2", "--gres=gpu:1", "-t", "2", "--wrap", "sleep 60"], "").expect("sbatch");
+    let big = cluster.sbatch(&["--hold", "-p", "capped", "-c", "2", "--gres=gpu:1", "-t", "2", "--wrap", "sleep 1"], "").expect("sbatch");
+    let small = cluster.sbatch(&["--hold", "-c", "2", "--gres=gpu:1", "-t", "2", "--wrap", "sleep 20"], "").expect("sbatch small");
+    run(&cluster, "scontrol", &["release", &format!("{first},{big},{small}")]);
+
+    // The small job runs on n1 while n2 is still busy: n1 is not held for the big job.
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let (state, nodes) = state_and_nodes(&cluster, small);
+        if state == "RUNNING" {
+            assert_eq!(nodes, "n1");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the small job never started (state {state}); n1 held idle for a refused start?\n{}", cluster.slurmctld_log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(state_and_nodes(&cluster, busy).0, "RUNNING");
+    assert_eq!(state_and_nodes(&cluster, first), ("RUNNING".to_string(), "n1".to_string()));
+    assert_eq!(state_and_nodes(&cluster, big).0, "PENDING");
+    let log = cluster.slurmctld_log();
+    let refused = format!("JobId={big} not started on n1:");
+    let refusals = log.lines().filter(|l| l.contains(&refused)).count();
+    assert!(refusals >= 1, "Slurm never refused the big job on n1: the test did not test anything\n{log}");
+    assert!(log.lines().any(|l| l.contains(&refused) && l.contains("planned elsewhere for the next 10 cycles")), "{log}");
+
+    // A few more cycles: the refused placement is not tried again every cycle.
+    std::thread::sleep(Duration::from_secs(4));
+    let again = cluster.slurmctld_log().lines().filter(|l| l.contains(&refused)).count();
+    assert_eq!(again, refusals, "the refused placement was tried again within the learning period");
+
+    // n2 frees up: the big job starts there.
+    run(&cluster, "scancel", &[&busy.to_string()]);
+    let state = cluster.wait_job_done(big, TIMEOUT).unwrap_or_else(|e| panic!("{e}\n{}", cluster.slurmctld_log()));
+    assert_eq!(state, "COMPLETED");
+    assert_eq!(state_and_nodes(&cluster, big).1, "n2");
+    cluster.stop().expect("stop");
+}
