@@ -10,12 +10,17 @@
 //! 2. `--energy-policy=performance -t 4`: 4 min, no log line.
 //! 3. The same efficiency job in a partition with `MaxTime=4`: 4 min, not more.
 //!
-//! Skipped (with a printed reason) when not root, Slurm is missing, `libspank_energy.so` is not
-//! built, or the measured data is not found.
+//!
+//! `limits_of_the_qos_and_the_admin_cap_the_extension` (with accounting): 4. the job's QOS
+//! `MaxWall=4` caps it; 5. a limit an admin set (`scontrol update TimeLimit=` while the job is
+//! held) is never raised; 6. the extended limit reaches slurmdbd (`sacct` Timelimit).
+//!
+//! Under `CI=true` a missing prerequisite fails the test; elsewhere it is skipped with a printed
+//! reason (not root, Slurm missing, `libspank_energy.so` not built, no measured data).
 
 use std::time::{Duration, Instant};
 
-use slurm_testcluster::{ClusterConfig, LocalCluster, skip_reason};
+use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
 
 mod common;
 use common::{data_dir, plugin_dir, spank_plugin};
@@ -47,24 +52,33 @@ fn recorded_slowdown(record: &str) -> f64 {
     record.split_whitespace().find_map(|kv| kv.strip_prefix("slow=")).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)
 }
 
-#[test]
-fn slowed_jobs_get_longer_time_limits_within_the_partition() {
-    if let Some(why) = skip_reason() {
-        println!("SKIPPED: slowed_jobs_get_longer_time_limits_within_the_partition: {why}");
-        return;
+/// The SPANK plugin (for the hints) and energy.toml with the measured data: without them no job
+/// is slowed and these tests would prove nothing. Missing: a failure under CI, else a skip.
+fn prerequisites() -> Option<(std::path::PathBuf, String)> {
+    let ci = std::env::var("CI").as_deref() == Ok("true");
+    let spank = spank_plugin();
+    let data = data_dir();
+    if ci {
+        assert!(spank.is_some(), "libspank_energy.so not built (cargo test --workspace builds it)");
+        assert!(data.is_some(), "measured data not found (set SLURM_ENERGY_DATA)");
     }
-    let Some(spank) = spank_plugin() else {
-        println!("SKIPPED: time limits: libspank_energy.so not built (run `cargo test -p spank-energy -p slurm-sched-plugin`)");
-        return;
+    let (Some(spank), Some(data)) = (spank, data) else {
+        println!("SKIPPED: time limits: libspank_energy.so not built or measured data not found");
+        return None;
     };
-    let Some(data) = data_dir() else {
-        println!("SKIPPED: time limits: measured data not found (set SLURM_ENERGY_DATA)");
-        return;
-    };
-    let t0 = Instant::now();
-    let plugins = plugin_dir();
     // The fake GPUs are untyped (`gpu`): predict them as the measured V100s.
     let toml = format!("[sched]\ninterval_s = 1\ndata_dir = \"{}\"\n\n[gpu_types.gpu]\nmodel = \"v100\"\n", data.display());
+    Some((spank, toml))
+}
+
+#[test]
+fn slowed_jobs_get_longer_time_limits_within_the_partition() {
+    if skip_live_test("slowed_jobs_get_longer_time_limits_within_the_partition") {
+        return;
+    }
+    let Some((spank, toml)) = prerequisites() else { return };
+    let t0 = Instant::now();
+    let plugins = plugin_dir();
     let cluster = LocalCluster::start(ClusterConfig {
         nodes: 1,
         gpus_per_node: 4,
@@ -120,4 +134,77 @@ fn slowed_jobs_get_longer_time_limits_within_the_partition() {
     }
     cluster.stop().expect("stop the cluster");
     println!("time limits: test {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+#[test]
+fn limits_of_the_qos_and_the_admin_cap_the_extension() {
+    if skip_live_test("limits_of_the_qos_and_the_admin_cap_the_extension") {
+        return;
+    }
+    let Some((spank, toml)) = prerequisites() else { return };
+    let plugins = plugin_dir();
+    let cluster = LocalCluster::start(ClusterConfig {
+        nodes: 1,
+        gpus_per_node: 4,
+        plugin_dir: Some(plugins.path().to_path_buf()),
+        sched_type: "sched/energy".into(),
+        scheduler_parameters: Some("sched_interval=-1,defer".into()),
+        extra_files: vec![("energy.toml".into(), toml), ("plugstack.conf".into(), format!("required {}\n", spank.display()))],
+        extra_slurm_conf: vec!["AccountingStorageEnforce=associations,limits,qos".into()],
+        with_accounting: true,
+        ..ClusterConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+    let sacctmgr = |args: &[&str]| {
+        let out = cluster.command("sacctmgr").args(args).output().expect("sacctmgr");
+        assert!(out.status.success(), "sacctmgr {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    sacctmgr(&["-i", "add", "qos", "wall4", "MaxWall=4"]);
+    sacctmgr(&["-i", "modify", "user", "root", "set", "qos+=wall4"]);
+    std::thread::sleep(Duration::from_secs(2));
+    let script = "#!/bin/sh\nsleep 60\n";
+    let hints = ["--energy-policy=efficiency", "--energy-max-slowdown=1.5"];
+
+    // 4. The QOS's MaxWall caps the extension.
+    let qos = cluster.sbatch(&["--qos=wall4", "--gres=gpu:1", "-t", "4", hints[0], hints[1]], script).expect("sbatch qos");
+    wait_running(&cluster, qos);
+    let record = job_field(&cluster, qos, "AdminComment");
+    assert!(recorded_slowdown(&record) > 1.0, "{record}");
+    assert_eq!(job_field(&cluster, qos, "TimeLimit"), "00:04:00", "job {qos}: {record}");
+
+    // 5. A limit the admin set is never raised.
+    let admin = cluster.sbatch(&["--hold", "--gres=gpu:1", "-t", "10", hints[0], hints[1]], script).expect("sbatch admin");
+    let out = cluster.command("scontrol").args(["update", &format!("jobid={admin}"), "TimeLimit=4"]).output().expect("scontrol");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = cluster.command("scontrol").args(["release", &admin.to_string()]).output().expect("scontrol");
+    assert!(out.status.success());
+    wait_running(&cluster, admin);
+    let record = job_field(&cluster, admin, "AdminComment");
+    assert!(recorded_slowdown(&record) > 1.0, "{record}");
+    assert_eq!(job_field(&cluster, admin, "TimeLimit"), "00:04:00", "job {admin}: {record}");
+
+    // 6. A slowed job with room: the extended limit is what slurmdbd records.
+    let free = cluster.sbatch(&["--gres=gpu:1", "-t", "4", hints[0], hints[1]], script).expect("sbatch free");
+    wait_running(&cluster, free);
+    let record = job_field(&cluster, free, "AdminComment");
+    let want_min = (4.0 * recorded_slowdown(&record) - 1e-6).ceil() as u32;
+    assert!(want_min > 4, "{record}");
+    assert_eq!(job_field(&cluster, free, "TimeLimit"), format!("00:{want_min:02}:00"));
+    // slurmdbd holds the extended limit while the job runs. (Checked before the end: with Slurm
+    // 22.05 a job cancelled within a second or so of any limit change, `scontrol update
+    // TimeLimit=` included, ends up with an empty Timelimit in sacct.)
+    let want = format!("00:{want_min:02}:00");
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let limit = cluster.sacct(free, "Timelimit").unwrap_or_default();
+        if limit == want {
+            break;
+        }
+        assert!(Instant::now() < deadline, "slurmdbd's record of job {free}: Timelimit {limit:?}, want {want}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    for job in [qos, admin, free] {
+        let _ = cluster.command("scancel").arg(job.to_string()).status();
+    }
+    cluster.stop().expect("stop the cluster");
 }
