@@ -113,8 +113,19 @@ impl SlurmctldLock {
         unsafe { call!(self.api, unlock_slurmctld(self.levels.raw())) };
         let began = std::time::Instant::now();
         let quiet = (max_rpc_cnt / 10).max(20) as i32;
+        // Sleeps in slices of at most 100 ms, so that a shutdown does not wait out a long pause.
+        let nap = |d: Duration| {
+            let until = std::time::Instant::now() + d;
+            while !stop() {
+                let left = until.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                std::thread::sleep(left.min(Duration::from_millis(100)));
+            }
+        };
         loop {
-            std::thread::sleep(pause);
+            nap(pause);
             if max_rpc_cnt == 0 || crate::routes::server_thread_count() <= quiet || stop() || began.elapsed() >= longest {
                 break;
             }

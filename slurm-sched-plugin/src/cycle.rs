@@ -268,6 +268,11 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
                         stats.end = CycleEnd::Abandoned;
                         break;
                     }
+                    if slurm_bindings::routes::shutting_down() {
+                        slurm_log!(LOG, info, "slurmctld is shutting down: rest of the plan abandoned");
+                        stats.end = CycleEnd::Abandoned;
+                        break;
+                    }
                 }
                 match d {
                     Decision::Start(start) => {

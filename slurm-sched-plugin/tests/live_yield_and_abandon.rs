@@ -68,3 +68,50 @@ fn a_plan_is_abandoned_when_partitions_change_during_a_yield() {
     assert!(sdiag.contains("Total backfilled jobs (since last slurm start): 4"), "{sdiag}");
     cluster.stop().expect("stop");
 }
+
+/// Whether a process runs (a zombie, exited but not yet reaped by the harness, does not).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
+}
+
+/// slurmctld shuts down while sched/energy yields in the middle of a plan: nothing more of the
+/// plan starts, and the plugin's thread lets slurmctld finish (fini joins it, no hang).
+#[test]
+fn nothing_more_starts_once_slurmctld_shuts_down() {
+    if skip_live_test("nothing_more_starts_once_slurmctld_shuts_down") {
+        return;
+    }
+    let plugins = plugin_dir();
+    let cluster = LocalCluster::start(ClusterConfig {
+        nodes: 2,
+        plugin_dir: Some(plugins.path().to_path_buf()),
+        sched_type: "sched/energy".into(),
+        scheduler_parameters: Some("sched_interval=-1,defer,bf_yield_interval=1,bf_yield_sleep=3000000".into()),
+        extra_files: vec![("energy.toml".into(), "[sched]\ninterval_s = 1\n".into())],
+        with_accounting: false,
+        ..ClusterConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+    let ctld = cluster.pids().into_iter().find(|(name, _)| name == "slurmctld").map(|(_, pid)| pid).expect("slurmctld pid");
+    for _ in 0..3 {
+        cluster.sbatch(&["--gres=gpu:1", "-t", "2", "--wrap", "sleep 30"], "").expect("sbatch");
+    }
+    // The first start of the plan; the plugin now yields for 3 s before the next one.
+    let deadline = Instant::now() + TIMEOUT;
+    while !cluster.slurmctld_log().contains("sched/energy: started JobId=") {
+        assert!(Instant::now() < deadline, "no job started\n{}", cluster.slurmctld_log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let asked = Instant::now();
+    run(&cluster, "scontrol", &["shutdown", "slurmctld"]);
+    while running(ctld) {
+        assert!(asked.elapsed() < Duration::from_secs(30), "slurmctld did not stop within 30 s of the shutdown (plugin thread not joined?)");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let log = cluster.slurmctld_log();
+    let starts = log.lines().filter(|l| l.contains("sched/energy: started JobId=")).count();
+    assert_eq!(starts, 1, "jobs started after the shutdown began\n{log}");
+    assert!(log.contains("sched/energy: slurmctld is shutting down: rest of the plan abandoned"), "{log}");
+    println!("slurmctld stopped {:.1} s after the shutdown request", asked.elapsed().as_secs_f64());
+    drop(cluster);
+}
