@@ -4,7 +4,9 @@
 //! partition keeps changing (`scontrol update PartitionName=...`), every such yield sees a
 //! change, and the rest of the plan is abandoned (its routes and node indices may be stale):
 //! no start ever follows a yield, each cycle starts at most its first job. Once the partition
-//! stays put, the remaining jobs start. Live: 2 nodes x 4 GPUs, four 1-GPU jobs.
+//! stays put, the remaining jobs start. Live: 2 nodes x 4 GPUs, four 1-GPU jobs. Also: a
+//! shutdown during a yield starts nothing more; `max_rpc_cnt` makes the plugin yield while
+//! slurmctld serves RPCs.
 
 use std::time::{Duration, Instant};
 
@@ -114,4 +116,57 @@ fn nothing_more_starts_once_slurmctld_shuts_down() {
     assert!(log.contains("sched/energy: slurmctld is shutting down: rest of the plan abandoned"), "{log}");
     println!("slurmctld stopped {:.1} s after the shutdown request", asked.elapsed().as_secs_f64());
     drop(cluster);
+}
+
+/// `max_rpc_cnt`: while slurmctld serves at least that many RPCs at once, the plugin gives its
+/// locks back before a start, as sched/backfill does (its cycle lines count the yields).
+#[test]
+fn busy_rpc_threads_make_the_plugin_yield() {
+    if skip_live_test("busy_rpc_threads_make_the_plugin_yield") {
+        return;
+    }
+    let plugins = plugin_dir();
+    let cluster = LocalCluster::start(ClusterConfig {
+        nodes: 2,
+        plugin_dir: Some(plugins.path().to_path_buf()),
+        sched_type: "sched/energy".into(),
+        scheduler_parameters: Some("sched_interval=-1,defer,max_rpc_cnt=1,bf_yield_sleep=100000".into()),
+        extra_files: vec![("energy.toml".into(), "[sched]\ninterval_s = 1\ndebug = true\n".into())],
+        with_accounting: false,
+        ..ClusterConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+    // Keep slurmctld's RPC threads busy from four clients while jobs are started.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let storm: Vec<_> = (0..4)
+        .map(|_| {
+            let stop = std::sync::Arc::clone(&stop);
+            let mut cmd = cluster.command("squeue");
+            cmd.args(["-h", "-o", "%i"]);
+            let program = cmd.get_program().to_owned();
+            let envs: Vec<_> = cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))).collect();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = std::process::Command::new(&program).args(["-h", "-o", "%i"]).envs(envs.iter().cloned()).output();
+                }
+            })
+        })
+        .collect();
+    let jobs: Vec<u32> = (0..16).map(|_| cluster.sbatch(&["--gres=gpu:1", "-t", "2", "--wrap", "sleep 1"], "").expect("sbatch")).collect();
+    for &job in &jobs {
+        let state = cluster.wait_job_done(job, TIMEOUT).unwrap_or_else(|e| panic!("{e}\n{}", cluster.slurmctld_log()));
+        assert_eq!(state, "COMPLETED");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in storm {
+        let _ = t.join();
+    }
+    let log = cluster.slurmctld_log();
+    let yields: usize = log
+        .lines()
+        .filter(|l| l.contains("sched/energy: debug: cycle ") && !l.contains(" started 0 "))
+        .filter_map(|l| l.split(" yields ").nth(1).and_then(|r| r.split_whitespace().next()).and_then(|n| n.parse::<usize>().ok()))
+        .sum();
+    assert!(yields > 0, "no yield in cycles that started jobs while RPCs were being served\n{log}");
+    println!("yields in cycles with starts: {yields}");
 }
