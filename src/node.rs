@@ -111,4 +111,23 @@ impl SlurmctldLock {
             .map(|rec| NodeRef { rec })
             .collect())
     }
+
+    /// The name of the node at table index `index` now (`None`: no such node). Needs the node
+    /// read lock.
+    pub fn node_name_at(&self, index: usize) -> Result<Option<&str>, NotLocked> {
+        self.require("node records", |l| l.node, LockLevel::Read)?;
+        let api = self.api();
+        if index >= table_len(api) {
+            return Ok(None);
+        }
+        // SAFETY: under the node lock the table pointer and its slots are stable; `index` is
+        // below the count; a slot is NULL or a valid record.
+        let table = unsafe { *api.raw().node_record_table_ptr };
+        if table.is_null() {
+            return Ok(None);
+        }
+        // SAFETY: as above.
+        let rec = unsafe { (*table.add(index)).as_ref() };
+        Ok(rec.filter(|r| !r.name.is_null()).map(|rec| NodeRef { rec }.name()))
+    }
 }

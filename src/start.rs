@@ -242,7 +242,7 @@ impl SlurmctldLock {
     /// now: when (Unix time) and on which node table indices Slurm's node selection expects
     /// to start it as running jobs end. Nothing of the job changes but its `start_time`. Needs
     /// the job write and node read locks.
-    pub fn will_run(&mut self, job_id: u32, candidates: &[usize], route: Option<&crate::routes::RouteApply>) -> Result<(i64, Vec<usize>), StartError> {
+    pub fn will_run(&self, job_id: u32, candidates: &[usize], route: Option<&crate::routes::RouteApply>) -> Result<(i64, Vec<usize>), StartError> {
         self.require("Slurm's will-run test", |l| l.job, LockLevel::Write)?;
         self.require("Slurm's will-run test", |l| l.node, LockLevel::Read)?;
         let api = self.api();

@@ -128,8 +128,10 @@ pub struct SlurmStart {
 }
 
 /// A job Slurm places (see [`SlurmStart`]) that cannot start now: the plugin asks Slurm's own
-/// will-run test when and where among `nodes` it would start, shows that (`squeue --start`) and
-/// hands it back in later snapshots as a reservation that keeps other jobs off those nodes.
+/// will-run test, after this plan's starts, when and where among `nodes` it would start, and
+/// shows that (`squeue --start`). (The snapshot's answer to the same question is already in the
+/// plan, as a window in [`crate::types::Snapshot::reservations`] that keeps other jobs off
+/// those nodes.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SlurmWillRun {
     pub job: JobId,

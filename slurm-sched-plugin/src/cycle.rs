@@ -277,6 +277,10 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
                 match d {
                     Decision::Start(start) => {
                         let (table_nodes, names) = map_nodes(&built, start.allocations.iter().map(|a| a.node));
+                        if !same_nodes(&lock, &table_nodes, &names) {
+                            slurm_log!(LOG, verbose, "JobId={}: nodes {} are no longer where the plan saw them: not started", start.job, names.join(","));
+                            continue;
+                        }
                         let record = start.record(&names);
                         let route = start.route.and_then(|r| built.routes.get(r as usize));
                         let merge = |site: Option<&str>| model::decision::merge_record(site, &record);
@@ -307,6 +311,10 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
                     }
                     Decision::SlurmStart(x) => {
                         let (table_nodes, names) = map_nodes(&built, x.nodes.iter().copied());
+                        if !same_nodes(&lock, &table_nodes, &names) {
+                            slurm_log!(LOG, verbose, "JobId={}: nodes are no longer where the plan saw them: not started", x.job);
+                            continue;
+                        }
                         let route = x.route.and_then(|r| built.routes.get(r as usize));
                         let record = format!("energy:placed_by=slurm candidates={}", names.len());
                         let merge = |site: Option<&str>| model::decision::merge_record(site, &record);
@@ -347,9 +355,9 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
     Ok((stats, refused))
 }
 
-/// A job Slurm places that cannot start now: Slurm's will-run test says when and where it
-/// will, shown by `squeue --start` (and held for it by the next snapshots, see
-/// `snapshot::will_run_windows`).
+/// A job Slurm places that cannot start now: Slurm's will-run test, asked again after this
+/// plan's starts, says when and where it will, shown by `squeue --start` (the planner held the
+/// nodes of the snapshot's answer for it, see `snapshot::will_run_window`).
 fn will_run(lock: &mut SlurmctldLock, built: &snapshot::Built, job_id: u32, candidates: impl Iterator<Item = model::types::NodeIdx>, route: Option<u32>) {
     let (table_nodes, _) = map_nodes(built, candidates);
     let route = route.and_then(|r| built.routes.get(r as usize));
@@ -372,6 +380,12 @@ fn route_nodes(built: &snapshot::Built, job: model::types::JobId, route: Option<
     let eligible = snap.pending.iter().find(|p| p.id == job).and_then(|p| p.eligible.iter().find(|e| Some(e.route) == route));
     let set = eligible.and_then(|e| snap.node_sets.get(e.node_set as usize));
     (0..snap.nodes.len()).filter(|&i| set.is_none_or(|s| s.contains(i))).map(|i| model::types::NodeIdx(i as u32)).collect()
+}
+
+/// Do the node table's slots still hold the nodes the plan named (dynamic nodes can be deleted
+/// and others created in their slots while the locks were yielded)? Nodes are matched by name.
+fn same_nodes(lock: &SlurmctldLock, table_nodes: &[usize], names: &[&str]) -> bool {
+    table_nodes.len() == names.len() && table_nodes.iter().zip(names).all(|(&t, name)| lock.node_name_at(t).ok().flatten() == Some(*name))
 }
 
 /// Snapshot node indices -> (node table indices, names).

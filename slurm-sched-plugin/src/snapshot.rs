@@ -220,7 +220,7 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
             shards.add(job.id(), hints.share_allowed);
         }
         let placed_by_slurm = !expressible || route.filter_inexact;
-        if placed_by_slurm && let Some(window) = will_run_window(&job, now_s, &node_names, &mut sets) {
+        if placed_by_slurm && let Some(window) = will_run_window(lock, &job, route, now_s, &table_to_snap, &mut sets) {
             will_run.insert(job.id(), reservations.len() as u32);
             reservations.push(window);
         }
@@ -368,16 +368,18 @@ fn request_of(job: &JobRef<'_>, mem_consumable: bool, max_cpus: u32, max_gpus: u
     (Request { nodes, gpus_per_node, cpus_per_node, mem_mb_per_node }, is_shard, expressible)
 }
 
-/// Where and when Slurm's will-run test (asked by an earlier cycle, see `cycle::will_run`)
-/// expects a job Slurm places to start: a window over its expected nodes from that start for
-/// its time limit, which keeps the planner's other jobs off them (sched/backfill's promise to a
-/// job it cannot start now). `None` when no expectation is recorded or it has passed.
-fn will_run_window(job: &JobRef<'_>, now_s: f64, node_names: &[String], sets: &mut NodeSetInterner) -> Option<AdvanceReservation> {
-    let start_s = job.start_time() as f64;
-    if start_s <= now_s {
+/// Where and when Slurm's will-run test expects a job Slurm places to start, through queue
+/// record `route`, asked under the snapshot's locks as sched/backfill asks it for each job it
+/// tests: a window over those nodes from that start for the job's time limit, which keeps the
+/// planner's other jobs off them (backfill's promise to a job it cannot start now). `None` when
+/// the job can start now (Slurm's selection places it) or Slurm has no answer.
+fn will_run_window(lock: &SlurmctldLock, job: &JobRef<'_>, route: &slurm_bindings::routes::Route, now_s: f64, table_to_snap: &BTreeMap<usize, u32>, sets: &mut NodeSetInterner) -> Option<AdvanceReservation> {
+    let (start, nodes) = lock.will_run(job.id(), &route.nodes, Some(&route.apply())).ok()?;
+    let start_s = start as f64;
+    if start_s <= now_s + 1.0 {
         return None;
     }
-    let nodes: NodeSet = job.sched_nodes()?.split(',').filter_map(|name| node_names.iter().position(|n| n == name.trim())).collect();
+    let nodes: NodeSet = nodes.iter().filter_map(|t| table_to_snap.get(t)).map(|&i| i as usize).collect();
     if nodes.is_empty() {
         return None;
     }

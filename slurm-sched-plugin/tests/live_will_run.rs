@@ -1,8 +1,9 @@
 //! A job whose request the planner cannot express (`-n 10` on 4-CPU nodes without `-N`: Slurm
 //! chooses how many nodes) and that cannot start now gets its expected start and nodes from
-//! Slurm's own will-run test (`squeue --start`), and keeps them: a later, smaller job that would
-//! fit on the idle node now but run past that start does not take it (sched/backfill's
-//! promise). When the blocking job ends, the big job starts first. Live: 3 nodes x 4 CPUs.
+//! Slurm's own will-run test (`squeue --start`), and keeps them from the first plan that sees
+//! it: a smaller, lower-priority job released at the same moment that would fit on the idle
+//! node now but run past that start does not take it (sched/backfill's promise). When the
+//! blocking job ends, the big job starts first. Live: 3 nodes x 4 CPUs.
 
 use std::time::{Duration, Instant};
 
@@ -55,8 +56,14 @@ fn a_job_slurm_places_gets_its_will_run_start_and_keeps_it() {
     let blocker = submit(&["-N2", "--exclusive", "-t", "2", "--wrap", "sleep 300"]);
     wait_until("the blocking job to run", &cluster, || state(&cluster, blocker) == "RUNNING");
 
-    // 10 tasks need all three nodes; Slurm decides the layout.
-    let big = submit(&["-n", "10", "-t", "2", "--wrap", "sleep 1"]);
+    // 10 tasks need all three nodes; Slurm decides the layout. A small, long job behind it fits
+    // on the idle node now, but would still run when the big job is expected to start there:
+    // it must wait. Both are released together, so that the very first plan that sees the big
+    // job must already keep the idle node for it.
+    let big = submit(&["--hold", "-n", "10", "-t", "2", "--wrap", "sleep 1"]);
+    let small = submit(&["--hold", "-n", "1", "-t", "10", "--wrap", "sleep 1"]);
+    let out = cluster.command("scontrol").args(["release", &format!("{big},{small}")]).output().expect("scontrol release");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let mut shown = String::new();
     wait_until("an expected start for the big job", &cluster, || {
         shown = squeue(&cluster, &["-j", &big.to_string(), "--start", "-o", "%S|%Y|%r"]);
@@ -69,10 +76,6 @@ fn a_job_slurm_places_gets_its_will_run_start_and_keeps_it() {
         assert!(sched_nodes.contains(&node) || sched_nodes.contains('['), "big job's SCHEDNODES {sched_nodes:?} lacks {node}");
     }
     assert_eq!(fields[2], "Resources", "{shown}");
-
-    // A small, long job submitted later fits on the idle node now, but would still run when the
-    // big job is expected to start there: it must wait.
-    let small = submit(&["-n", "1", "-t", "10", "--wrap", "sleep 1"]);
     let watch = Instant::now();
     while watch.elapsed() < Duration::from_secs(6) {
         assert_eq!(state(&cluster, small), "PENDING", "the small job took a node the big job's will-run start holds\n{}", cluster.slurmctld_log());

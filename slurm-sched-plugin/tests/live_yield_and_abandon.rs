@@ -42,7 +42,11 @@ fn a_plan_is_abandoned_when_partitions_change_during_a_yield() {
     })
     .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
 
-    let jobs: Vec<u32> = (0..4).map(|_| cluster.sbatch(&["--gres=gpu:1", "-t", "2", "--wrap", "sleep 1"], "").expect("sbatch")).collect();
+    // Held, then released at once: one plan holds all four (two consecutive starts could
+    // otherwise come from two cycles).
+    let jobs: Vec<u32> = (0..4).map(|_| cluster.sbatch(&["--hold", "--gres=gpu:1", "-t", "2", "--wrap", "sleep 1"], "").expect("sbatch")).collect();
+    let ids: Vec<String> = jobs.iter().map(u32::to_string).collect();
+    run(&cluster, "scontrol", &["release", &ids.join(",")]);
     // Change the partition every 300 ms for 6 s: every yield (2 s) sees a change.
     let hammer = Instant::now();
     let mut max_time = 10;
