@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use fake_nvml::FakeNvml;
 use gpu_control::gpu_freq::parse_gpu_freq;
 use gpu_control::{GpuControl, NvmlGpu};
-use slurm_testcluster::{ClusterConfig, LocalCluster, skip_reason};
+use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(40);
 const CLOCK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -137,8 +137,7 @@ impl Rig {
 
 #[test]
 fn gpu_freq_with_shards_goes_to_the_clock_arbiter() {
-    if let Some(why) = skip_reason() {
-        println!("SKIPPED: gpu_freq_with_shards_goes_to_the_clock_arbiter: {why}");
+    if skip_live_test("gpu_freq_with_shards_goes_to_the_clock_arbiter") {
         return;
     }
     let t0 = Instant::now();

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use fake_nvml::{FailRule, FakeNvml};
 use gpu_control::gpu_freq::{FreqValue, resolve_freq_mhz};
-use slurm_testcluster::{ClusterConfig, LocalCluster, require_built, skip_reason};
+use slurm_testcluster::{ClusterConfig, LocalCluster, require_built, skip_live_test};
 
 const GPUS: u32 = 4;
 /// Per-GPU utilisation (%): every GPU draws a different power.
@@ -134,8 +134,7 @@ fn job_energy_j(cluster: &LocalCluster, job: u32) -> f64 {
 
 #[test]
 fn gpu_plugins_in_a_live_cluster() {
-    if let Some(why) = skip_reason() {
-        println!("SKIPPED: gpu_plugins_in_a_live_cluster: {why}");
+    if skip_live_test("gpu_plugins_in_a_live_cluster") {
         return;
     }
     let t0 = Instant::now();
@@ -298,8 +297,7 @@ fn gpu_plugins_in_a_live_cluster() {
 /// whose work is its batch script gets the energy of its GPUs over its whole life.
 #[test]
 fn contained_batch_job_gets_its_gpus_energy() {
-    if let Some(why) = skip_reason() {
-        println!("SKIPPED: contained_batch_job_gets_its_gpus_energy: {why}");
+    if skip_live_test("contained_batch_job_gets_its_gpus_energy") {
         return;
     }
     let Setup { _work, fake, type_name, cluster, .. } = start(&["PrologFlags=Contain"]);

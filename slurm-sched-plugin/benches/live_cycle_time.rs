@@ -26,7 +26,7 @@ use std::io::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use slurm_testcluster::{ClusterConfig, LocalCluster, skip_reason};
+use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -294,8 +294,7 @@ fn parse_energy_cycle(line: &str) -> Option<EnergyCycle> {
 }
 
 fn main() {
-    if let Some(why) = skip_reason() {
-        println!("SKIPPED: live_cycle_time: {why}");
+    if skip_live_test("live_cycle_time") {
         return;
     }
     let o = match Options::parse() {

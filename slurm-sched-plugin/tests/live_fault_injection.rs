@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use slurm_testcluster::{ClusterConfig, LocalCluster, pid_exists, skip_reason};
+use slurm_testcluster::{ClusterConfig, LocalCluster, pid_exists, skip_live_test};
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(120);
 /// Faulty cycles to see (with the jobs pending) before the fault is lifted.
@@ -97,8 +97,7 @@ fn wait_for_faults(cluster: &LocalCluster, site: &str, count: usize) {
 
 #[test]
 fn planner_panic_skips_the_cycle_and_slurmctld_keeps_serving() {
-    if let Some(why) = skip_reason() {
-        println!("SKIPPED: planner_panic_skips_the_cycle_and_slurmctld_keeps_serving: {why}");
+    if skip_live_test("planner_panic_skips_the_cycle_and_slurmctld_keeps_serving") {
         return;
     }
     let t0 = Instant::now();

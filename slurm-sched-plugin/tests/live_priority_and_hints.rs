@@ -14,7 +14,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use slurm_testcluster::{ClusterConfig, LocalCluster, skip_reason};
+use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
 
 mod common;
 use common::{plugin_dir, spank_plugin};
@@ -136,8 +136,7 @@ fn priority_workload(cluster: &LocalCluster, label: &str) -> PriorityRun {
 
 #[test]
 fn priority_is_kept_no_later_than_sched_backfill() {
-    if let Some(why) = skip_reason() {
-        println!("SKIPPED: priority_is_kept_no_later_than_sched_backfill: {why}");
+    if skip_live_test("priority_is_kept_no_later_than_sched_backfill") {
         return;
     }
     let _serial = serial();
@@ -189,13 +188,11 @@ fn priority_is_kept_no_later_than_sched_backfill() {
 
 #[test]
 fn hints_pack_efficiency_jobs_and_deny_sharing() {
-    if let Some(why) = skip_reason() {
-        println!("SKIPPED: hints_pack_efficiency_jobs_and_deny_sharing: {why}");
+    if skip_live_test("hints_pack_efficiency_jobs_and_deny_sharing") {
         return;
     }
     let Some(spank) = spank_plugin() else {
-        println!("SKIPPED: hints_pack_efficiency_jobs_and_deny_sharing: libspank_energy.so not built (run `cargo test -p spank-energy -p slurm-sched-plugin`)");
-        return;
+        return slurm_testcluster::skip_for("hints_pack_efficiency_jobs_and_deny_sharing", "libspank_energy.so not built (run `cargo test -p spank-energy -p slurm-sched-plugin`)");
     };
     let _serial = serial();
     let t0 = Instant::now();

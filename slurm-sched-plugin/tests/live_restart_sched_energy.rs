@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use slurm_testcluster::{ClusterConfig, LocalCluster, skip_reason};
+use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
 
 mod common;
 use common::plugin_dir;
@@ -21,8 +21,7 @@ fn count_state(cluster: &LocalCluster, state: &str) -> usize {
 
 #[test]
 fn reconfigure_and_restart_lose_no_job_and_start_none_twice() {
-    if let Some(why) = skip_reason() {
-        println!("SKIPPED: reconfigure_and_restart_lose_no_job_and_start_none_twice: {why}");
+    if skip_live_test("reconfigure_and_restart_lose_no_job_and_start_none_twice") {
         return;
     }
     let t0 = Instant::now();

@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use slurm_testcluster::{ClusterConfig, ClusterError, LocalCluster, skip_reason};
+use slurm_testcluster::{ClusterConfig, ClusterError, LocalCluster, skip_live_test};
 
 mod common;
 use common::plugin_dir;
@@ -40,8 +40,7 @@ reservation_depth = 2
 
 #[test]
 fn sched_energy_starts_gpu_jobs_and_records_its_decisions() {
-    if let Some(why) = skip_reason() {
-        println!("SKIPPED: sched_energy_starts_gpu_jobs_and_records_its_decisions: {why}");
+    if skip_live_test("sched_energy_starts_gpu_jobs_and_records_its_decisions") {
         return;
     }
     let t0 = Instant::now();
@@ -124,8 +123,7 @@ fn sched_energy_starts_gpu_jobs_and_records_its_decisions() {
 
 #[test]
 fn bad_energy_toml_stops_slurmctld_with_file_line_and_key() {
-    if let Some(why) = skip_reason() {
-        println!("SKIPPED: bad_energy_toml_stops_slurmctld_with_file_line_and_key: {why}");
+    if skip_live_test("bad_energy_toml_stops_slurmctld_with_file_line_and_key") {
         return;
     }
     let plugins = plugin_dir();

@@ -17,7 +17,7 @@
 
 use std::time::{Duration, Instant};
 
-use slurm_testcluster::{ClusterConfig, LocalCluster, skip_reason};
+use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
 
 mod common;
 use common::{data_dir, plugin_dir, spank_plugin};
@@ -56,17 +56,14 @@ fn shard_job(cluster: &LocalCluster, name: &str, hints: &[&str]) -> u32 {
 
 #[test]
 fn shard_jobs_share_by_interference_and_deny_jobs_never_share() {
-    if let Some(why) = skip_reason() {
-        println!("SKIPPED: shard_jobs_share_by_interference_and_deny_jobs_never_share: {why}");
+    if skip_live_test("shard_jobs_share_by_interference_and_deny_jobs_never_share") {
         return;
     }
     let Some(spank) = spank_plugin() else {
-        println!("SKIPPED: shard sharing: libspank_energy.so not built (run `cargo test -p spank-energy -p slurm-sched-plugin`)");
-        return;
+        return slurm_testcluster::skip_for("shard sharing", "libspank_energy.so not built (run `cargo test -p spank-energy -p slurm-sched-plugin`)");
     };
     let Some(data) = data_dir() else {
-        println!("SKIPPED: shard sharing: measured data not found (set SLURM_ENERGY_DATA)");
-        return;
+        return slurm_testcluster::skip_for("shard sharing", "measured data not found (set SLURM_ENERGY_DATA)");
     };
     let t0 = Instant::now();
     let plugins = plugin_dir();

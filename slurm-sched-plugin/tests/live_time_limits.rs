@@ -55,15 +55,8 @@ fn recorded_slowdown(record: &str) -> f64 {
 /// The SPANK plugin (for the hints) and energy.toml with the measured data: without them no job
 /// is slowed and these tests would prove nothing. Missing: a failure under CI, else a skip.
 fn prerequisites() -> Option<(std::path::PathBuf, String)> {
-    let ci = std::env::var("CI").as_deref() == Ok("true");
-    let spank = spank_plugin();
-    let data = data_dir();
-    if ci {
-        assert!(spank.is_some(), "libspank_energy.so not built (cargo test --workspace builds it)");
-        assert!(data.is_some(), "measured data not found (set SLURM_ENERGY_DATA)");
-    }
-    let (Some(spank), Some(data)) = (spank, data) else {
-        println!("SKIPPED: time limits: libspank_energy.so not built or measured data not found");
+    let (Some(spank), Some(data)) = (spank_plugin(), data_dir()) else {
+        slurm_testcluster::skip_for("time limits", "libspank_energy.so not built or measured data not found (set SLURM_ENERGY_DATA)");
         return None;
     };
     // The fake GPUs are untyped (`gpu`): predict them as the measured V100s.

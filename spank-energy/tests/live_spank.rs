@@ -7,7 +7,7 @@
 use std::process::Output;
 use std::time::Duration;
 
-use slurm_testcluster::{ClusterConfig, LocalCluster, skip_reason};
+use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
 
 fn text(out: &Output) -> (String, String) {
     (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
@@ -15,8 +15,7 @@ fn text(out: &Output) -> (String, String) {
 
 #[test]
 fn spank_energy_options_in_sbatch() {
-    if let Some(why) = skip_reason() {
-        println!("SKIPPED: spank_energy_options_in_sbatch: {why}");
+    if skip_live_test("spank_energy_options_in_sbatch") {
         return;
     }
     let plugstack = format!("required {} max_defer=2h max_slowdown=2.5\n", slurm_testcluster::require_built("libspank_energy.so").display());

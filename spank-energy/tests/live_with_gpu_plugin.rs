@@ -19,7 +19,7 @@ use fake_nvml::FakeNvml;
 use gpu_control::gpu_freq::parse_gpu_freq;
 use gpu_control::{GpuControl, NvmlGpu};
 use model::config::HintDefaults;
-use slurm_testcluster::{ClusterConfig, LocalCluster, skip_reason};
+use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
 use spank_energy::clocks::{self, ClockArgs, PolicyModel};
 
 const GPUS: u32 = 2;
@@ -54,18 +54,15 @@ fn wait_clocks(fake: &FakeNvml, cluster: &LocalCluster, what: &str, pred: impl F
 #[test]
 fn explicit_srun_gpu_freq_through_gpu_nvml_beats_the_policy() {
     const NAME: &str = "explicit_srun_gpu_freq_through_gpu_nvml_beats_the_policy";
-    if let Some(why) = skip_reason() {
-        println!("SKIPPED: {NAME}: {why}");
+    if skip_live_test(NAME) {
         return;
     }
     let data = model::data::default_data_dir();
     if !data.join("zeus").is_dir() {
-        println!("SKIPPED: {NAME}: no model data at {}", data.display());
-        return;
+        return slurm_testcluster::skip_for(NAME, &format!("no model data at {}", data.display()));
     }
     let Some(gpu_plugin) = slurm_testcluster::built_artifact("libgpu_nvml.so") else {
-        println!("SKIPPED: {NAME}: libgpu_nvml.so not built here (run the workspace's tests)");
-        return;
+        return slurm_testcluster::skip_for(NAME, "libgpu_nvml.so not built here (run the workspace's tests)");
     };
     let spank = slurm_testcluster::require_built("libspank_energy.so");
     let fake_lib = slurm_testcluster::require_built(fake_nvml::BUILT_LIBRARY_NAME);

@@ -11,13 +11,12 @@
 
 use std::time::{Duration, Instant};
 
-use slurm_testcluster::{pid_exists, skip_reason};
+use slurm_testcluster::{pid_exists, skip_live_test};
 use tools::demo::{DemoJob, DemoOptions, Plugins, default_project_dir, format_table, run_demo};
 
 #[test]
 fn demo_runs_a_mixed_workload_and_every_job_has_a_decision_record() {
-    if let Some(why) = skip_reason() {
-        println!("SKIPPED: demo_runs_a_mixed_workload_and_every_job_has_a_decision_record: {why}");
+    if skip_live_test("demo_runs_a_mixed_workload_and_every_job_has_a_decision_record") {
         return;
     }
     let t0 = Instant::now();
@@ -80,8 +79,7 @@ fn demo_runs_a_mixed_workload_and_every_job_has_a_decision_record() {
 /// (Cheap: reuses nothing of the test above, but only checks the kept cluster's text and pids.)
 #[test]
 fn kept_cluster_instructions_name_running_daemons() {
-    if let Some(why) = skip_reason() {
-        println!("SKIPPED: kept_cluster_instructions_name_running_daemons: {why}");
+    if skip_live_test("kept_cluster_instructions_name_running_daemons") {
         return;
     }
     // Without accounting and plugins this is a plain sched/backfill cluster: only the hand-over

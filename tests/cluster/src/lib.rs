@@ -66,6 +66,14 @@ pub fn skip_live_test(test: &str) -> bool {
     true
 }
 
+/// For a live test missing something else it needs (a plugin another package builds, the
+/// measured data): prints `SKIPPED: <test>: <why>`; under `CI=true` it panics instead, so that
+/// the test cannot pass by skipping there. Use as `return skip_for(test, why)`.
+pub fn skip_for(test: &str, why: &str) {
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "live test {test} cannot run under CI: {why}");
+    println!("SKIPPED: {test}: {why}");
+}
+
 /// A file cargo built for this test run (a plugin's `lib<name>.so`, a binary): looked up in the
 /// test binary's own `target/<profile>/deps/` and in `target/<profile>/`, the newer one if both
 /// exist. `None` when cargo did not build it (e.g. another package's cdylib under `cargo test

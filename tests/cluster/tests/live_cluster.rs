@@ -5,14 +5,13 @@
 
 use std::time::{Duration, Instant};
 
-use slurm_testcluster::{ClusterConfig, LocalCluster, pid_exists, skip_reason};
+use slurm_testcluster::{ClusterConfig, LocalCluster, pid_exists, skip_live_test};
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[test]
 fn live_cluster_runs_gpu_jobs_and_accounts_them() {
-    if let Some(why) = skip_reason() {
-        println!("SKIPPED: live_cluster_runs_gpu_jobs_and_accounts_them: {why}");
+    if skip_live_test("live_cluster_runs_gpu_jobs_and_accounts_them") {
         return;
     }
     let test_start = Instant::now();
@@ -192,8 +191,7 @@ fn pid_of(cluster: &LocalCluster, daemon: &str) -> u32 {
 /// other tests' clusters, on its own ports and directories.
 #[test]
 fn cluster_without_accounting_runs_jobs() {
-    if let Some(why) = skip_reason() {
-        println!("SKIPPED: cluster_without_accounting_runs_jobs: {why}");
+    if skip_live_test("cluster_without_accounting_runs_jobs") {
         return;
     }
     let cfg = ClusterConfig {
@@ -245,8 +243,7 @@ fn cluster_without_accounting_runs_jobs() {
 /// whatever had started is stopped again.
 #[test]
 fn start_failure_reports_the_daemon_log() {
-    if let Some(why) = skip_reason() {
-        println!("SKIPPED: start_failure_reports_the_daemon_log: {why}");
+    if skip_live_test("start_failure_reports_the_daemon_log") {
         return;
     }
     let cfg = ClusterConfig {
