@@ -3,8 +3,9 @@
 //!
 //! Several steps may run on one GPU (`gres/shard`, or the GPU plugin and the SPANK plugin both
 //! asking for the same step). Each asks for application clocks; the GPU runs at the **highest**
-//! request among the live steps on it, drops back when a step leaves, and is reset to the
-//! driver's default application clocks when the last one leaves. Within one job an
+//! request among the live steps on it, drops back when a step leaves, and returns to the clocks
+//! in force before the first request when the last one leaves (the driver's defaults, unless an
+//! admin had set others). Within one job an
 //! [`Source::Explicit`] `--gpu-freq` beats the [`Source::Policy`] clock (of the same step, or of
 //! the batch step around an `srun --gpu-freq`).
 //!
@@ -24,13 +25,14 @@
 //! Text format, one record per line (`#` starts a comment):
 //!
 //! ```text
-//! gpu uuid=GPU-... default_memory_mhz=877 default_graphics_mhz=1312 reset_pending=0
+//! gpu uuid=GPU-... default_memory_mhz=877 default_graphics_mhz=1312 prior_memory_mhz=0 prior_graphics_mhz=0 reset_pending=0
 //! req uuid=GPU-... job=17 step=4294967291 node=n1 pid=4242 start_ticks=991 source=policy memory_mhz=877 graphics_mhz=945
 //! ```
 //!
 //! A `gpu` line exists while the arbiter has (or may have) changed that GPU's clocks: its
-//! defaults as the driver reported them, and `reset_pending=1` when a reset failed and must be
-//! retried. A `req` line is one step's request on one GPU: the step (job id, step id, node
+//! defaults as the driver reported them, the clocks in force before the first request when
+//! they differed from those (`prior_*`, 0 = none), and `reset_pending=1` when a reset failed
+//! and must be retried. A `req` line is one step's request on one GPU: the step (job id, step id, node
 //! name), its slurmstepd (pid and start time in clock ticks since boot, field 22 of
 //! `/proc/<pid>/stat`, which tells a live slurmstepd from a new process that reuses its pid),
 //! where the clock came from, and the clocks.
@@ -46,13 +48,24 @@
 //! A request is written to the ledger **before** clocks are changed, so a crash between the two
 //! leaves a record that repair undoes; a release changes clocks first and then writes once (a
 //! crash in between leaves requests of an exiting slurmstepd, which the next operation prunes). Nothing here panics on data from files, `/proc` or NVML.
+//!
+//! # Hostile files
+//!
+//! The directory is refused when it is a symlink, belongs to another user, or sits in a
+//! directory others may write to without the sticky bit; files in it are opened without
+//! following symlinks. A ledger that cannot be read as ours (it does not parse, is a symlink
+//! or not a regular file) is moved aside as `ledger.corrupt-<unix time>` and the operation goes
+//! on with an empty one; since nothing then tells which GPU a step slowed, every GPU not at its
+//! default clocks is reset (never slower than without the bundle). A lock held by a stuck
+//! process is waited for at most 3 s; a step that cannot release its clocks then resets its
+//! own GPUs to their defaults.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -68,7 +81,7 @@ const LEDGER_FILE: &str = "ledger";
 const LOCK_FILE: &str = "ledger.lock";
 /// How long an operation waits for another process's lock before giving up (a step must not
 /// hang because another one is stuck in the driver).
-const LOCK_TIMEOUT: Duration = Duration::from_secs(20);
+const LOCK_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// `$SLURM_ENERGY_CLOCK_LEDGER`, else [`DEFAULT_LEDGER_DIR`].
 pub fn ledger_dir_from_env() -> PathBuf {
@@ -167,6 +180,9 @@ pub struct GpuRecord {
     pub uuid: String,
     /// The driver's default application clocks, when it could tell.
     pub default_clocks_mhz: Option<AppClocksMhz>,
+    /// The application clocks in force before the first request (set by an admin or another
+    /// tool), when they differ from the defaults: restored when no step is left.
+    pub prior_clocks_mhz: Option<AppClocksMhz>,
     /// A reset failed: retry it at the next operation.
     pub reset_pending: bool,
 }
@@ -213,8 +229,9 @@ impl Ledger {
         let mut out = String::from("# slurm-energy GPU clock ledger (gpu_control::arbiter); do not edit while jobs run\n");
         for g in &self.gpus {
             let (m, gr) = g.default_clocks_mhz.map_or((0, 0), |c| (c.memory_mhz, c.graphics_mhz));
+            let (pm, pg) = g.prior_clocks_mhz.map_or((0, 0), |c| (c.memory_mhz, c.graphics_mhz));
             out.push_str(&format!(
-                "gpu uuid={} default_memory_mhz={m} default_graphics_mhz={gr} reset_pending={}\n",
+                "gpu uuid={} default_memory_mhz={m} default_graphics_mhz={gr} prior_memory_mhz={pm} prior_graphics_mhz={pg} reset_pending={}\n",
                 g.uuid,
                 u8::from(g.reset_pending)
             ));
@@ -254,9 +271,13 @@ impl Ledger {
             match kind {
                 "gpu" => {
                     let defaults = AppClocksMhz { memory_mhz: num32("default_memory_mhz")?, graphics_mhz: num32("default_graphics_mhz")? };
+                    // Ledgers written before prior clocks were kept have none.
+                    let optional = |k: &str| if fields.contains_key(k) { num32(k) } else { Ok(0) };
+                    let prior = AppClocksMhz { memory_mhz: optional("prior_memory_mhz")?, graphics_mhz: optional("prior_graphics_mhz")? };
                     ledger.gpus.push(GpuRecord {
                         uuid: text_of("uuid")?.to_string(),
                         default_clocks_mhz: (defaults.graphics_mhz != 0).then_some(defaults),
+                        prior_clocks_mhz: (prior.graphics_mhz != 0).then_some(prior),
                         reset_pending: num("reset_pending")? != 0,
                     });
                 }
@@ -319,6 +340,15 @@ pub struct Outcome {
     pub gpu_errors: Vec<GpuError>,
     /// Steps whose slurmstepd was gone; their requests were dropped.
     pub repaired_steps: Vec<StepKey>,
+    /// A ledger that could not be read was moved aside (the operation went on without it).
+    pub quarantined: Option<Quarantined>,
+}
+
+/// Where an unreadable ledger went, and why it was unreadable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quarantined {
+    pub path: PathBuf,
+    pub reason: String,
 }
 
 /// The node's clock arbiter over one ledger directory.
@@ -335,11 +365,33 @@ struct LockGuard {
 impl Arbiter {
     /// Opens (creating if needed, mode 0700) the ledger directory. Refuses a directory owned by
     /// another user, since whoever can write the ledger can make root set clocks.
+    ///
+    /// Also refuses a symlink in its place (root would follow it), and a parent directory that
+    /// others may write to without the sticky bit (they could swap the directory).
     pub fn open(dir: &Path) -> Result<Arbiter, ArbiterError> {
-        fs::create_dir_all(dir).map_err(ioerr(dir, "create"))?;
-        let meta = fs::metadata(dir).map_err(ioerr(dir, "stat"))?;
         // SAFETY: geteuid has no preconditions and cannot fail.
         let euid = unsafe { libc::geteuid() };
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs::create_dir_all(parent).map_err(ioerr(parent, "create"))?;
+            let pm = fs::metadata(parent).map_err(ioerr(parent, "stat"))?;
+            let writable_by_others = pm.permissions().mode() & 0o022 != 0;
+            let sticky = pm.permissions().mode() & 0o1000 != 0;
+            if (pm.uid() != 0 && pm.uid() != euid) || (writable_by_others && !sticky) {
+                return Err(ArbiterError {
+                    path: parent.to_path_buf(),
+                    op: "check parent",
+                    reason: format!("owned by uid {} with mode {:o}: others could replace the ledger directory", pm.uid(), pm.permissions().mode() & 0o7777),
+                });
+            }
+        }
+        match fs::DirBuilder::new().mode(0o700).create(dir) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(ioerr(dir, "create")(e)),
+            _ => {}
+        }
+        let meta = fs::symlink_metadata(dir).map_err(ioerr(dir, "stat"))?;
+        if !meta.file_type().is_dir() {
+            return Err(ArbiterError { path: dir.to_path_buf(), op: "check", reason: "not a directory (a symlink?)".into() });
+        }
         if meta.uid() != euid {
             return Err(ArbiterError {
                 path: dir.to_path_buf(),
@@ -373,8 +425,11 @@ impl Arbiter {
     /// GPUs resolve the same `--gpu-freq` to different clocks.
     pub fn request_each(&self, gpu: &dyn GpuControl, step: &StepKey, gpus: &[(u32, AppClocksMhz)], source: Source) -> Result<Outcome, ArbiterError> {
         let _lock = self.lock()?;
-        let mut ledger = self.load()?;
         let mut out = Outcome::default();
+        let mut ledger = self.load(&mut out)?;
+        if out.quarantined.is_some() {
+            reset_off_default(gpu, &mut out);
+        }
         let mut touched = prune_dead(&mut ledger, &mut out);
         let mut index_of: BTreeMap<String, u32> = BTreeMap::new();
         for &(index, clocks) in gpus {
@@ -393,7 +448,9 @@ impl Arbiter {
                         None
                     }
                 };
-                ledger.gpus.push(GpuRecord { uuid: uuid.clone(), default_clocks_mhz: defaults, reset_pending: false });
+                // What was in force before us, if someone set other clocks: restored at the end.
+                let prior = gpu.application_clocks_mhz(index).ok().filter(|now| defaults.is_some_and(|d| d != *now));
+                ledger.gpus.push(GpuRecord { uuid: uuid.clone(), default_clocks_mhz: defaults, prior_clocks_mhz: prior, reset_pending: false });
             }
             ledger.requests.retain(|r| !(r.uuid == uuid && r.source == source && r.step.same_step(step)));
             ledger.requests.push(Request { uuid: uuid.clone(), step: step.clone(), source, clocks_mhz: clocks });
@@ -410,8 +467,11 @@ impl Arbiter {
     /// remains on its GPUs (the default when nothing does).
     pub fn release(&self, gpu: &dyn GpuControl, step: &StepKey) -> Result<Outcome, ArbiterError> {
         let _lock = self.lock()?;
-        let mut ledger = self.load()?;
         let mut out = Outcome::default();
+        let mut ledger = self.load(&mut out)?;
+        if out.quarantined.is_some() {
+            reset_off_default(gpu, &mut out);
+        }
         let mut touched = prune_dead(&mut ledger, &mut out);
         let before = ledger.requests.len();
         ledger.requests.retain(|r| {
@@ -432,8 +492,11 @@ impl Arbiter {
     /// those no live step asks for). For slurmd's start, and harmless at any time.
     pub fn repair(&self, gpu: &dyn GpuControl) -> Result<Outcome, ArbiterError> {
         let _lock = self.lock()?;
-        let mut ledger = self.load()?;
         let mut out = Outcome::default();
+        let mut ledger = self.load(&mut out)?;
+        if out.quarantined.is_some() {
+            reset_off_default(gpu, &mut out);
+        }
         let mut touched = prune_dead(&mut ledger, &mut out);
         touched.extend(ledger.gpus.iter().map(|g| g.uuid.clone()));
         let changed = !out.repaired_steps.is_empty();
@@ -444,7 +507,7 @@ impl Arbiter {
     /// The ledger as it is now (for admins and tests).
     pub fn ledger(&self) -> Result<Ledger, ArbiterError> {
         let _lock = self.lock()?;
-        self.load()
+        self.load(&mut Outcome::default())
     }
 
     /// Applies the effective clocks of `uuids` and stores the ledger if `must_store` or GPU
@@ -484,9 +547,9 @@ impl Arbiter {
                     Ok(()) => out.applied.push((index, Applied::Set(clocks))),
                     Err(e) => out.gpu_errors.push(e),
                 },
-                None => match gpu.reset_application_clocks(index) {
-                    Ok(()) => {
-                        out.applied.push((index, Applied::Reset));
+                None => match restore(gpu, index, ledger.gpus.iter().find(|g| &g.uuid == uuid).and_then(|g| g.prior_clocks_mhz)) {
+                    Ok(applied) => {
+                        out.applied.push((index, applied));
                         ledger.gpus.retain(|g| &g.uuid != uuid);
                     }
                     Err(e) => {
@@ -494,7 +557,7 @@ impl Arbiter {
                         if let Some(g) = ledger.gpu_mut(uuid) {
                             g.reset_pending = true;
                         } else {
-                            ledger.gpus.push(GpuRecord { uuid: uuid.clone(), default_clocks_mhz: None, reset_pending: true });
+                            ledger.gpus.push(GpuRecord { uuid: uuid.clone(), default_clocks_mhz: None, prior_clocks_mhz: None, reset_pending: true });
                         }
                     }
                 },
@@ -514,7 +577,7 @@ impl Arbiter {
             .create(true)
             .truncate(false)
             .mode(0o600)
-            .custom_flags(libc::O_CLOEXEC)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
             .open(&path)
             .map_err(ioerr(&path, "open lock"))?;
         let started = Instant::now();
@@ -536,13 +599,36 @@ impl Arbiter {
         }
     }
 
-    fn load(&self) -> Result<Ledger, ArbiterError> {
+    /// The ledger; one that cannot be read as ours (it does not parse, is a symlink, is not a
+    /// regular file) is moved aside (`ledger.corrupt-<unix time>`, reported in
+    /// `out.quarantined`) and the operation goes on with an empty one, instead of every later
+    /// request failing until someone deletes it.
+    fn load(&self, out: &mut Outcome) -> Result<Ledger, ArbiterError> {
         let path = self.ledger_path();
-        match fs::read_to_string(&path) {
-            Ok(text) => Ledger::parse(&text).map_err(|reason| ArbiterError { path, op: "parse", reason }),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Ledger::default()),
-            Err(e) => Err(ioerr(&path, "read")(e)),
-        }
+        let read = || -> io::Result<String> {
+            let mut f = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(&path)?;
+            if !f.metadata()?.is_file() {
+                return Err(io::Error::other("not a regular file"));
+            }
+            let mut text = String::new();
+            io::Read::read_to_string(&mut f, &mut text)?;
+            Ok(text)
+        };
+        let problem = match read() {
+            Ok(text) => match Ledger::parse(&text) {
+                Ok(ledger) => return Ok(ledger),
+                Err(reason) => reason,
+            },
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Ledger::default()),
+            // ELOOP: a symlink where the ledger should be.
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) || e.kind() == io::ErrorKind::Other || e.kind() == io::ErrorKind::InvalidData => e.to_string(),
+            Err(e) => return Err(ioerr(&path, "read")(e)),
+        };
+        let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let aside = self.dir.join(format!("{LEDGER_FILE}.corrupt-{secs}"));
+        fs::rename(&path, &aside).map_err(ioerr(&path, "quarantine"))?;
+        out.quarantined = Some(Quarantined { path: aside, reason: problem });
+        Ok(Ledger::default())
     }
 
     /// Atomic replace: temporary file, fsync, rename, fsync of the directory.
@@ -550,7 +636,12 @@ impl Arbiter {
         let path = self.ledger_path();
         let tmp = self.dir.join(format!(".{LEDGER_FILE}.tmp.{}", std::process::id()));
         let write = || -> io::Result<()> {
-            let mut f = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+            // A fresh file, never through a link someone left under the temporary name.
+            match fs::remove_file(&tmp) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+            let mut f = OpenOptions::new().write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(&tmp)?;
             f.write_all(ledger.to_text().as_bytes())?;
             f.sync_all()?;
             fs::rename(&tmp, &path)?;
@@ -560,6 +651,40 @@ impl Arbiter {
             let _ = fs::remove_file(&tmp);
             ioerr(&path, "write")(e)
         })
+    }
+}
+
+/// The ledger was lost: nothing tells which GPU a step of ours slowed, so every GPU of the node
+/// that is not at its default application clocks is reset. Live steps lose their request and
+/// run on at the default clock, never slower than without the bundle.
+fn reset_off_default(gpu: &dyn GpuControl, out: &mut Outcome) {
+    let count = match gpu.device_count() {
+        Ok(n) => n,
+        Err(e) => return out.gpu_errors.push(e),
+    };
+    for index in 0..count {
+        let off_default = match (gpu.application_clocks_mhz(index), gpu.default_application_clocks_mhz(index)) {
+            (Ok(now), Ok(default)) => now != default,
+            (Err(e), _) | (_, Err(e)) => {
+                out.gpu_errors.push(e);
+                true
+            }
+        };
+        if off_default {
+            match gpu.reset_application_clocks(index) {
+                Ok(()) => out.applied.push((index, Applied::Reset)),
+                Err(e) => out.gpu_errors.push(e),
+            }
+        }
+    }
+}
+
+/// No step is left on a GPU: back to the clocks in force before the first request, else the
+/// driver's defaults.
+fn restore(gpu: &dyn GpuControl, index: u32, prior: Option<AppClocksMhz>) -> Result<Applied, GpuError> {
+    match prior {
+        Some(clocks) => gpu.set_application_clocks_mhz(index, clocks).map(|()| Applied::Set(clocks)),
+        None => gpu.reset_application_clocks(index).map(|()| Applied::Reset),
     }
 }
 
@@ -828,4 +953,89 @@ mod tests {
         assert_eq!(arb.ledger().unwrap().requests.len(), 8, "no request lost to a race");
         assert_eq!(app(&gpus, 0), 510 + 75 * 7);
     }
+
+    #[test]
+    fn a_symlinked_or_exposed_ledger_directory_is_refused() {
+        let base = tmp_dir("hostile-dir");
+        fs::create_dir_all(base.join("real")).unwrap();
+        std::os::unix::fs::symlink(base.join("real"), base.join("link")).unwrap();
+        let err = Arbiter::open(&base.join("link")).unwrap_err();
+        assert_eq!(err.op, "check", "{err}");
+        // A parent others may write to (no sticky bit): refused; with the sticky bit (/tmp's
+        // kind) the ledger directory, ours and 0700, is safe.
+        let open = base.join("open");
+        fs::create_dir_all(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+        let err = Arbiter::open(&open.join("ledger")).unwrap_err();
+        assert_eq!(err.op, "check parent", "{err}");
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o1777)).unwrap();
+        Arbiter::open(&open.join("ledger")).unwrap();
+    }
+
+    #[test]
+    fn an_unreadable_ledger_is_moved_aside_and_no_gpu_stays_slowed() {
+        let dir = tmp_dir("corrupt");
+        let arb = Arbiter::open(&dir).unwrap();
+        let gpus = FakeGpus::v100s(2);
+        // A step slowed GPU 1, then the ledger got garbled.
+        gpus.set_application_clocks_mhz(1, clocks(945)).unwrap();
+        fs::write(arb.ledger_path(), "gpu uuid=GPU-x default_memory_mhz=oops\n").unwrap();
+        let a = live_step(1, 0);
+        let out = arb.request(&gpus, &a, &[0], clocks(1200), Source::Policy).expect("a request still works");
+        let q = out.quarantined.expect("quarantined");
+        assert!(q.path.starts_with(&dir) && q.path.file_name().unwrap().to_string_lossy().starts_with("ledger.corrupt-"), "{q:?}");
+        assert!(q.reason.contains("line 1"), "{q:?}");
+        assert!(q.path.exists());
+        assert_eq!(app(&gpus, 1), 1312, "GPU 1 was reset: nothing tells whose clock it had");
+        assert_eq!(app(&gpus, 0), 1200);
+        assert_eq!(arb.ledger().unwrap().requests.len(), 1, "a fresh ledger with the new request");
+        arb.release(&gpus, &a).unwrap();
+        assert_eq!(app(&gpus, 0), 1312);
+
+        // A symlink in the ledger's place is not followed (nor written through): moved aside.
+        let target = dir.join("target");
+        fs::write(&target, "precious\n").unwrap();
+        let _ = fs::remove_file(arb.ledger_path());
+        std::os::unix::fs::symlink(&target, arb.ledger_path()).unwrap();
+        let out = arb.repair(&gpus).unwrap();
+        assert!(out.quarantined.is_some());
+        assert_eq!(fs::read_to_string(&target).unwrap(), "precious\n");
+    }
+
+    #[test]
+    fn the_clocks_in_force_before_the_first_request_come_back() {
+        let dir = tmp_dir("prior");
+        let arb = Arbiter::open(&dir).unwrap();
+        let gpus = FakeGpus::v100s(1);
+        // An admin set 1005 MHz before any job.
+        gpus.set_application_clocks_mhz(0, clocks(1005)).unwrap();
+        let a = live_step(1, 0);
+        arb.request(&gpus, &a, &[0], clocks(945), Source::Policy).unwrap();
+        assert_eq!(app(&gpus, 0), 945);
+        assert_eq!(arb.ledger().unwrap().gpus[0].prior_clocks_mhz, Some(clocks(1005)));
+        let out = arb.release(&gpus, &a).unwrap();
+        assert_eq!(out.applied, vec![(0, Applied::Set(clocks(1005)))]);
+        assert_eq!(app(&gpus, 0), 1005, "the admin's clocks, not the driver default");
+        // A ledger written before prior clocks were kept still parses.
+        let old = "gpu uuid=GPU-1 default_memory_mhz=877 default_graphics_mhz=1312 reset_pending=0\n";
+        assert_eq!(Ledger::parse(old).unwrap().gpus[0].prior_clocks_mhz, None);
+    }
+
+    #[test]
+    fn a_stuck_ledger_lock_is_waited_for_a_few_seconds_only() {
+        let dir = tmp_dir("stuck");
+        let arb = Arbiter::open(&dir).unwrap();
+        let gpus = FakeGpus::v100s(1);
+        let holder = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(dir.join(LOCK_FILE)).unwrap();
+        // SAFETY: flock on a descriptor this test owns.
+        assert_eq!(unsafe { libc::flock(holder.as_raw_fd(), libc::LOCK_EX) }, 0);
+        let t0 = Instant::now();
+        let err = arb.request(&gpus, &live_step(1, 0), &[0], clocks(945), Source::Policy).unwrap_err();
+        assert_eq!(err.op, "lock");
+        assert!(t0.elapsed() < LOCK_TIMEOUT + Duration::from_secs(1), "waited {:?}", t0.elapsed());
+        assert_eq!(app(&gpus, 0), 1312, "nothing changed without the lock");
+        drop(holder);
+        arb.request(&gpus, &live_step(1, 0), &[0], clocks(945), Source::Policy).unwrap();
+    }
+
 }

@@ -77,6 +77,9 @@ fn log_outcome(log: &Logger, ctx: &str, what: &str, out: &Outcome, verbose: bool
     for step in &out.repaired_steps {
         log.info(&format!("{ctx}: dropped the clock requests of {step}, whose slurmstepd is gone"));
     }
+    if let Some(q) = &out.quarantined {
+        log.error(&format!("{ctx}: the clock ledger could not be read ({}); moved to {} and GPUs off their default clocks were reset", q.reason, q.path.display()));
+    }
     for e in &out.gpu_errors {
         errs.report(log, ctx, e);
     }

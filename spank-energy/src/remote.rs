@@ -25,6 +25,8 @@ type GetItemFn = unsafe extern "C" fn(spank: *mut c_void, item: c_int, ...) -> c
 struct ActiveStep {
     key: StepKey,
     label: String,
+    /// NVML indices of the step's GPUs.
+    gpus: Vec<u32>,
 }
 
 static STEP: Mutex<Option<ActiveStep>> = Mutex::new(None);
@@ -76,6 +78,9 @@ pub(crate) fn slurmd_start(args: &ClockArgs) {
     };
     match arbiter.repair(&gpu) {
         Ok(out) => {
+            if let Some(q) = &out.quarantined {
+                log_error(&format!("slurmd start: the clock ledger could not be read ({}); moved to {} and GPUs off their default clocks were reset", q.reason, q.path.display()));
+            }
             for e in &out.gpu_errors {
                 log_error(&format!("slurmd start: clock repair: {e}"));
             }
@@ -238,7 +243,7 @@ pub(crate) fn step_start(spank: *mut c_void, args: &ClockArgs) {
     if let Some(p) = choice_problem {
         log_once(None, "SLURM_GPU_FREQ", &format!("{label}: {p}; using {}", choice.describe()));
     }
-    *STEP.lock().unwrap_or_else(|e| e.into_inner()) = Some(ActiveStep { key, label });
+    *STEP.lock().unwrap_or_else(|e| e.into_inner()) = Some(ActiveStep { key, label, gpus });
 }
 
 fn request(arbiter: &Arbiter, gpu: &dyn GpuControl, key: &StepKey, label: &str, gpus: &[u32], choice: &Choice, model: Option<&PolicyModel>) {
@@ -255,6 +260,9 @@ fn request(arbiter: &Arbiter, gpu: &dyn GpuControl, key: &StepKey, label: &str, 
 }
 
 fn log_repaired(label: &str, out: &Outcome) {
+    if let Some(q) = &out.quarantined {
+        log_error(&format!("{label}: the clock ledger could not be read ({}); moved to {} and GPUs off their default clocks were reset", q.reason, q.path.display()));
+    }
     if !out.repaired_steps.is_empty() {
         let steps: Vec<String> = out.repaired_steps.iter().map(ToString::to_string).collect();
         log_info(&format!("{label}: restored the GPU clocks left by {}", steps.join(", ")));
@@ -285,6 +293,12 @@ pub(crate) fn step_end(args: &ClockArgs) {
         Ok(out) => {
             log_gpu_errors(&step.label, &out.gpu_errors, "the next step or slurmd start retries the restore");
             log_repaired(&step.label, &out);
+        }
+        // The ledger stayed locked (another process stuck): do not leave this step's GPUs
+        // slowed; their defaults are never slower. The next operation prunes the request.
+        Err(e) if e.op == "lock" => {
+            let reset: Vec<String> = step.gpus.iter().filter(|&&g| gpu.reset_application_clocks(g).is_ok()).map(ToString::to_string).collect();
+            log_error(&format!("{}: {e}; reset GPU(s) {} to their default clocks without the ledger", step.label, reset.join(",")));
         }
         Err(e) => log_error(&format!("{}: {e}; the next step or slurmd start repairs the clocks", step.label)),
     }
