@@ -289,8 +289,14 @@ fn clocks_for_batch_and_srun_steps() {
     rig.cluster.as_mut().expect("cluster").restart_slurmd("n1").expect("restart slurmd");
     rig.wait_clocks("slurmd restart repaired the killed step's GPU", |c| c.iter().all(|&m| m == default_mhz));
     assert_eq!(rig.ledger_requests(), 0);
-    let log = rig.cluster().slurmd_log("n1");
+    // The line is written right after the clocks are restored: wait for it, not only for them.
     let want = format!("slurmd start: restored the GPU clocks left by job {killed} step batch");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut log = rig.cluster().slurmd_log("n1");
+    while !log.contains(&want) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        log = rig.cluster().slurmd_log("n1");
+    }
     assert!(log.contains(&want), "slurmd log lacks {want:?}:\n{}", tail(&log, 30));
     let _ = rig.cluster().command("scancel").arg(killed.to_string()).status();
     println!("clocks_for_batch_and_srun_steps: {:.1}s", t0.elapsed().as_secs_f64());
