@@ -359,3 +359,69 @@ fn shard_jobs_share_a_gpu_and_faults_do_not_fail_jobs() {
     assert_eq!(rig.clocks_mhz()[0], default_mhz);
     println!("shard_jobs_share_a_gpu_and_faults_do_not_fail_jobs: {:.1}s", t0.elapsed().as_secs_f64());
 }
+
+/// A command of the cluster run as the unprivileged user `nobody`, with `forged` added to the
+/// environment it passes on (what any user can put there).
+fn as_nobody(cluster: &LocalCluster, prog: &str, forged: &[(&str, &str)]) -> Command {
+    let own = cluster.command(prog);
+    let mut cmd = Command::new("runuser");
+    cmd.args(["-u", "nobody", "--", "env"]);
+    for (k, v) in own.get_envs() {
+        if let Some(v) = v {
+            cmd.arg(format!("{}={}", k.to_string_lossy(), v.to_string_lossy()));
+        }
+    }
+    for (k, v) in forged {
+        cmd.arg(format!("{k}={v}"));
+    }
+    cmd.arg(own.get_program());
+    cmd.current_dir("/tmp");
+    cmd
+}
+
+/// What an unprivileged user controls cannot move a GPU that is not the step's: a forged
+/// `SLURM_JOB_GPUS`/`SLURM_STEP_GPUS`/`CUDA_VISIBLE_DEVICES` naming both GPUs (slurmstepd
+/// rewrites or unsets them from the step's GRES before SPANK runs) and a forged ledger
+/// directory. Jobs run as `nobody` on a node with two GPUs and shards.
+#[test]
+fn an_unprivileged_user_touches_only_the_gpus_of_their_own_steps() {
+    if skip("an_unprivileged_user_touches_only_the_gpus_of_their_own_steps") {
+        return;
+    }
+    let mut rig = Rig::new("nobody", 2);
+    let default_mhz = rig.nvml().default_application_clocks_mhz(0).expect("defaults").graphics_mhz;
+    let high = clocks::explicit_clocks(&rig.nvml(), 0, &parse_gpu_freq("1200").expect("spec")).expect("resolve").graphics_mhz;
+    rig.start(2, 2);
+    // Let `nobody` read the cluster's configuration (the harness keeps its base dir private).
+    for dir in [rig.cluster().base_dir().to_path_buf(), rig.cluster().conf_dir().to_path_buf()] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let evil_ledger = rig.dir.join("evil-ledger");
+    let forged = [
+        ("SLURM_JOB_GPUS", "0,1"),
+        ("SLURM_STEP_GPUS", "0,1"),
+        ("CUDA_VISIBLE_DEVICES", "0,1"),
+        ("SLURM_ENERGY_CLOCK_LEDGER", evil_ledger.to_str().expect("path")),
+    ];
+
+    // A batch shard job asking 1200 MHz: only the GPU of its shard moves.
+    let out = as_nobody(rig.cluster(), "sbatch", &forged)
+        .args(["--parsable", "-o", "/dev/null", "--gres=shard:1", "--energy-gpu-freq=1200", "--wrap", "sleep 5"])
+        .output()
+        .expect("sbatch as nobody");
+    assert!(out.status.success(), "sbatch as nobody: {}", String::from_utf8_lossy(&out.stderr));
+    let job: u32 = String::from_utf8_lossy(&out.stdout).trim().split(';').next().and_then(|s| s.parse().ok()).expect("job id");
+    let c = rig.wait_clocks("nobody's shard job: its own GPU only", |c| c.contains(&high));
+    assert_eq!(c.iter().filter(|&&m| m == high).count(), 1, "only one GPU at the job's clock: {c:?}");
+    assert!(c.iter().all(|&m| m == high || m == default_mhz), "{c:?}");
+    rig.wait_done(job);
+    rig.wait_clocks("nobody's job over: default", |c| c.iter().all(|&m| m == default_mhz));
+
+    // A step without GPUs asking 510 MHz (and forging the lists): nothing moves.
+    let out = as_nobody(rig.cluster(), "srun", &forged).args(["--energy-gpu-freq=510", "sleep", "3"]).output().expect("srun as nobody");
+    assert!(out.status.success(), "srun as nobody: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(rig.clocks_mhz().iter().all(|&m| m == default_mhz), "a GPU-less step moved a GPU: {:?}", rig.clocks_mhz());
+    assert!(!evil_ledger.exists(), "the user's SLURM_ENERGY_CLOCK_LEDGER was used");
+    assert_eq!(rig.ledger_requests(), 0);
+}
