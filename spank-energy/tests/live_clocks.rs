@@ -397,6 +397,18 @@ fn an_unprivileged_user_touches_only_the_gpus_of_their_own_steps() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     }
+    // sbatch and srun load the SPANK plugin as the user: give them a copy `nobody` can read
+    // (the build tree may sit in a private directory).
+    let built = slurm_testcluster::require_built("libspank_energy.so");
+    let copy = rig.cluster().base_dir().join("spank_energy.so");
+    std::fs::copy(&built, &copy).expect("copy the plugin");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let plugstack = rig.cluster().conf_dir().join("plugstack.conf");
+    let text = std::fs::read_to_string(&plugstack).expect("plugstack.conf");
+    std::fs::write(&plugstack, text.replace(&built.display().to_string(), &copy.display().to_string())).expect("plugstack.conf");
     let evil_ledger = rig.dir.join("evil-ledger");
     let forged = [
         ("SLURM_JOB_GPUS", "0,1"),
