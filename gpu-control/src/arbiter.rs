@@ -363,45 +363,10 @@ struct LockGuard {
 }
 
 impl Arbiter {
-    /// Opens (creating if needed, mode 0700) the ledger directory. Refuses a directory owned by
-    /// another user, since whoever can write the ledger can make root set clocks.
-    ///
-    /// Also refuses a symlink in its place (root would follow it), and a parent directory that
-    /// others may write to without the sticky bit (they could swap the directory).
+    /// Opens (creating if needed) the ledger directory, checked by [`ensure_private_dir`]:
+    /// whoever can write the ledger can make root set clocks.
     pub fn open(dir: &Path) -> Result<Arbiter, ArbiterError> {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let euid = unsafe { libc::geteuid() };
-        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-            fs::create_dir_all(parent).map_err(ioerr(parent, "create"))?;
-            let pm = fs::metadata(parent).map_err(ioerr(parent, "stat"))?;
-            let writable_by_others = pm.permissions().mode() & 0o022 != 0;
-            let sticky = pm.permissions().mode() & 0o1000 != 0;
-            if (pm.uid() != 0 && pm.uid() != euid) || (writable_by_others && !sticky) {
-                return Err(ArbiterError {
-                    path: parent.to_path_buf(),
-                    op: "check parent",
-                    reason: format!("owned by uid {} with mode {:o}: others could replace the ledger directory", pm.uid(), pm.permissions().mode() & 0o7777),
-                });
-            }
-        }
-        match fs::DirBuilder::new().mode(0o700).create(dir) {
-            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(ioerr(dir, "create")(e)),
-            _ => {}
-        }
-        let meta = fs::symlink_metadata(dir).map_err(ioerr(dir, "stat"))?;
-        if !meta.file_type().is_dir() {
-            return Err(ArbiterError { path: dir.to_path_buf(), op: "check", reason: "not a directory (a symlink?)".into() });
-        }
-        if meta.uid() != euid {
-            return Err(ArbiterError {
-                path: dir.to_path_buf(),
-                op: "check owner",
-                reason: format!("owned by uid {}, not by uid {euid} that sets the clocks", meta.uid()),
-            });
-        }
-        if meta.permissions().mode() & 0o777 != 0o700 {
-            fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(ioerr(dir, "chmod 0700"))?;
-        }
+        ensure_private_dir(dir)?;
         Ok(Arbiter { dir: dir.to_path_buf() })
     }
 
@@ -677,6 +642,44 @@ fn reset_off_default(gpu: &dyn GpuControl, out: &mut Outcome) {
             }
         }
     }
+}
+
+/// Makes `dir` a directory only the effective user may use (created mode 0700 if missing,
+/// chmod 0700 otherwise), for files root trusts (the ledger, the job clock records). Refuses a
+/// symlink or other non-directory in its place (root would follow it), a directory another user
+/// owns, and a parent directory others may write to without the sticky bit (they could swap the
+/// directory).
+pub fn ensure_private_dir(dir: &Path) -> Result<(), ArbiterError> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent).map_err(ioerr(parent, "create"))?;
+        let pm = fs::metadata(parent).map_err(ioerr(parent, "stat"))?;
+        let writable_by_others = pm.permissions().mode() & 0o022 != 0;
+        let sticky = pm.permissions().mode() & 0o1000 != 0;
+        if (pm.uid() != 0 && pm.uid() != euid) || (writable_by_others && !sticky) {
+            return Err(ArbiterError {
+                path: parent.to_path_buf(),
+                op: "check parent",
+                reason: format!("owned by uid {} with mode {:o}: others could replace the directory", pm.uid(), pm.permissions().mode() & 0o7777),
+            });
+        }
+    }
+    match fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(ioerr(dir, "create")(e)),
+        _ => {}
+    }
+    let meta = fs::symlink_metadata(dir).map_err(ioerr(dir, "stat"))?;
+    if !meta.file_type().is_dir() {
+        return Err(ArbiterError { path: dir.to_path_buf(), op: "check", reason: "not a directory (a symlink?)".into() });
+    }
+    if meta.uid() != euid {
+        return Err(ArbiterError { path: dir.to_path_buf(), op: "check owner", reason: format!("owned by uid {}, not by uid {euid} that sets the clocks", meta.uid()) });
+    }
+    if meta.permissions().mode() & 0o777 != 0o700 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(ioerr(dir, "chmod 0700"))?;
+    }
+    Ok(())
 }
 
 /// No step is left on a GPU: back to the clocks in force before the first request, else the

@@ -14,7 +14,7 @@
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// What the job prolog sees: Slurm prefixes the job's SPANK environment with `SPANK_`.
@@ -39,36 +39,10 @@ pub fn parse_clock_mhz(value: &str) -> Option<u32> {
     v.parse::<u32>().ok().filter(|&c| c > 0 && c <= MAX_CLOCK_MHZ)
 }
 
-/// Creates `dir` (mode 0700) if missing; refuses a symlink, a non-directory, and a directory
-/// that another user owns or others may write to (where someone else could plant a record).
+/// The records directory, checked as the clock ledger's is
+/// ([`gpu_control::arbiter::ensure_private_dir`]): someone else's directory could plant a record.
 fn secure_dir(dir: &Path) -> io::Result<()> {
-    match fs::symlink_metadata(dir) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            if let Some(parent) = dir.parent() {
-                fs::create_dir_all(parent)?;
-            }
-            match fs::DirBuilder::new().mode(0o700).create(dir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Err(e) => return Err(e),
-        Ok(_) => {}
-    }
-    let meta = fs::symlink_metadata(dir)?;
-    if !meta.file_type().is_dir() {
-        return Err(io::Error::other(format!("{} is not a directory (a symlink?)", dir.display())));
-    }
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    if meta.uid() != me {
-        return Err(io::Error::other(format!("{} belongs to uid {}, not to uid {me}", dir.display(), meta.uid())));
-    }
-    if meta.permissions().mode() & 0o022 != 0 {
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
-    }
-    Ok(())
+    gpu_control::arbiter::ensure_private_dir(dir).map_err(|e| io::Error::other(e.to_string()))
 }
 
 /// Stores `clock_mhz` for `job_id` (replacing an earlier record of the job).
@@ -119,6 +93,7 @@ pub fn remove(dir: &Path, job_id: u32) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn scratch(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("spank-energy-job-clock-{}-{name}", std::process::id()));
