@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
 
 mod common;
-use common::plugin_dir;
+use common::{energy_cluster, plugin_dir};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -43,16 +43,7 @@ fn two_jobs_for_the_last_license_run_one_after_the_other() {
         return;
     }
     let plugins = plugin_dir();
-    let cluster = LocalCluster::start(ClusterConfig {
-        nodes: 3,
-        plugin_dir: Some(plugins.path().to_path_buf()),
-        sched_type: "sched/energy".into(),
-        scheduler_parameters: Some("sched_interval=-1,defer".into()),
-        extra_slurm_conf: vec!["Licenses=lic:1".into()],
-        extra_files: vec![("energy.toml".into(), "[sched]\ninterval_s = 1\n".into())],
-        with_accounting: false,
-        ..ClusterConfig::default()
-    })
+    let cluster = LocalCluster::start(ClusterConfig { extra_slurm_conf: vec!["Licenses=lic:1".into()], ..energy_cluster(plugins.path(), 3, "", false) })
     .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
     let submit = |args: &[&str]| cluster.sbatch(args, "").unwrap_or_else(|e| panic!("sbatch {args:?}: {e}"));
     // Held, then released together: both are runnable in the same cycle.

@@ -11,15 +11,9 @@ use std::time::{Duration, Instant};
 use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
 
 mod common;
-use common::plugin_dir;
+use common::{energy_cluster, plugin_dir, run};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
-
-fn run(cluster: &LocalCluster, prog: &str, args: &[&str]) -> String {
-    let out = cluster.command(prog).args(args).output().unwrap_or_else(|e| panic!("{prog}: {e}"));
-    assert!(out.status.success(), "{prog} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 fn state_and_nodes(cluster: &LocalCluster, job: u32) -> (String, String) {
     let line = run(cluster, "squeue", &["-h", "-t", "all", "-j", &job.to_string(), "-o", "%T|%N"]);
@@ -34,20 +28,14 @@ fn a_refused_start_is_planned_around_and_holds_no_node_idle() {
     }
     let plugins = plugin_dir();
     let cluster = LocalCluster::start(ClusterConfig {
-        nodes: 2,
         cpus_per_node: 4,
-        plugin_dir: Some(plugins.path().to_path_buf()),
-        sched_type: "sched/energy".into(),
-        scheduler_parameters: Some("sched_interval=-1,defer".into()),
-        extra_files: vec![("energy.toml".into(), "[sched]\ninterval_s = 1\ndebug = true\n".into())],
         // The refusals are logged at verbose level.
         extra_slurm_conf: vec!["SlurmctldDebug=verbose".into()],
-        with_accounting: false,
         partitions: vec![
             "PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP".into(),
             "PartitionName=capped Nodes=n[1-2] MaxCPUsPerNode=2 MaxTime=INFINITE State=UP".into(),
         ],
-        ..ClusterConfig::default()
+        ..energy_cluster(plugins.path(), 2, "", true)
     })
     .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
 

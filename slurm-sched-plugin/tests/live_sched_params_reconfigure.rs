@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
 
 mod common;
-use common::plugin_dir;
+use common::{energy_cluster, plugin_dir};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -37,16 +37,7 @@ fn a_reconfigure_without_defer_stops_starts_until_it_is_back() {
         return;
     }
     let plugins = plugin_dir();
-    let cluster = LocalCluster::start(ClusterConfig {
-        nodes: 1,
-        gpus_per_node: 2,
-        plugin_dir: Some(plugins.path().to_path_buf()),
-        sched_type: "sched/energy".into(),
-        scheduler_parameters: Some("sched_interval=-1,defer".into()),
-        extra_files: vec![("energy.toml".into(), "[sched]\ninterval_s = 1\n".into())],
-        with_accounting: false,
-        ..ClusterConfig::default()
-    })
+    let cluster = LocalCluster::start(ClusterConfig { gpus_per_node: 2, ..energy_cluster(plugins.path(), 1, "", false) })
     .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
 
     set_sched_params(&cluster, "sched_interval=-1");

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
 
 mod common;
-use common::plugin_dir;
+use common::{energy_cluster, plugin_dir};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -38,17 +38,7 @@ fn a_job_slurm_places_gets_its_will_run_start_and_keeps_it() {
         return;
     }
     let plugins = plugin_dir();
-    let cluster = LocalCluster::start(ClusterConfig {
-        nodes: 3,
-        gpus_per_node: 0,
-        cpus_per_node: 4,
-        plugin_dir: Some(plugins.path().to_path_buf()),
-        sched_type: "sched/energy".into(),
-        scheduler_parameters: Some("sched_interval=-1,defer".into()),
-        extra_files: vec![("energy.toml".into(), "[sched]\ninterval_s = 1\n".into())],
-        with_accounting: false,
-        ..ClusterConfig::default()
-    })
+    let cluster = LocalCluster::start(ClusterConfig { gpus_per_node: 0, cpus_per_node: 4, ..energy_cluster(plugins.path(), 3, "", false) })
     .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
     let submit = |args: &[&str]| cluster.sbatch(args, "").unwrap_or_else(|e| panic!("sbatch {args:?}: {e}"));
 

@@ -13,15 +13,9 @@ use std::time::{Duration, Instant};
 use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
 
 mod common;
-use common::plugin_dir;
+use common::{energy_cluster, plugin_dir, run};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
-
-fn run(cluster: &LocalCluster, prog: &str, args: &[&str]) -> String {
-    let out = cluster.command(prog).args(args).output().unwrap_or_else(|e| panic!("{prog}: {e}"));
-    assert!(out.status.success(), "{prog} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 #[test]
 fn a_plan_is_abandoned_when_partitions_change_during_a_yield() {
@@ -30,15 +24,9 @@ fn a_plan_is_abandoned_when_partitions_change_during_a_yield() {
     }
     let plugins = plugin_dir();
     let cluster = LocalCluster::start(ClusterConfig {
-        nodes: 2,
-        plugin_dir: Some(plugins.path().to_path_buf()),
-        sched_type: "sched/energy".into(),
-        scheduler_parameters: Some("sched_interval=-1,defer,bf_yield_interval=1,bf_yield_sleep=2000000".into()),
-        extra_files: vec![("energy.toml".into(), "[sched]\ninterval_s = 1\n".into())],
         // Abandoned plans are logged at verbose level.
         extra_slurm_conf: vec!["SlurmctldDebug=verbose".into()],
-        with_accounting: false,
-        ..ClusterConfig::default()
+        ..energy_cluster(plugins.path(), 2, ",bf_yield_interval=1,bf_yield_sleep=2000000", false)
     })
     .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
 
@@ -88,15 +76,7 @@ fn nothing_more_starts_once_slurmctld_shuts_down() {
         return;
     }
     let plugins = plugin_dir();
-    let cluster = LocalCluster::start(ClusterConfig {
-        nodes: 2,
-        plugin_dir: Some(plugins.path().to_path_buf()),
-        sched_type: "sched/energy".into(),
-        scheduler_parameters: Some("sched_interval=-1,defer,bf_yield_interval=1,bf_yield_sleep=3000000".into()),
-        extra_files: vec![("energy.toml".into(), "[sched]\ninterval_s = 1\n".into())],
-        with_accounting: false,
-        ..ClusterConfig::default()
-    })
+    let cluster = LocalCluster::start(energy_cluster(plugins.path(), 2, ",bf_yield_interval=1,bf_yield_sleep=3000000", false))
     .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
     let ctld = cluster.pids().into_iter().find(|(name, _)| name == "slurmctld").map(|(_, pid)| pid).expect("slurmctld pid");
     for _ in 0..3 {
@@ -130,15 +110,7 @@ fn busy_rpc_threads_make_the_plugin_yield() {
         return;
     }
     let plugins = plugin_dir();
-    let cluster = LocalCluster::start(ClusterConfig {
-        nodes: 2,
-        plugin_dir: Some(plugins.path().to_path_buf()),
-        sched_type: "sched/energy".into(),
-        scheduler_parameters: Some("sched_interval=-1,defer,max_rpc_cnt=1,bf_yield_sleep=100000".into()),
-        extra_files: vec![("energy.toml".into(), "[sched]\ninterval_s = 1\ndebug = true\n".into())],
-        with_accounting: false,
-        ..ClusterConfig::default()
-    })
+    let cluster = LocalCluster::start(energy_cluster(plugins.path(), 2, ",max_rpc_cnt=1,bf_yield_sleep=100000", true))
     .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
     // Keep slurmctld's RPC threads busy from four clients while jobs are started.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

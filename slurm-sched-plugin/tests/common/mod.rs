@@ -1,6 +1,8 @@
 //! What the live tests of sched/energy share.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use slurm_testcluster::{ClusterConfig, LocalCluster};
 
 /// A plugin dir holding the freshly built `libsched_energy.so` as `sched_energy.so`.
 pub fn plugin_dir() -> tempfile::TempDir {
@@ -22,4 +24,31 @@ pub fn spank_plugin() -> Option<PathBuf> {
 pub fn data_dir() -> Option<PathBuf> {
     let dir = model::data::default_data_dir();
     (dir.join("zeus").is_dir() && dir.join("gavel").is_dir()).then_some(dir)
+}
+
+/// A sched/energy cluster as most live tests here want it: `nodes` nodes (the harness's default
+/// shape) loading the plugin from `plugins`, `SchedulerParameters=sched_interval=-1,defer` plus
+/// `more_params` (e.g. `,bf_yield_sleep=2000000`), a 1 s cycle (with `debug`, every cycle's line
+/// at info level), no accounting. Tests change what they need with `..energy_cluster(..)`.
+#[allow(dead_code)]
+pub fn energy_cluster(plugins: &Path, nodes: u32, more_params: &str, debug: bool) -> ClusterConfig {
+    let toml = format!("[sched]\ninterval_s = 1\n{}", if debug { "debug = true\n" } else { "" });
+    ClusterConfig {
+        nodes,
+        plugin_dir: Some(plugins.to_path_buf()),
+        sched_type: "sched/energy".into(),
+        scheduler_parameters: Some(format!("sched_interval=-1,defer{more_params}")),
+        extra_files: vec![("energy.toml".into(), toml)],
+        with_accounting: false,
+        ..ClusterConfig::default()
+    }
+}
+
+/// Runs a Slurm command of the cluster; panics with its stderr when it fails. Its stdout,
+/// trimmed.
+#[allow(dead_code)]
+pub fn run(cluster: &LocalCluster, prog: &str, args: &[&str]) -> String {
+    let out = cluster.command(prog).args(args).output().unwrap_or_else(|e| panic!("{prog}: {e}"));
+    assert!(out.status.success(), "{prog} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
