@@ -266,6 +266,8 @@ pub struct DemoSetup {
     pub extra_slurm_conf: Vec<String>,
     /// Measured data for sched/energy's predictor (`[sched] data_dir`); none: default clocks.
     pub data_dir: Option<PathBuf>,
+    /// CPUs each node offers (default: the harness's 4); more lets more small jobs run at once.
+    pub cpus_per_node: Option<u32>,
 }
 
 /// Product name of the demo's simulated GPUs (the fake NVML's V100 model).
@@ -321,6 +323,23 @@ impl FakeGpuSite {
             std::fs::create_dir_all(base.join(sub)).map_err(|e| format!("create {sub} dir: {e}"))?;
         }
         Ok(FakeGpuSite { dir, ctl: files.fake_nvml_ctl.clone(), type_name: gpu_control::gres_type::slurm_type_name(FAKE_GPU_NAME) })
+    }
+
+    /// The fake GPU state of one node (what `fake-nvml-ctl --state-dir` takes).
+    pub fn state_dir(&self, node: &str) -> PathBuf {
+        self.dir.path().join("state").join(node)
+    }
+
+    /// The clock ledger directory of one node (`SLURM_ENERGY_CLOCK_LEDGER` of its slurmd).
+    pub fn ledger_dir(&self, node: &str) -> PathBuf {
+        self.dir.path().join("ledger").join(node)
+    }
+
+    /// `fake-nvml-ctl` on one node's GPUs; add the command (`show`, `fail RULE`, ...).
+    pub fn ctl(&self, node: &str) -> Command {
+        let mut cmd = Command::new(&self.ctl);
+        cmd.arg("--config").arg(self.dir.path().join("nvml").join("fake-nvml.conf")).arg("--state-dir").arg(self.state_dir(node));
+        cmd
     }
 
     /// Environment of the Slurm daemons (slurmd's `%n` is its node name: one GPU state and one
@@ -464,6 +483,7 @@ impl DemoCluster {
             gpu_autodetect: gpu_type.as_ref().map(|_| "nvml".to_string()),
             gpu_type,
             with_accounting: true,
+            cpus_per_node: setup.cpus_per_node.unwrap_or(ClusterConfig::default().cpus_per_node),
             ..ClusterConfig::default()
         };
         let cluster = LocalCluster::start(cfg).map_err(|e| format!("the local cluster did not start: {e}"))?;
@@ -558,6 +578,11 @@ impl DemoCluster {
                 Some((id.trim().parse().ok()?, state.trim().to_string()))
             })
             .collect())
+    }
+
+    /// The simulated GPUs, when the node-side plugins are loaded.
+    pub fn gpus(&self) -> Option<&FakeGpuSite> {
+        self.gpus.as_ref()
     }
 
     /// Leaves every daemon running and the files in place; returns how to use and stop it.

@@ -5,4 +5,5 @@ pub mod demo;
 pub mod plots;
 pub mod report;
 pub mod sim;
+pub mod soak;
 pub mod trace;

@@ -149,6 +149,19 @@ impl Daemon {
         }
     }
 
+    /// SIGKILL, as a crash or the OOM killer would end it, and wait until it is reaped.
+    pub(crate) fn kill(&mut self) -> Result<(), String> {
+        if self.exited().is_some() {
+            return Ok(());
+        }
+        self.signal(libc::SIGKILL);
+        if self.wait_exit(Duration::from_secs(10)) {
+            Ok(())
+        } else {
+            Err(format!("{} (pid {}) survived SIGKILL", self.name, self.pid()))
+        }
+    }
+
     fn signal(&self, signal: libc::c_int) {
         let Ok(pid) = libc::pid_t::try_from(self.child.id()) else {
             return;

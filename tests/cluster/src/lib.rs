@@ -93,6 +93,15 @@ pub fn require_built(name: &str) -> PathBuf {
 }
 
 /// A running local cluster. See the crate documentation.
+/// How a daemon goes down when the harness restarts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// SIGTERM: the daemon saves its state and exits.
+    Clean,
+    /// SIGKILL: a crash.
+    Kill,
+}
+
 pub struct LocalCluster {
     cfg: ClusterConfig,
     layout: Layout,
@@ -337,13 +346,23 @@ impl LocalCluster {
     /// `scontrol reconfigure` does not (e.g. `AccountingStorageTRES`) or to reload a sched plugin
     /// from scratch.
     pub fn restart_slurmctld(&mut self) -> Result<(), ClusterError> {
+        self.restart_slurmctld_after(Stop::Clean)
+    }
+
+    /// [`Self::restart_slurmctld`], with slurmctld going down as `stop` says: `Stop::Kill` is a
+    /// crash (SIGKILL, nothing saved beyond what slurmctld had already written).
+    pub fn restart_slurmctld_after(&mut self, stop: Stop) -> Result<(), ClusterError> {
         let index = self
             .daemons
             .iter()
             .position(|d| d.name == "slurmctld")
             .ok_or_else(|| ClusterError::Unsupported("slurmctld was never started".into()))?;
         let mut old = self.daemons.remove(index);
-        if let Err(problem) = old.stop(STOP_GRACE) {
+        let stopped = match stop {
+            Stop::Clean => old.stop(STOP_GRACE),
+            Stop::Kill => old.kill(),
+        };
+        if let Err(problem) = stopped {
             eprintln!("slurm-testcluster: {problem}");
         }
         let mut new = self.spawn_slurmctld(false)?;
@@ -372,6 +391,11 @@ impl LocalCluster {
         let new = Daemon::spawn(&name, cmd, Some(&self.layout.slurmd_log(node)), &self.layout.console(&name.replace(' ', "-")))?;
         self.daemons.insert(index, new);
         self.wait_nodes(NodeWait::AllResponding, START_TIMEOUT)
+    }
+
+    /// Pid of a running daemon by its name in [`Self::pids`] (`slurmctld`, `slurmd n1`).
+    pub fn pid_of(&self, daemon: &str) -> Option<u32> {
+        self.daemons.iter().find(|d| d.name == daemon).map(|d| d.pid())
     }
 
     /// `scontrol reconfigure`: slurmctld and every slurmd re-read their configuration files.

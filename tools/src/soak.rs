@@ -1,0 +1,767 @@
+//! The soak (`slurm-energy soak`): thousands of jobs of mixed shapes and hints through the demo
+//! cluster (sched/energy, spank_energy, gpu_nvml and acct_gather_energy/nvml over the fake NVML,
+//! slurmdbd with MariaDB) while faults are injected, then checks that nothing was lost:
+//!
+//! - every job reached a final state, exactly once, and `sacct` holds it;
+//! - no job started twice (each job script appends a line to a marker file of its own);
+//! - every GPU is back at the clocks it had before the first job, and the clock ledgers hold no
+//!   request and no job clock record;
+//! - slurmctld's resident memory stays bounded (sampled all along).
+//!
+//! Faults, in turn, every `faults_every` submitted jobs: NVML calls failing on some GPUs for a
+//! while (the fake's fail rules), slurmctld restarted cleanly, a job's slurmstepd killed with
+//! SIGKILL, `scontrol reconfigure` with a broken and then a changed good energy.toml, a slurmd
+//! restarted, slurmctld killed with SIGKILL while it is starting jobs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use slurm_testcluster::Stop;
+
+use crate::demo::{DemoCluster, DemoSetup, FakeGpuSite, PluginFiles};
+use crate::sim::rng::Rng;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct SoakOptions {
+    /// Jobs to run, array tasks counted one by one.
+    pub jobs: u32,
+    /// Give up (and fail) after this long.
+    pub max_duration: Duration,
+    pub seed: u64,
+    /// Jobs submitted between two faults (0: no faults).
+    pub faults_every: u32,
+    /// Jobs pending or running at most; submission waits below it.
+    pub max_queued: u32,
+    /// The plugins to load (built by the caller).
+    pub plugins: PluginFiles,
+    /// The project's energy.toml (the soak shortens the cycle and adds the data dir).
+    pub energy_toml: String,
+    /// Measured data for sched/energy's predictor.
+    pub data_dir: Option<PathBuf>,
+    pub progress: bool,
+}
+
+/// The kinds of fault, in the order they are injected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fault {
+    NvmlFailures,
+    SlurmctldRestart,
+    SlurmstepdKill,
+    Reconfigure,
+    SlurmdRestart,
+    SlurmctldKill,
+}
+
+const FAULT_ORDER: [Fault; 6] =
+    [Fault::NvmlFailures, Fault::SlurmctldRestart, Fault::SlurmstepdKill, Fault::Reconfigure, Fault::SlurmdRestart, Fault::SlurmctldKill];
+
+/// One fault as it happened.
+#[derive(Clone, Debug, Serialize)]
+pub struct FaultEvent {
+    pub fault: Fault,
+    /// Seconds since the soak started.
+    pub at_s: f64,
+    /// Jobs submitted when it happened.
+    pub after_jobs: u32,
+    pub what: String,
+}
+
+/// slurmctld's resident memory at one moment.
+#[derive(Clone, Debug, Serialize)]
+pub struct RssSample {
+    pub at_s: f64,
+    pub jobs_done: u32,
+    /// How many slurmctld processes came before this one (restarts so far).
+    pub slurmctld_generation: u32,
+    pub rss_kib: u64,
+}
+
+/// What the soak found.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SoakReport {
+    pub seed: u64,
+    pub jobs_submitted: u32,
+    pub submissions: u32,
+    pub elapsed_s: f64,
+    /// Final state (as `sacct` has it) -> jobs.
+    pub states: BTreeMap<String, u32>,
+    /// Jobs by shape.
+    pub shapes: BTreeMap<String, u32>,
+    pub faults: Vec<FaultEvent>,
+    /// Jobs whose slurmstepd the soak killed (they may end FAILED or CANCELLED).
+    pub killed_jobs: Vec<String>,
+    pub rss: Vec<RssSample>,
+    /// Jobs that ran with a sched/energy decision record.
+    pub with_decision: u32,
+    /// Everything that broke a promise; empty when the soak passed.
+    pub problems: Vec<String>,
+}
+
+impl SoakReport {
+    pub fn passed(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    /// A few lines for the terminal.
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "soak (seed {}): {} jobs in {} submissions, {:.0} s; {} with a sched/energy decision record",
+            self.seed, self.jobs_submitted, self.submissions, self.elapsed_s, self.with_decision
+        );
+        let states: Vec<String> = self.states.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(s, "final states (sacct): {}", states.join(", "));
+        let shapes: Vec<String> = self.shapes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(s, "shapes: {}", shapes.join(", "));
+        let mut per_fault: BTreeMap<Fault, u32> = BTreeMap::new();
+        for f in &self.faults {
+            *per_fault.entry(f.fault).or_default() += 1;
+        }
+        let faults: Vec<String> = per_fault.iter().map(|(k, v)| format!("{k:?} {v}")).collect();
+        let _ = writeln!(s, "faults: {}", faults.join(", "));
+        if let (Some(first), Some(max)) = (self.rss.iter().find(|r| r.jobs_done > 0), self.rss.iter().map(|r| r.rss_kib).max()) {
+            let last = self.rss.last().map_or(0, |r| r.rss_kib);
+            let _ = writeln!(
+                s,
+                "slurmctld RSS: {} MiB after the first jobs, {} MiB at most, {} MiB at the end ({} samples)",
+                first.rss_kib / 1024,
+                max / 1024,
+                last / 1024,
+                self.rss.len()
+            );
+        }
+        if self.problems.is_empty() {
+            let _ = writeln!(s, "PASSED: every job final exactly once and in sacct, none started twice, GPUs at their clocks, ledgers empty");
+        } else {
+            let _ = writeln!(s, "FAILED: {} problem(s):", self.problems.len());
+            for p in self.problems.iter().take(40) {
+                let _ = writeln!(s, "  {p}");
+            }
+        }
+        s
+    }
+}
+
+/// One submission: a job or an array of `tasks` jobs.
+#[derive(Clone, Debug)]
+struct Shape {
+    name: &'static str,
+    args: Vec<String>,
+    body: &'static str,
+    tasks: u32,
+}
+
+const HINTS: [&[&str]; 6] = [
+    &[],
+    &["--energy-policy=efficiency", "--energy-max-slowdown=1.5"],
+    &["--energy-policy=performance"],
+    &["--energy-policy=efficiency", "--energy-share=allow"],
+    &["--energy-policy=balanced", "--energy-share=deny", "--energy-tag=soak"],
+    &["--energy-max-slowdown=1.2", "--energy-tag=sweep"],
+];
+
+fn draw_shape(rng: &mut Rng, room: u32) -> Shape {
+    let sleep = ["sleep 1", "sleep 2", "sleep 3"][rng.below(3)];
+    let pick = rng.below(100);
+    let (name, args, body, tasks): (&'static str, Vec<String>, &'static str, u32) = match pick {
+        0..=29 => ("gpu1", vec!["--gres=gpu:1".into()], sleep, 1),
+        30..=41 => ("gpu2", vec!["--gres=gpu:2".into()], sleep, 1),
+        42..=47 => ("gpu4", vec!["--gres=gpu:4".into()], sleep, 1),
+        48..=57 => ("mpi-2node", vec!["-N2".into(), "--ntasks-per-node=1".into(), "--gres=gpu:1".into()], "srun true; sleep 1", 1),
+        58..=69 => ("cpu-only", vec!["-n2".into()], sleep, 1),
+        70..=77 => ("gpu-freq-step", vec!["--gres=gpu:1".into()], "srun --gpu-freq=low sleep 1", 1),
+        _ => {
+            let tasks = (4 + rng.below(17) as u32).min(room.max(1));
+            ("array", vec![format!("--array=0-{}", tasks - 1), "--gres=gpu:1".into()], "sleep 1", tasks)
+        }
+    };
+    let mut args = args;
+    args.extend(HINTS[rng.below(HINTS.len())].iter().map(|s| s.to_string()));
+    Shape { name, args, body, tasks }
+}
+
+/// A job's script: a start marker line into `<marks>/<job>` (array tasks `<array job>_<task>`),
+/// then the shape's body.
+fn script_text(marks: &Path, body: &str) -> String {
+    format!(
+        "#!/bin/sh\nid=${{SLURM_ARRAY_JOB_ID:+${{SLURM_ARRAY_JOB_ID}}_${{SLURM_ARRAY_TASK_ID}}}}\nid=${{id:-$SLURM_JOB_ID}}\necho \"$SLURM_JOB_ID $(date +%s) $SLURMD_NODENAME\" >> {}/\"$id\"\n{body}\n",
+        marks.display()
+    )
+}
+
+/// Clocks of one GPU as `fake-nvml-ctl show` prints them (`app M/G MHz  locked L`).
+fn gpu_clock_lines(site: &FakeGpuSite, node: &str) -> Result<Vec<String>, String> {
+    let out = site.ctl(node).arg("show").output().map_err(|e| format!("fake-nvml-ctl show: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("fake-nvml-ctl show on {node}: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("gpu "))
+        .map(|l| {
+            let gpu = l.split(':').next().unwrap_or_default();
+            let app = l.split(" app ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or("?");
+            let locked = l.split(" locked ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or("?");
+            format!("{gpu}: app {app} MHz, locked {locked}")
+        })
+        .collect())
+}
+
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// `(pid, job id)` of the batch slurmstepd processes of this cluster's running jobs (their
+/// environment names the cluster's clock ledger).
+fn batch_stepds(ledger_base: &Path) -> Vec<(u32, String)> {
+    let marker = format!("{}={}", gpu_control::arbiter::LEDGER_DIR_ENV, ledger_base.display());
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            // slurmstepd names itself "slurmstepd: [<job>.batch]".
+            let job = cmdline.strip_prefix("slurmstepd: [")?.split(".batch]").next().filter(|j| j.bytes().all(|b| b.is_ascii_digit()))?;
+            let env = std::fs::read(e.path().join("environ")).ok()?;
+            env.split(|b| *b == 0).any(|v| v.starts_with(marker.as_bytes())).then(|| (pid, job.to_string()))
+        })
+        .collect()
+}
+
+/// Counts of this cluster's jobs slurmctld still knows that have not ended.
+fn queued(demo: &DemoCluster) -> Result<u32, String> {
+    let out = demo.cluster.command("squeue").args(["-h", "-r", "-t", "PD,R,CF,CG,S", "-o", "%i"]).output().map_err(|e| format!("squeue: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("squeue: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.trim().is_empty()).count() as u32)
+}
+
+struct Soak<'a> {
+    opts: &'a SoakOptions,
+    demo: DemoCluster,
+    dir: tempfile::TempDir,
+    rng: Rng,
+    t0: Instant,
+    report: SoakReport,
+    /// Expected job ids (`123`, `124_7`).
+    expected: BTreeSet<String>,
+    /// Fail rules in force on a node until a time.
+    nvml_rules_until: Option<(String, Instant)>,
+    generation: u32,
+    energy_toml: String,
+    reconfigures: u32,
+}
+
+impl Soak<'_> {
+    fn at_s(&self) -> f64 {
+        self.t0.elapsed().as_secs_f64()
+    }
+
+    fn site(&self) -> Result<&FakeGpuSite, String> {
+        self.demo.gpus().ok_or_else(|| "the soak needs the GPU plugins (gpu_nvml.so, acct_gather_energy_nvml.so)".to_string())
+    }
+
+    fn submit(&mut self, shape: &Shape, script: &Path) -> Result<(), String> {
+        let out_dir = self.dir.path().join("out");
+        let output = if shape.tasks > 1 { out_dir.join("%A_%a.out") } else { out_dir.join("%j.out") };
+        let out = self
+            .demo
+            .cluster
+            .command("sbatch")
+            .args(["--parsable", "-t", "3", "--no-requeue", "-J", shape.name, "-o"])
+            .arg(&output)
+            .args(&shape.args)
+            .arg(script)
+            .output()
+            .map_err(|e| format!("sbatch: {e}"))?;
+        if !out.status.success() {
+            // slurmctld may be down for a moment (a restart): not a lost job, nothing was queued.
+            return Err(format!("sbatch {:?}: {}", shape.args, String::from_utf8_lossy(&out.stderr).trim()));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let id: u32 = text.trim().split(';').next().and_then(|s| s.trim().parse().ok()).ok_or_else(|| format!("sbatch printed {text:?}"))?;
+        if shape.tasks > 1 {
+            self.expected.extend((0..shape.tasks).map(|t| format!("{id}_{t}")));
+        } else {
+            self.expected.insert(id.to_string());
+        }
+        self.report.jobs_submitted += shape.tasks;
+        self.report.submissions += 1;
+        *self.report.shapes.entry(shape.name.to_string()).or_default() += shape.tasks;
+        Ok(())
+    }
+
+    fn event(&mut self, fault: Fault, what: String) {
+        let e = FaultEvent { fault, at_s: self.at_s(), after_jobs: self.report.jobs_submitted, what };
+        self.report.faults.push(e);
+    }
+
+    fn sample_rss(&mut self, jobs_done: u32) {
+        if let Some(rss_kib) = self.demo.cluster.pid_of("slurmctld").and_then(rss_kib) {
+            let sample = RssSample { at_s: self.at_s(), jobs_done, slurmctld_generation: self.generation, rss_kib };
+            self.report.rss.push(sample);
+        }
+    }
+
+    fn nodes(&self) -> Vec<String> {
+        self.demo.cluster.node_names()
+    }
+
+    fn inject(&mut self, fault: Fault) -> Result<(), String> {
+        match fault {
+            Fault::NvmlFailures => {
+                let nodes = self.nodes();
+                let node = nodes[self.rng.below(nodes.len())].clone();
+                let gpu = self.rng.below(crate::demo::DEMO_GPUS_PER_NODE as usize);
+                let rules = [
+                    format!("nvmlDeviceSetApplicationsClocks@{gpu}:UNKNOWN"),
+                    format!("nvmlDeviceResetApplicationsClocks@{gpu}:GPU_IS_LOST"),
+                    format!("nvmlDeviceGetTotalEnergyConsumption@{gpu}:UNKNOWN"),
+                    format!("*@{gpu}:UNKNOWN"),
+                    "nvmlDeviceGetPowerUsage:NOT_SUPPORTED".to_string(),
+                ];
+                let rule = rules[self.rng.below(rules.len())].clone();
+                let window = Duration::from_secs(5 + self.rng.below(16) as u64);
+                let out = self.site()?.ctl(&node).args(["fail", &rule]).output().map_err(|e| format!("fake-nvml-ctl fail: {e}"))?;
+                if !out.status.success() {
+                    return Err(format!("fake-nvml-ctl fail {rule}: {}", String::from_utf8_lossy(&out.stderr).trim()));
+                }
+                self.nvml_rules_until = Some((node.clone(), Instant::now() + window));
+                self.event(fault, format!("{node}: {rule} for {} s", window.as_secs()));
+            }
+            Fault::SlurmctldRestart | Fault::SlurmctldKill => {
+                let stop = if fault == Fault::SlurmctldKill { Stop::Kill } else { Stop::Clean };
+                if stop == Stop::Kill {
+                    // While jobs are being started: right after the next scheduling cycle's
+                    // line, plus a random part of a second.
+                    self.wait_next_cycle_line(Duration::from_secs(10));
+                    std::thread::sleep(Duration::from_millis(self.rng.below(800) as u64));
+                }
+                let old = self.demo.cluster.pid_of("slurmctld").unwrap_or(0);
+                self.demo.cluster.restart_slurmctld_after(stop).map_err(|e| format!("restart slurmctld: {e}"))?;
+                self.generation += 1;
+                let new = self.demo.cluster.pid_of("slurmctld").unwrap_or(0);
+                self.event(fault, format!("slurmctld pid {old} ({}) -> {new}", if stop == Stop::Kill { "SIGKILL" } else { "SIGTERM" }));
+            }
+            Fault::SlurmstepdKill => {
+                let ledger_base = self.site()?.ledger_dir("x").parent().map(Path::to_path_buf).unwrap_or_default();
+                let stepds = batch_stepds(&ledger_base);
+                if stepds.is_empty() {
+                    self.event(fault, "no batch slurmstepd running at that moment; none killed".into());
+                    return Ok(());
+                }
+                let (pid, job) = stepds[self.rng.below(stepds.len())].clone();
+                let killed = Command::new("kill").args(["-KILL", &pid.to_string()]).status().is_ok_and(|st| st.success());
+                self.report.killed_jobs.push(job.clone());
+                self.event(fault, format!("SIGKILL to slurmstepd pid {pid} of job {job} (delivered: {killed})"));
+            }
+            Fault::Reconfigure => {
+                self.reconfigures += 1;
+                let log_before = self.demo.cluster.slurmctld_log().len();
+                self.demo.cluster.write_conf_file("energy.toml", "[sched]\ninterval_s = \"often\"\n[planner]\nno_such_key = 1\n").map_err(|e| e.to_string())?;
+                self.demo.cluster.reconfigure().map_err(|e| format!("scontrol reconfigure: {e}"))?;
+                let rejected = self.wait_log_after(log_before, "keeping the previous configuration", Duration::from_secs(30));
+                // A good file that differs: the cycle interval alternates between 1 and 2 s.
+                let interval = if self.reconfigures % 2 == 0 { "interval_s = 1" } else { "interval_s = 2" };
+                let good = self.energy_toml.replace("interval_s = 1", interval);
+                let log_before = self.demo.cluster.slurmctld_log().len();
+                self.demo.cluster.write_conf_file("energy.toml", &good).map_err(|e| e.to_string())?;
+                self.demo.cluster.reconfigure().map_err(|e| format!("scontrol reconfigure: {e}"))?;
+                let taken = self.wait_log_after(log_before, "sched/energy: reconfigured from", Duration::from_secs(30));
+                if !rejected {
+                    self.report.problems.push("a broken energy.toml was not reported as rejected by sched/energy".into());
+                }
+                if !taken {
+                    self.report.problems.push("a good energy.toml was not taken by sched/energy after scontrol reconfigure".into());
+                }
+                self.event(fault, format!("bad energy.toml rejected: {rejected}; good one ({interval}) taken: {taken}"));
+            }
+            Fault::SlurmdRestart => {
+                let nodes = self.nodes();
+                let node = nodes[self.rng.below(nodes.len())].clone();
+                self.demo.cluster.restart_slurmd(&node).map_err(|e| format!("restart slurmd {node}: {e}"))?;
+                self.event(fault, format!("slurmd {node} restarted (SIGTERM)"));
+            }
+        }
+        Ok(())
+    }
+
+    fn wait_log_after(&self, offset: usize, text: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            let log = self.demo.cluster.slurmctld_log();
+            if log.get(offset..).is_some_and(|new| new.contains(text)) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        false
+    }
+
+    fn wait_next_cycle_line(&self, timeout: Duration) {
+        let before = self.demo.cluster.slurmctld_log().len();
+        let _ = self.wait_log_after(before, "sched/energy: cycle ", timeout);
+    }
+
+    fn clear_nvml_rules(&mut self, force: bool) -> Result<(), String> {
+        if let Some((node, until)) = self.nvml_rules_until.clone()
+            && (force || Instant::now() >= until)
+        {
+            let out = self.site()?.ctl(&node).arg("clear-fail").output().map_err(|e| format!("fake-nvml-ctl clear-fail: {e}"))?;
+            if !out.status.success() {
+                return Err(format!("fake-nvml-ctl clear-fail: {}", String::from_utf8_lossy(&out.stderr).trim()));
+            }
+            self.nvml_rules_until = None;
+        }
+        Ok(())
+    }
+}
+
+/// Runs the soak; an error means it could not run (the report's `problems` hold what it found).
+pub fn run_soak(opts: &SoakOptions) -> Result<SoakReport, String> {
+    let dir = tempfile::Builder::new().prefix("slurm-energy-soak-").tempdir().map_err(|e| format!("soak dir: {e}"))?;
+    for sub in ["marks", "out", "scripts"] {
+        std::fs::create_dir_all(dir.path().join(sub)).map_err(|e| format!("create {sub}: {e}"))?;
+    }
+    let gpu_files = opts.plugins.gpu.as_ref().ok_or("the soak needs gpu_nvml.so and acct_gather_energy_nvml.so")?;
+    let site = FakeGpuSite::create(gpu_files)?;
+    let setup = DemoSetup {
+        plugins: Some(opts.plugins.clone()),
+        data_dir: opts.data_dir.clone(),
+        cpus_per_node: Some(16),
+        extra_slurm_conf: vec![
+            // Room for every job of a long soak; finished jobs leave slurmctld's memory after
+            // two minutes (sacct keeps them).
+            "MaxJobCount=100000".into(),
+            "MaxArraySize=1001".into(),
+            "MinJobAge=120".into(),
+        ],
+        ..DemoSetup::default()
+    };
+    // A 1 s cycle, and each cycle's line in the log (the SIGKILL aims right after one).
+    let energy_toml = {
+        let t = crate::demo::demo_energy_toml(&opts.energy_toml, opts.data_dir.as_deref(), Some(&site.type_name));
+        let mut lines: Vec<String> = t.lines().map(|l| if l.trim_start().starts_with("interval_s") { "interval_s = 1".to_string() } else { l.to_string() }).collect();
+        if let Some(i) = lines.iter().position(|l| l.trim_start().starts_with("debug")) {
+            lines[i] = "debug = true".into();
+        } else if let Some(i) = lines.iter().position(|l| l.trim() == "[sched]") {
+            lines.insert(i + 1, "debug = true".into());
+        }
+        lines.join("\n") + "\n"
+    };
+    let demo = DemoCluster::start(&energy_toml, &setup, Some(site))?;
+    // DemoCluster::start wrote its own energy.toml; the soak's replaces it before any job.
+    demo.cluster.write_conf_file("energy.toml", &energy_toml).map_err(|e| e.to_string())?;
+    demo.cluster.reconfigure().map_err(|e| format!("scontrol reconfigure: {e}"))?;
+
+    let mut soak = Soak {
+        opts,
+        demo,
+        dir,
+        rng: Rng::new(opts.seed),
+        t0: Instant::now(),
+        report: SoakReport { seed: opts.seed, ..SoakReport::default() },
+        expected: BTreeSet::new(),
+        nvml_rules_until: None,
+        generation: 0,
+        energy_toml,
+        reconfigures: 0,
+    };
+    let outcome = soak.drive();
+    let Soak { demo, mut report, .. } = soak;
+    let stopped = demo.stop();
+    outcome?;
+    if let Err(e) = stopped {
+        report.problems.push(format!("stopping the cluster: {e}"));
+    }
+    Ok(report)
+}
+
+impl Soak<'_> {
+    fn drive(&mut self) -> Result<(), String> {
+        let nodes = self.nodes();
+        let mut clocks_before = BTreeMap::new();
+        for node in &nodes {
+            clocks_before.insert(node.clone(), gpu_clock_lines(self.site()?, node)?);
+        }
+        let mut scripts = BTreeMap::new();
+        let bar = if self.opts.progress { ProgressBar::new(u64::from(self.opts.jobs)) } else { ProgressBar::hidden() };
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} jobs submitted  {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(200));
+        let deadline = self.t0 + self.opts.max_duration;
+        let mut next_fault_at = self.opts.faults_every;
+        let mut fault_index = 0;
+        let mut last_sample = Instant::now() - Duration::from_secs(60);
+        let mut submit_errors = 0u32;
+        let mut in_queue = 0u32;
+        while self.report.jobs_submitted < self.opts.jobs {
+            if Instant::now() >= deadline {
+                self.report.problems.push(format!("only {} of {} jobs submitted within {:?}", self.report.jobs_submitted, self.opts.jobs, self.opts.max_duration));
+                break;
+            }
+            self.clear_nvml_rules(false)?;
+            if self.opts.faults_every > 0 && self.report.jobs_submitted >= next_fault_at {
+                let fault = FAULT_ORDER[fault_index % FAULT_ORDER.len()];
+                fault_index += 1;
+                next_fault_at += self.opts.faults_every;
+                bar.set_message(format!("fault: {fault:?}"));
+                self.inject(fault)?;
+            }
+            if last_sample.elapsed() >= Duration::from_secs(10) {
+                last_sample = Instant::now();
+                in_queue = queued(&self.demo).unwrap_or(in_queue);
+                let done = self.report.jobs_submitted.saturating_sub(in_queue);
+                self.sample_rss(done);
+            }
+            if in_queue >= self.opts.max_queued {
+                std::thread::sleep(Duration::from_millis(500));
+                in_queue = queued(&self.demo).unwrap_or(in_queue);
+                continue;
+            }
+            let room = self.opts.jobs - self.report.jobs_submitted;
+            let shape = draw_shape(&mut self.rng, room);
+            let script = match scripts.get(shape.body) {
+                Some(p) => p,
+                None => {
+                    let path = self.dir.path().join("scripts").join(format!("{}.sh", scripts.len()));
+                    std::fs::write(&path, script_text(&self.dir.path().join("marks"), shape.body)).map_err(|e| format!("write a job script: {e}"))?;
+                    scripts.entry(shape.body).or_insert(path)
+                }
+            }
+            .clone();
+            match self.submit(&shape, &script) {
+                Ok(()) => {
+                    in_queue += shape.tasks;
+                    bar.set_position(u64::from(self.report.jobs_submitted));
+                    bar.set_message(format!("~{in_queue} queued"));
+                }
+                Err(e) => {
+                    submit_errors += 1;
+                    if submit_errors > 200 {
+                        return Err(format!("sbatch keeps failing: {e}"));
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            }
+        }
+        bar.finish_and_clear();
+        // Drain: every job ends; then faults off and the books are checked.
+        self.clear_nvml_rules(true)?;
+        loop {
+            let left = queued(&self.demo)?;
+            if left == 0 {
+                break;
+            }
+            if Instant::now() >= deadline {
+                self.report.problems.push(format!("{left} jobs still queued or running when the time was up"));
+                break;
+            }
+            if last_sample.elapsed() >= Duration::from_secs(10) {
+                last_sample = Instant::now();
+                self.sample_rss(self.report.jobs_submitted - left);
+            }
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        self.sample_rss(self.report.jobs_submitted);
+        self.report.elapsed_s = self.at_s();
+        self.check_accounting()?;
+        self.check_starts();
+        self.check_gpus(&clocks_before)?;
+        self.check_memory();
+        Ok(())
+    }
+
+    /// sacct: every expected job exactly once, in a final state; states counted.
+    fn check_accounting(&mut self) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            let out = self
+                .demo
+                .cluster
+                .command("sacct")
+                .args(["-a", "-X", "-D", "-n", "-P", "-S", "now-1days", "-E", "now", "-o", "JobID,State,AdminComment"])
+                .stdout(Stdio::piped())
+                .output()
+                .map_err(|e| format!("sacct: {e}"))?;
+            if !out.status.success() {
+                return Err(format!("sacct: {}", String::from_utf8_lossy(&out.stderr).trim()));
+            }
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let mut rows: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            let mut with_decision = 0;
+            for line in text.lines() {
+                let mut f = line.splitn(3, '|');
+                let (id, state, comment) = (f.next().unwrap_or_default(), f.next().unwrap_or_default(), f.next().unwrap_or_default());
+                if comment.starts_with("energy:") {
+                    with_decision += 1;
+                }
+                rows.entry(id.to_string()).or_default().push(state.split_whitespace().next().unwrap_or_default().to_string());
+            }
+            let not_final: Vec<String> =
+                self.expected.iter().filter(|id| rows.get(*id).is_none_or(|s| s.iter().any(|st| !is_final(st)))).cloned().collect();
+            if !not_final.is_empty() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_secs(3));
+                continue;
+            }
+            let mut states = BTreeMap::new();
+            for id in &self.expected {
+                match rows.get(id) {
+                    None => self.report.problems.push(format!("job {id}: not in sacct")),
+                    Some(s) if s.len() > 1 => self.report.problems.push(format!("job {id}: {} records in sacct ({})", s.len(), s.join(", "))),
+                    Some(s) => {
+                        let state = s[0].clone();
+                        if !is_final(&state) {
+                            self.report.problems.push(format!("job {id}: {state} in sacct after the soak"));
+                        } else if state != "COMPLETED" && !self.report.killed_jobs.iter().any(|k| id == k || self.array_task_of(id, k)) {
+                            self.report.problems.push(format!("job {id}: {state}, and no fault of the soak explains it"));
+                        }
+                        *states.entry(state).or_insert(0) += 1;
+                    }
+                }
+            }
+            for id in rows.keys().filter(|id| !self.expected.contains(*id)) {
+                self.report.problems.push(format!("sacct has a job the soak did not submit: {id}"));
+            }
+            self.report.states = states;
+            self.report.with_decision = with_decision;
+            return Ok(());
+        }
+    }
+
+    /// Array tasks appear in sacct as `<array>_<task>` while slurmstepd names a job by its own
+    /// id: the task's marker line starts with that id.
+    fn array_task_of(&self, id: &str, killed_job_id: &str) -> bool {
+        let marks = self.dir.path().join("marks").join(id);
+        std::fs::read_to_string(marks).is_ok_and(|t| t.lines().any(|l| l.split_whitespace().next() == Some(killed_job_id)))
+    }
+
+    /// Each job's marker file has exactly one line.
+    fn check_starts(&mut self) {
+        let marks = self.dir.path().join("marks");
+        let mut never = 0;
+        for id in self.expected.clone() {
+            match std::fs::read_to_string(marks.join(&id)) {
+                Ok(t) if t.lines().count() > 1 => self.report.problems.push(format!("job {id} started {} times: {}", t.lines().count(), t.replace('\n', "; "))),
+                Ok(_) => {}
+                Err(_) => never += 1,
+            }
+        }
+        if never > 0 {
+            let cancelled_before_start = self.report.states.iter().filter(|(s, _)| s.as_str() != "COMPLETED").map(|(_, n)| n).sum::<u32>();
+            if never > cancelled_before_start {
+                self.report.problems.push(format!("{never} jobs never started their script, more than the {cancelled_before_start} that did not complete"));
+            }
+        }
+    }
+
+    fn check_gpus(&mut self, before: &BTreeMap<String, Vec<String>>) -> Result<(), String> {
+        for (node, lines) in before {
+            // The last step's epilog may still be restoring: a few seconds' grace.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let mut now = gpu_clock_lines(self.site()?, node)?;
+            while &now != lines && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_secs(1));
+                now = gpu_clock_lines(self.site()?, node)?;
+            }
+            for (b, a) in lines.iter().zip(&now) {
+                if b != a {
+                    self.report.problems.push(format!("{node} {a}, before the soak {b}"));
+                }
+            }
+            let ledger_dir = self.site()?.ledger_dir(node);
+            match gpu_control::arbiter::Arbiter::open(&ledger_dir).and_then(|a| a.ledger()) {
+                Ok(l) if l.requests.is_empty() => {}
+                Ok(l) => self.report.problems.push(format!("{node}: the clock ledger still holds {} request(s): {}", l.requests.len(), l.to_text().replace('\n', "; "))),
+                Err(e) => self.report.problems.push(format!("{node}: the clock ledger: {e}")),
+            }
+            // spank_energy's job clock records (`<ledger>/jobs/<job id>`), removed by the epilog.
+            let left: Vec<String> = std::fs::read_dir(ledger_dir.join("jobs"))
+                .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+                .unwrap_or_default();
+            if !left.is_empty() {
+                self.report.problems.push(format!("{node}: job clock records left behind: {}", left.join(", ")));
+            }
+            if let Ok(entries) = std::fs::read_dir(&ledger_dir) {
+                for e in entries.flatten() {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    if name.contains("corrupt") {
+                        self.report.problems.push(format!("{node}: a quarantined ledger {name}"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// slurmctld's memory: within each slurmctld's life, the largest sample may not exceed twice
+    /// the first one taken with jobs done, plus 64 MiB.
+    fn check_memory(&mut self) {
+        let mut by_generation: BTreeMap<u32, Vec<&RssSample>> = BTreeMap::new();
+        for s in &self.report.rss {
+            by_generation.entry(s.slurmctld_generation).or_default().push(s);
+        }
+        let Some(baseline) = self.report.rss.iter().find(|s| s.jobs_done > 0).map(|s| s.rss_kib) else { return };
+        let bound = baseline * 2 + 64 * 1024;
+        if let Some(s) = self.report.rss.iter().find(|s| s.rss_kib > bound) {
+            self.report.problems.push(format!(
+                "slurmctld RSS {} MiB at {:.0} s ({} jobs done) exceeds twice its first sample plus 64 MiB ({} MiB)",
+                s.rss_kib / 1024,
+                s.at_s,
+                s.jobs_done,
+                bound / 1024
+            ));
+        }
+    }
+}
+
+fn is_final(state: &str) -> bool {
+    matches!(state, "COMPLETED" | "FAILED" | "CANCELLED" | "TIMEOUT" | "NODE_FAIL" | "OUT_OF_MEMORY" | "BOOT_FAIL" | "DEADLINE" | "PREEMPTED")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_fit_the_room_and_cover_every_kind() {
+        let mut rng = Rng::new(3);
+        let mut seen = BTreeSet::new();
+        for _ in 0..2000 {
+            let s = draw_shape(&mut rng, 5);
+            assert!(s.tasks >= 1 && s.tasks <= 5, "{s:?}");
+            seen.insert(s.name);
+        }
+        assert_eq!(seen.len(), 7, "{seen:?}");
+    }
+
+    #[test]
+    fn the_script_names_its_marker_after_the_job_or_array_task() {
+        let t = script_text(Path::new("/m"), "sleep 1");
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(t.replace(">> /m/\"$id\"", "; echo \"$id\"").replace("sleep 1", ""))
+            .env("SLURM_JOB_ID", "17")
+            .env("SLURM_ARRAY_JOB_ID", "12")
+            .env("SLURM_ARRAY_TASK_ID", "5")
+            .output()
+            .expect("sh");
+        assert_eq!(String::from_utf8_lossy(&out.stdout).lines().last(), Some("12_5"));
+        let out = Command::new("sh").arg("-c").arg(t.replace(">> /m/\"$id\"", "; echo \"$id\"").replace("sleep 1", "")).env("SLURM_JOB_ID", "17").env_remove("SLURM_ARRAY_JOB_ID").output().expect("sh");
+        assert_eq!(String::from_utf8_lossy(&out.stdout).lines().last(), Some("17"));
+    }
+}
