@@ -143,6 +143,14 @@ impl SlurmctldLock {
     }
 }
 
+/// Asks slurmctld to write its job and node state soon (its state-save thread, at most every
+/// few seconds), as its main scheduler does after starting jobs: a slurmctld that crashes later
+/// then recovers these jobs as running instead of pending.
+pub fn schedule_state_save() {
+    // SAFETY: the shim calls slurmctld's own functions, which take their own mutex.
+    unsafe { sys::energy_schedule_state_save() }
+}
+
 /// RPCs slurmctld is serving now (what `max_rpc_cnt` is compared with).
 pub fn server_thread_count() -> i32 {
     // SAFETY: the shim reads the counter under slurmctld's own mutex.

@@ -133,6 +133,11 @@ pub fn run(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<C
         }
     }
     let total = total.ok_or_else(|| "no pass ran".to_string())?;
+    if total.jobs_started > 0 {
+        // As slurmctld's main scheduler does: without it the starts reach the state files only
+        // with the next event that saves, and a crash before that restarts those jobs.
+        slurm_bindings::routes::schedule_state_save();
+    }
     // What `sdiag` shows under "Backfilling stats", as sched/backfill counts it.
     if let Ok(lock) = SlurmctldLock::acquire(LockLevels::SCHEDULER) {
         slurm_bindings::routes::record_cycle(&lock, total.duration, total.jobs_tested, total.jobs_tested.saturating_sub(total.not_runnable), total.pending + total.not_runnable, total.jobs_started);

@@ -131,7 +131,15 @@ bool energy_job_is_configuring(const job_record_t *job)
 
 bool energy_node_is_unusable(const node_record_t *node)
 {
-	return IS_NODE_DOWN(node) || IS_NODE_DRAIN(node) || IS_NODE_FAIL(node) ||
+	/* Not registered since this slurmctld started: UNKNOWN, or made IDLE by a ping reply
+	 * while its registration (GRES validated, running jobs reconciled: a job whose start a
+	 * crash lost is killed there) is still to come. slurmd's version is set only by that
+	 * registration and is not in the node state file. Powered-down and booting nodes
+	 * register when they are up. */
+	bool unregistered = !node->version && !IS_NODE_POWERED_DOWN(node) &&
+			    !IS_NODE_POWERING_UP(node);
+
+	return unregistered || IS_NODE_UNKNOWN(node) || IS_NODE_DOWN(node) || IS_NODE_DRAIN(node) || IS_NODE_FAIL(node) ||
 	       IS_NODE_FUTURE(node) || IS_NODE_NO_RESPOND(node) ||
 	       IS_NODE_MAINT(node) || IS_NODE_REBOOT_REQUESTED(node) ||
 	       IS_NODE_REBOOT_ISSUED(node) || IS_NODE_POWERING_DOWN(node) ||
@@ -417,6 +425,14 @@ bool energy_resv_at(int i, const char **name, bitstr_t **nodes, time_t *start, t
 	}
 	resolved.list_iterator_destroy(it);
 	return found;
+}
+
+void energy_schedule_state_save(void)
+{
+	if (!resolved_ok)
+		return;
+	resolved.schedule_node_save();
+	resolved.schedule_job_save();
 }
 
 int energy_server_thread_count(void)

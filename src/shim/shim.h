@@ -53,6 +53,7 @@
 #include "src/slurmctld/node_scheduler.h"
 #include "src/slurmctld/acct_policy.h"
 #include "src/slurmctld/fed_mgr.h"
+#include "src/slurmctld/state_save.h"
 #include "src/slurmctld/srun_comm.h"
 #include "src/slurmctld/reservation.h"
 #include "src/slurmctld/licenses.h"
@@ -111,7 +112,9 @@
 	X(assoc_mgr_unlock)                  \
 	X(jobacct_storage_job_start_direct)  \
 	X(get_node_cnts)                     \
-	X(select_g_job_test)
+	X(select_g_job_test)                 \
+	X(schedule_job_save)                 \
+	X(schedule_node_save)
 
 /*
  * What the node-side plugins (gpu/nvml, acct_gather_energy/nvml) call: only functions of
@@ -326,6 +329,9 @@ extern int energy_job_set_spank_env(job_record_t *job, const char *name, const c
 
 /* slurmctld_config fields the scheduler watches. */
 extern int energy_server_thread_count(void);
+/* Asks slurmctld's state-save thread to write job and node state soon, as the main scheduler
+ * does after starting jobs (its own locking; call without or with slurmctld's locks). */
+extern void energy_schedule_state_save(void);
 extern bool energy_shutting_down(void);
 
 #endif /* SLURM_ENERGY_SHIM_H */
