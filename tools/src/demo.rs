@@ -268,6 +268,11 @@ pub struct DemoSetup {
     pub data_dir: Option<PathBuf>,
     /// CPUs each node offers (default: the harness's 4); more lets more small jobs run at once.
     pub cpus_per_node: Option<u32>,
+    /// `SchedulerType` (default `sched/energy`); `sched/backfill` runs the same cluster with
+    /// Slurm's own scheduler, to compare.
+    pub sched_type: Option<String>,
+    /// `SchedulerParameters` (default `sched_interval=-1,defer`, what sched/energy wants).
+    pub scheduler_parameters: Option<String>,
 }
 
 /// Product name of the demo's simulated GPUs (the fake NVML's V100 model).
@@ -475,8 +480,8 @@ impl DemoCluster {
             nodes: DEMO_NODES,
             gpus_per_node: DEMO_GPUS_PER_NODE,
             plugin_dir: Some(plugin_dir.path().to_path_buf()),
-            sched_type: "sched/energy".into(),
-            scheduler_parameters: Some("sched_interval=-1,defer".into()),
+            sched_type: setup.sched_type.clone().unwrap_or_else(|| "sched/energy".into()),
+            scheduler_parameters: Some(setup.scheduler_parameters.clone().unwrap_or_else(|| "sched_interval=-1,defer".into())),
             extra_files,
             extra_slurm_conf,
             daemon_env,

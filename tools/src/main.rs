@@ -71,6 +71,10 @@ struct SoakArgs {
     /// Seed of the job mix and of the faults' targets.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// SchedulerType: sched/energy, or sched/backfill to run the same soak on Slurm's own
+    /// scheduler for comparison.
+    #[arg(long, default_value = "sched/energy")]
+    sched: String,
     /// Write the report (states, faults, memory samples, problems) as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -102,6 +106,7 @@ fn soak(a: SoakArgs) -> Result<(), String> {
         energy_toml,
         data_dir: data.join("zeus").is_dir().then(|| std::fs::canonicalize(&data).unwrap_or(data)),
         progress: std::io::stderr().is_terminal(),
+        sched_type: a.sched,
     };
     eprintln!(
         "slurm-energy soak: {} jobs, a fault every {} jobs, at most {} queued, seed {}, at most {} min",

@@ -45,6 +45,9 @@ pub struct SoakOptions {
     /// Measured data for sched/energy's predictor.
     pub data_dir: Option<PathBuf>,
     pub progress: bool,
+    /// `SchedulerType` of the cluster: `sched/energy`, or `sched/backfill` to run the same soak
+    /// on Slurm's own scheduler (a yardstick for what the faults do to stock Slurm).
+    pub sched_type: String,
 }
 
 /// The kinds of fault, in the order they are injected.
@@ -87,6 +90,10 @@ pub struct RssSample {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct SoakReport {
     pub seed: u64,
+    /// When the soak started (Unix seconds): the job markers and Slurm's logs use wall time.
+    pub started_unix_s: u64,
+    /// The soak's files (job scripts, outputs, start markers), kept when a problem was found.
+    pub kept_dir: Option<PathBuf>,
     pub jobs_submitted: u32,
     pub submissions: u32,
     pub elapsed_s: f64,
@@ -97,6 +104,10 @@ pub struct SoakReport {
     pub faults: Vec<FaultEvent>,
     /// Jobs whose slurmstepd the soak killed (they may end FAILED or CANCELLED).
     pub killed_jobs: Vec<String>,
+    /// Jobs that started within Slurm's state-save window before a slurmctld SIGKILL: the
+    /// restarted slurmctld recovers them as they were last saved, so they may run again or end
+    /// TIMEOUT/CANCELLED (stock Slurm does the same). Listed, not counted as problems.
+    pub lost_to_crash: Vec<String>,
     pub rss: Vec<RssSample>,
     /// Jobs that ran with a sched/energy decision record.
     pub with_decision: u32,
@@ -138,6 +149,17 @@ impl SoakReport {
                 self.rss.len()
             );
         }
+        if !self.lost_to_crash.is_empty() {
+            let _ = writeln!(
+                s,
+                "{} job(s) started within slurmctld's state-save window before a SIGKILL (re-run or ended early, as with stock Slurm): {}",
+                self.lost_to_crash.len(),
+                self.lost_to_crash.join(" ")
+            );
+        }
+        if let Some(dir) = &self.kept_dir {
+            let _ = writeln!(s, "job scripts, outputs and start markers kept in {}", dir.display());
+        }
         if self.problems.is_empty() {
             let _ = writeln!(s, "PASSED: every job final exactly once and in sacct, none started twice, GPUs at their clocks, ledgers empty");
         } else {
@@ -169,18 +191,18 @@ const HINTS: [&[&str]; 6] = [
 ];
 
 fn draw_shape(rng: &mut Rng, room: u32) -> Shape {
-    let sleep = ["sleep 1", "sleep 2", "sleep 3"][rng.below(3)];
+    let sleep = ["true", "sleep 1", "sleep 2"][rng.below(3)];
     let pick = rng.below(100);
     let (name, args, body, tasks): (&'static str, Vec<String>, &'static str, u32) = match pick {
         0..=29 => ("gpu1", vec!["--gres=gpu:1".into()], sleep, 1),
         30..=41 => ("gpu2", vec!["--gres=gpu:2".into()], sleep, 1),
         42..=47 => ("gpu4", vec!["--gres=gpu:4".into()], sleep, 1),
-        48..=57 => ("mpi-2node", vec!["-N2".into(), "--ntasks-per-node=1".into(), "--gres=gpu:1".into()], "srun true; sleep 1", 1),
+        48..=57 => ("mpi-2node", vec!["-N2".into(), "--ntasks-per-node=1".into(), "--gres=gpu:1".into()], "srun true", 1),
         58..=69 => ("cpu-only", vec!["-n2".into()], sleep, 1),
-        70..=77 => ("gpu-freq-step", vec!["--gres=gpu:1".into()], "srun --gpu-freq=low sleep 1", 1),
+        70..=89 => ("gpu-freq-step", vec!["--gres=gpu:1".into()], "srun --gpu-freq=low true", 1),
         _ => {
-            let tasks = (4 + rng.below(17) as u32).min(room.max(1));
-            ("array", vec![format!("--array=0-{}", tasks - 1), "--gres=gpu:1".into()], "sleep 1", tasks)
+            let tasks = (2 + rng.below(9) as u32).min(room.max(1));
+            ("array", vec![format!("--array=0-{}", tasks - 1), "--gres=gpu:1".into()], "true", tasks)
         }
     };
     let mut args = args;
@@ -215,14 +237,22 @@ fn gpu_clock_lines(site: &FakeGpuSite, node: &str) -> Result<Vec<String>, String
         .collect())
 }
 
+/// slurmctld writes its state at most every 5 s (`SAVE_MAX_WAIT` in its state_save.c), so a
+/// SIGKILL loses up to that much: starts and ends within this window before a crash.
+const STATE_SAVE_WINDOW_S: f64 = 6.0;
+
+fn unix_now_s() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
 fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// `(pid, job id)` of the batch slurmstepd processes of this cluster's running jobs (their
-/// environment names the cluster's clock ledger).
-fn batch_stepds(ledger_base: &Path) -> Vec<(u32, String)> {
+/// `(pid, job id)` of the slurmstepd processes (any step) of this cluster's running jobs (their
+/// environment names the cluster's clock ledgers).
+fn stepds(ledger_base: &Path) -> Vec<(u32, String)> {
     let marker = format!("{}={}", gpu_control::arbiter::LEDGER_DIR_ENV, ledger_base.display());
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     entries
@@ -231,8 +261,8 @@ fn batch_stepds(ledger_base: &Path) -> Vec<(u32, String)> {
             let pid: u32 = e.file_name().to_str()?.parse().ok()?;
             let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
             let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            // slurmstepd names itself "slurmstepd: [<job>.batch]".
-            let job = cmdline.strip_prefix("slurmstepd: [")?.split(".batch]").next().filter(|j| j.bytes().all(|b| b.is_ascii_digit()))?;
+            // slurmstepd names itself "slurmstepd: [<job>.<step>]" (step: batch, extern, 0, ...).
+            let job = cmdline.strip_prefix("slurmstepd: [")?.split('.').next().filter(|j| !j.is_empty() && j.bytes().all(|b| b.is_ascii_digit()))?;
             let env = std::fs::read(e.path().join("environ")).ok()?;
             env.split(|b| *b == 0).any(|v| v.starts_with(marker.as_bytes())).then(|| (pid, job.to_string()))
         })
@@ -260,6 +290,8 @@ struct Soak<'a> {
     /// Fail rules in force on a node until a time.
     nvml_rules_until: Option<(String, Instant)>,
     generation: u32,
+    /// Unix times at which slurmctld was killed with SIGKILL.
+    crashes_unix_s: Vec<f64>,
     energy_toml: String,
     reconfigures: u32,
 }
@@ -350,6 +382,9 @@ impl Soak<'_> {
                     std::thread::sleep(Duration::from_millis(self.rng.below(800) as u64));
                 }
                 let old = self.demo.cluster.pid_of("slurmctld").unwrap_or(0);
+                if stop == Stop::Kill {
+                    self.crashes_unix_s.push(unix_now_s());
+                }
                 self.demo.cluster.restart_slurmctld_after(stop).map_err(|e| format!("restart slurmctld: {e}"))?;
                 self.generation += 1;
                 let new = self.demo.cluster.pid_of("slurmctld").unwrap_or(0);
@@ -357,9 +392,9 @@ impl Soak<'_> {
             }
             Fault::SlurmstepdKill => {
                 let ledger_base = self.site()?.ledger_dir("x").parent().map(Path::to_path_buf).unwrap_or_default();
-                let stepds = batch_stepds(&ledger_base);
+                let stepds = stepds(&ledger_base);
                 if stepds.is_empty() {
-                    self.event(fault, "no batch slurmstepd running at that moment; none killed".into());
+                    self.event(fault, "no slurmstepd running at that moment; none killed".into());
                     return Ok(());
                 }
                 let (pid, job) = stepds[self.rng.below(stepds.len())].clone();
@@ -373,13 +408,17 @@ impl Soak<'_> {
                 self.demo.cluster.write_conf_file("energy.toml", "[sched]\ninterval_s = \"often\"\n[planner]\nno_such_key = 1\n").map_err(|e| e.to_string())?;
                 self.demo.cluster.reconfigure().map_err(|e| format!("scontrol reconfigure: {e}"))?;
                 let rejected = self.wait_log_after(log_before, "keeping the previous configuration", Duration::from_secs(30));
-                // A good file that differs: the cycle interval alternates between 1 and 2 s.
-                let interval = if self.reconfigures % 2 == 0 { "interval_s = 1" } else { "interval_s = 2" };
-                let good = self.energy_toml.replace("interval_s = 1", interval);
+                // A good file that differs: the lock budget alternates between 500 and 400 ms.
+                let interval = if self.reconfigures % 2 == 0 { "max_lock_ms = 500" } else { "max_lock_ms = 400" };
+                let good = self.energy_toml.replace("max_lock_ms = 500", interval);
                 let log_before = self.demo.cluster.slurmctld_log().len();
                 self.demo.cluster.write_conf_file("energy.toml", &good).map_err(|e| e.to_string())?;
                 self.demo.cluster.reconfigure().map_err(|e| format!("scontrol reconfigure: {e}"))?;
                 let taken = self.wait_log_after(log_before, "sched/energy: reconfigured from", Duration::from_secs(30));
+                if self.opts.sched_type != "sched/energy" {
+                    self.event(fault, "scontrol reconfigure with a broken and a good energy.toml (not read by this scheduler)".into());
+                    return Ok(());
+                }
                 if !rejected {
                     self.report.problems.push("a broken energy.toml was not reported as rejected by sched/energy".into());
                 }
@@ -396,6 +435,21 @@ impl Soak<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Nodes Slurm drained during the soak (e.g. `Duplicate jobid` when a launch meets a copy
+    /// of the job still running there) are a problem; they are resumed so that the soak goes on.
+    fn resume_drained(&mut self) {
+        let Ok(out) = self.demo.cluster.command("sinfo").args(["-h", "-N", "-t", "drain,drained,draining", "-o", "%N|%E"]).output() else { return };
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let (node, reason) = line.split_once('|').unwrap_or((line, ""));
+            let node = node.trim();
+            if node.is_empty() {
+                continue;
+            }
+            self.report.problems.push(format!("{node} was drained by Slurm: {}", reason.trim()));
+            let _ = self.demo.cluster.command("scontrol").args(["update", &format!("nodename={node}"), "state=resume"]).output();
+        }
     }
 
     fn wait_log_after(&self, offset: usize, text: &str, timeout: Duration) -> bool {
@@ -441,6 +495,9 @@ pub fn run_soak(opts: &SoakOptions) -> Result<SoakReport, String> {
         plugins: Some(opts.plugins.clone()),
         data_dir: opts.data_dir.clone(),
         cpus_per_node: Some(16),
+        sched_type: Some(opts.sched_type.clone()),
+        // sched/backfill as a site runs it, but every second like sched/energy here.
+        scheduler_parameters: (opts.sched_type != "sched/energy").then(|| "bf_interval=1,bf_continue".to_string()),
         extra_slurm_conf: vec![
             // Room for every job of a long soak; finished jobs leave slurmctld's memory after
             // two minutes (sacct keeps them).
@@ -461,8 +518,8 @@ pub fn run_soak(opts: &SoakOptions) -> Result<SoakReport, String> {
         }
         lines.join("\n") + "\n"
     };
-    let demo = DemoCluster::start(&energy_toml, &setup, Some(site))?;
-    // DemoCluster::start wrote its own energy.toml; the soak's replaces it before any job.
+    let demo = DemoCluster::start(&opts.energy_toml, &setup, Some(site))?;
+    // DemoCluster::start wrote the demo's energy.toml; the soak's replaces it before any job.
     demo.cluster.write_conf_file("energy.toml", &energy_toml).map_err(|e| e.to_string())?;
     demo.cluster.reconfigure().map_err(|e| format!("scontrol reconfigure: {e}"))?;
 
@@ -472,15 +529,32 @@ pub fn run_soak(opts: &SoakOptions) -> Result<SoakReport, String> {
         dir,
         rng: Rng::new(opts.seed),
         t0: Instant::now(),
-        report: SoakReport { seed: opts.seed, ..SoakReport::default() },
+        report: SoakReport {
+            seed: opts.seed,
+            started_unix_s: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+            ..SoakReport::default()
+        },
         expected: BTreeSet::new(),
         nvml_rules_until: None,
         generation: 0,
+        crashes_unix_s: Vec::new(),
         energy_toml,
         reconfigures: 0,
     };
     let outcome = soak.drive();
-    let Soak { demo, mut report, .. } = soak;
+    let Soak { demo, mut report, dir, .. } = soak;
+    if outcome.is_err() || !report.problems.is_empty() {
+        // Slurm's logs go with the soak's files: the cluster's own dir is removed when it stops.
+        let logs = dir.path().join("slurm-logs");
+        if std::fs::create_dir_all(&logs).is_ok()
+            && let Ok(entries) = std::fs::read_dir(demo.cluster.base_dir().join("log"))
+        {
+            for e in entries.flatten() {
+                let _ = std::fs::copy(e.path(), logs.join(e.file_name()));
+            }
+        }
+        report.kept_dir = Some(dir.keep());
+    }
     let stopped = demo.stop();
     outcome?;
     if let Err(e) = stopped {
@@ -504,36 +578,57 @@ impl Soak<'_> {
         );
         bar.enable_steady_tick(Duration::from_millis(200));
         let deadline = self.t0 + self.opts.max_duration;
+        let total = self.opts.jobs;
         let mut next_fault_at = self.opts.faults_every;
         let mut fault_index = 0;
         let mut last_sample = Instant::now() - Duration::from_secs(60);
+        let mut last_count = Instant::now() - Duration::from_secs(60);
         let mut submit_errors = 0u32;
         let mut in_queue = 0u32;
-        while self.report.jobs_submitted < self.opts.jobs {
+        loop {
             if Instant::now() >= deadline {
-                self.report.problems.push(format!("only {} of {} jobs submitted within {:?}", self.report.jobs_submitted, self.opts.jobs, self.opts.max_duration));
+                self.report.problems.push(format!(
+                    "time is up ({:?}): {} of {total} jobs submitted, {in_queue} still queued or running",
+                    self.opts.max_duration, self.report.jobs_submitted
+                ));
                 break;
             }
             self.clear_nvml_rules(false)?;
-            if self.opts.faults_every > 0 && self.report.jobs_submitted >= next_fault_at {
+            if last_count.elapsed() >= Duration::from_secs(2) {
+                last_count = Instant::now();
+                in_queue = queued(&self.demo).unwrap_or(in_queue);
+            }
+            let done = self.report.jobs_submitted.saturating_sub(in_queue);
+            bar.set_position(u64::from(done));
+            // Faults come by jobs done, up to the last fifth of the run, so that jobs are
+            // running when they strike and the end state is reached with the faults behind.
+            if self.opts.faults_every > 0 && done >= next_fault_at && done < total - total / 5 {
                 let fault = FAULT_ORDER[fault_index % FAULT_ORDER.len()];
                 fault_index += 1;
-                next_fault_at += self.opts.faults_every;
+                next_fault_at = done + self.opts.faults_every;
                 bar.set_message(format!("fault: {fault:?}"));
+                self.resume_drained();
                 self.inject(fault)?;
+                last_count = Instant::now() - Duration::from_secs(60);
+                continue;
             }
             if last_sample.elapsed() >= Duration::from_secs(10) {
                 last_sample = Instant::now();
-                in_queue = queued(&self.demo).unwrap_or(in_queue);
-                let done = self.report.jobs_submitted.saturating_sub(in_queue);
                 self.sample_rss(done);
+                self.resume_drained();
+            }
+            if self.report.jobs_submitted >= total {
+                if in_queue == 0 && last_count.elapsed() < Duration::from_millis(100) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(500));
+                continue;
             }
             if in_queue >= self.opts.max_queued {
                 std::thread::sleep(Duration::from_millis(500));
-                in_queue = queued(&self.demo).unwrap_or(in_queue);
                 continue;
             }
-            let room = self.opts.jobs - self.report.jobs_submitted;
+            let room = total - self.report.jobs_submitted;
             let shape = draw_shape(&mut self.rng, room);
             let script = match scripts.get(shape.body) {
                 Some(p) => p,
@@ -547,8 +642,7 @@ impl Soak<'_> {
             match self.submit(&shape, &script) {
                 Ok(()) => {
                     in_queue += shape.tasks;
-                    bar.set_position(u64::from(self.report.jobs_submitted));
-                    bar.set_message(format!("~{in_queue} queued"));
+                    bar.set_message(format!("{} submitted, ~{in_queue} queued", self.report.jobs_submitted));
                 }
                 Err(e) => {
                     submit_errors += 1;
@@ -560,23 +654,8 @@ impl Soak<'_> {
             }
         }
         bar.finish_and_clear();
-        // Drain: every job ends; then faults off and the books are checked.
         self.clear_nvml_rules(true)?;
-        loop {
-            let left = queued(&self.demo)?;
-            if left == 0 {
-                break;
-            }
-            if Instant::now() >= deadline {
-                self.report.problems.push(format!("{left} jobs still queued or running when the time was up"));
-                break;
-            }
-            if last_sample.elapsed() >= Duration::from_secs(10) {
-                last_sample = Instant::now();
-                self.sample_rss(self.report.jobs_submitted - left);
-            }
-            std::thread::sleep(Duration::from_secs(2));
-        }
+        self.resume_drained();
         self.sample_rss(self.report.jobs_submitted);
         self.report.elapsed_s = self.at_s();
         self.check_accounting()?;
@@ -627,6 +706,8 @@ impl Soak<'_> {
                         let state = s[0].clone();
                         if !is_final(&state) {
                             self.report.problems.push(format!("job {id}: {state} in sacct after the soak"));
+                        } else if state != "COMPLETED" && self.in_crash_window(id) {
+                            self.report.lost_to_crash.push(id.clone());
                         } else if state != "COMPLETED" && !self.report.killed_jobs.iter().any(|k| id == k || self.array_task_of(id, k)) {
                             self.report.problems.push(format!("job {id}: {state}, and no fault of the soak explains it"));
                         }
@@ -650,12 +731,29 @@ impl Soak<'_> {
         std::fs::read_to_string(marks).is_ok_and(|t| t.lines().any(|l| l.split_whitespace().next() == Some(killed_job_id)))
     }
 
+    /// When a job's script first started (Unix s), from its marker.
+    fn first_start_s(&self, id: &str) -> Option<f64> {
+        let text = std::fs::read_to_string(self.dir.path().join("marks").join(id)).ok()?;
+        text.lines().next()?.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// Did the job start within the state-save window before a slurmctld SIGKILL?
+    fn in_crash_window(&self, id: &str) -> bool {
+        self.first_start_s(id)
+            .is_some_and(|t| self.crashes_unix_s.iter().any(|&c| t >= c - STATE_SAVE_WINDOW_S && t <= c + 1.0))
+    }
+
     /// Each job's marker file has exactly one line.
     fn check_starts(&mut self) {
         let marks = self.dir.path().join("marks");
         let mut never = 0;
         for id in self.expected.clone() {
             match std::fs::read_to_string(marks.join(&id)) {
+                Ok(t) if t.lines().count() > 1 && self.in_crash_window(&id) => {
+                    if !self.report.lost_to_crash.contains(&id) {
+                        self.report.lost_to_crash.push(id.clone());
+                    }
+                }
                 Ok(t) if t.lines().count() > 1 => self.report.problems.push(format!("job {id} started {} times: {}", t.lines().count(), t.replace('\n', "; "))),
                 Ok(_) => {}
                 Err(_) => never += 1,
