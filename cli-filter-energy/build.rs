@@ -15,7 +15,10 @@ fn version_number(text: &str) -> Option<u32> {
     })
 }
 
+include!("../tests/cluster/live_cfg.rs");
+
 fn main() {
+    emit_live_cfg();
     println!("cargo:rerun-if-env-changed=SLURM_SRC_DIR");
     let mut headers = Vec::new();
     if let Some(dir) = std::env::var_os("SLURM_SRC_DIR") {

@@ -4,7 +4,10 @@
 
 use std::path::PathBuf;
 
+include!("../tests/cluster/live_cfg.rs");
+
 fn main() {
+    emit_live_cfg();
     println!("cargo:rerun-if-env-changed=SLURM_SRC_DIR");
     println!("cargo:rerun-if-env-changed=SLURM_VERSION_H");
     let mut candidates = Vec::new();

@@ -135,6 +135,7 @@ impl Rig {
     }
 }
 
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn gpu_freq_with_shards_goes_to_the_clock_arbiter() {
     if skip_live_test("gpu_freq_with_shards_goes_to_the_clock_arbiter") {

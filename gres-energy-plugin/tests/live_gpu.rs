@@ -132,6 +132,7 @@ fn job_energy_j(cluster: &LocalCluster, job: u32) -> f64 {
     }
 }
 
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn gpu_plugins_in_a_live_cluster() {
     if skip_live_test("gpu_plugins_in_a_live_cluster") {
@@ -295,6 +296,7 @@ fn gpu_plugins_in_a_live_cluster() {
 
 /// With `PrologFlags=Contain` slurmctld adds only the extern step's energy to the job: a job
 /// whose work is its batch script gets the energy of its GPUs over its whole life.
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn contained_batch_job_gets_its_gpus_energy() {
     if skip_live_test("contained_batch_job_gets_its_gpus_energy") {

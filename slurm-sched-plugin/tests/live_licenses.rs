@@ -37,6 +37,7 @@ fn times_s(cluster: &LocalCluster, job: u32) -> (i64, i64) {
     (field("StartTime="), field("EndTime="))
 }
 
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn two_jobs_for_the_last_license_run_one_after_the_other() {
     if skip_live_test("two_jobs_for_the_last_license_run_one_after_the_other") {

@@ -134,6 +134,7 @@ fn priority_workload(cluster: &LocalCluster, label: &str) -> PriorityRun {
     PriorityRun { big_wait_s: start - submit, stream_before_big, stream_jobs: stream.len() }
 }
 
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn priority_is_kept_no_later_than_sched_backfill() {
     if skip_live_test("priority_is_kept_no_later_than_sched_backfill") {
@@ -186,6 +187,7 @@ fn priority_is_kept_no_later_than_sched_backfill() {
     );
 }
 
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn hints_pack_efficiency_jobs_and_deny_sharing() {
     if skip_live_test("hints_pack_efficiency_jobs_and_deny_sharing") {

@@ -38,6 +38,7 @@ debug = true
 reservation_depth = 2
 ";
 
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn sched_energy_starts_gpu_jobs_and_records_its_decisions() {
     if skip_live_test("sched_energy_starts_gpu_jobs_and_records_its_decisions") {
@@ -121,6 +122,7 @@ fn sched_energy_starts_gpu_jobs_and_records_its_decisions() {
     cluster.stop().expect("stop the cluster");
 }
 
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn bad_energy_toml_stops_slurmctld_with_file_line_and_key() {
     if skip_live_test("bad_energy_toml_stops_slurmctld_with_file_line_and_key") {

@@ -31,6 +31,7 @@ fn wait_for_log(cluster: &LocalCluster, text: &str) {
     }
 }
 
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn a_reconfigure_without_defer_stops_starts_until_it_is_back() {
     if skip_live_test("a_reconfigure_without_defer_stops_starts_until_it_is_back") {

@@ -54,6 +54,7 @@ fn shard_job(cluster: &LocalCluster, name: &str, hints: &[&str]) -> u32 {
     cluster.sbatch(&args, "#!/bin/sh\nsleep 120\n").unwrap_or_else(|e| panic!("sbatch {name}: {e}"))
 }
 
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn shard_jobs_share_by_interference_and_deny_jobs_never_share() {
     if skip_live_test("shard_jobs_share_by_interference_and_deny_jobs_never_share") {

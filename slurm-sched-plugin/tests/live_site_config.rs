@@ -69,6 +69,7 @@ fn wait_completed(cluster: &LocalCluster, job: u32, what: &str) {
     assert_eq!(state, "COMPLETED", "{what} (job {job})");
 }
 
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn jobs_run_only_where_slurm_allows_on_a_site_like_cluster() {
     if skip_live_test("jobs_run_only_where_slurm_allows_on_a_site_like_cluster") {
@@ -192,6 +193,7 @@ fn jobs_run_only_where_slurm_allows_on_a_site_like_cluster() {
     assert!(!log.contains("not started on"), "a planned start was refused by Slurm:\n{log}");
 }
 
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn without_defer_sched_energy_refuses_to_load_with_the_line_to_write() {
     if skip_live_test("without_defer_sched_energy_refuses_to_load_with_the_line_to_write") {
@@ -213,6 +215,7 @@ fn without_defer_sched_energy_refuses_to_load_with_the_line_to_write() {
 /// A job held by a QOS limit takes no nodes from runnable jobs: with the user at its QOS's
 /// `MaxTRESPerUser=gres/gpu=2`, a second `--qos=gpu2` job waits with Slurm's QOS reason, and a
 /// lower-priority job without that QOS starts on the GPUs the held one would have wanted.
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn a_job_held_at_its_qos_limit_takes_no_nodes_from_runnable_jobs() {
     if skip_live_test("a_job_held_at_its_qos_limit_takes_no_nodes_from_runnable_jobs") {

@@ -64,6 +64,7 @@ fn prerequisites() -> Option<(std::path::PathBuf, String)> {
     Some((spank, toml))
 }
 
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn slowed_jobs_get_longer_time_limits_within_the_partition() {
     if skip_live_test("slowed_jobs_get_longer_time_limits_within_the_partition") {
@@ -129,6 +130,7 @@ fn slowed_jobs_get_longer_time_limits_within_the_partition() {
     println!("time limits: test {:.1} s", t0.elapsed().as_secs_f64());
 }
 
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn limits_of_the_qos_and_the_admin_cap_the_extension() {
     if skip_live_test("limits_of_the_qos_and_the_admin_cap_the_extension") {

@@ -32,6 +32,7 @@ fn wait_until(what: &str, cluster: &LocalCluster, mut done: impl FnMut() -> bool
     }
 }
 
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn a_job_slurm_places_gets_its_will_run_start_and_keeps_it() {
     if skip_live_test("a_job_slurm_places_gets_its_will_run_start_and_keeps_it") {

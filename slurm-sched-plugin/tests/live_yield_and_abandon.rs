@@ -17,6 +17,7 @@ use common::{energy_cluster, plugin_dir, run};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn a_plan_is_abandoned_when_partitions_change_during_a_yield() {
     if skip_live_test("a_plan_is_abandoned_when_partitions_change_during_a_yield") {
@@ -70,6 +71,7 @@ fn running(pid: u32) -> bool {
 
 /// slurmctld shuts down while sched/energy yields in the middle of a plan: nothing more of the
 /// plan starts, and the plugin's thread lets slurmctld finish (fini joins it, no hang).
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn nothing_more_starts_once_slurmctld_shuts_down() {
     if skip_live_test("nothing_more_starts_once_slurmctld_shuts_down") {
@@ -104,6 +106,7 @@ fn nothing_more_starts_once_slurmctld_shuts_down() {
 
 /// `max_rpc_cnt`: while slurmctld serves at least that many RPCs at once, the plugin gives its
 /// locks back before a start, as sched/backfill does (its cycle lines count the yields).
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn busy_rpc_threads_make_the_plugin_yield() {
     if skip_live_test("busy_rpc_threads_make_the_plugin_yield") {

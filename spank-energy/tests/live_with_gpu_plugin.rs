@@ -51,6 +51,7 @@ fn wait_clocks(fake: &FakeNvml, cluster: &LocalCluster, what: &str, pred: impl F
     }
 }
 
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn explicit_srun_gpu_freq_through_gpu_nvml_beats_the_policy() {
     const NAME: &str = "explicit_srun_gpu_freq_through_gpu_nvml_beats_the_policy";

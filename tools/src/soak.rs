@@ -238,8 +238,10 @@ fn gpu_clock_lines(site: &FakeGpuSite, node: &str) -> Result<Vec<String>, String
 }
 
 /// slurmctld writes its state at most every 5 s (`SAVE_MAX_WAIT` in its state_save.c), so a
-/// SIGKILL loses up to that much: starts and ends within this window before a crash.
-const STATE_SAVE_WINDOW_S: f64 = 6.0;
+/// SIGKILL loses up to that much: starts and ends in the last 5 s before a crash. A soak job
+/// runs at most about 3 s, so one that started up to 10 s before the crash may have started or
+/// ended in those 5 s.
+const STATE_SAVE_WINDOW_S: f64 = 10.0;
 
 fn unix_now_s() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())

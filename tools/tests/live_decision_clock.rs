@@ -25,6 +25,7 @@ fn rpc_count(sdiag: &str, rpc: &str) -> u64 {
         .unwrap_or(0)
 }
 
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn decision_clock_reaches_every_step_on_every_node_with_the_job() {
     if skip_live_test("decision_clock_reaches_every_step_on_every_node_with_the_job") {

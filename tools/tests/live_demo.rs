@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use slurm_testcluster::{pid_exists, skip_live_test};
 use tools::demo::{DemoJob, DemoOptions, Plugins, default_project_dir, format_table, run_demo};
 
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn demo_runs_a_mixed_workload_and_every_job_has_a_decision_record() {
     if skip_live_test("demo_runs_a_mixed_workload_and_every_job_has_a_decision_record") {
@@ -77,6 +78,7 @@ fn demo_runs_a_mixed_workload_and_every_job_has_a_decision_record() {
 
 /// `--keep` hands back instructions naming live daemons; stopping them by those pids works.
 /// (Cheap: reuses nothing of the test above, but only checks the kept cluster's text and pids.)
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn kept_cluster_instructions_name_running_daemons() {
     if skip_live_test("kept_cluster_instructions_name_running_daemons") {

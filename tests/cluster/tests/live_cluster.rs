@@ -9,6 +9,7 @@ use slurm_testcluster::{ClusterConfig, LocalCluster, pid_exists, skip_live_test}
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(60);
 
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn live_cluster_runs_gpu_jobs_and_accounts_them() {
     if skip_live_test("live_cluster_runs_gpu_jobs_and_accounts_them") {
@@ -189,6 +190,7 @@ fn pid_of(cluster: &LocalCluster, daemon: &str) -> u32 {
 
 /// Without accounting (no MariaDB, no slurmdbd) a cluster still runs GPU jobs; it runs beside the
 /// other tests' clusters, on its own ports and directories.
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn cluster_without_accounting_runs_jobs() {
     if skip_live_test("cluster_without_accounting_runs_jobs") {
@@ -241,6 +243,7 @@ fn cluster_without_accounting_runs_jobs() {
 
 /// A daemon that cannot start makes `start` fail with the tail of that daemon's log, and
 /// whatever had started is stopped again.
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn start_failure_reports_the_daemon_log() {
     if skip_live_test("start_failure_reports_the_daemon_log") {

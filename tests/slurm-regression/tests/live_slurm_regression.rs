@@ -31,6 +31,7 @@ fn cannot_run() -> Option<String> {
     slurm_testcluster::skip_reason().or_else(testsuite::skip_reason)
 }
 
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn live_slurm_regression() {
     if let Some(why) = cannot_run() {

@@ -1,0 +1,55 @@
+//! The short soak that CI runs (`slurm-energy soak` runs the long one): 300 jobs of mixed shapes
+//! and hints through the full plugin stack with accounting, with every kind of fault at least
+//! once (NVML failures, slurmctld SIGTERM and SIGKILL restarts, a slurmstepd SIGKILL, a broken
+//! and a good energy.toml reconfigured, a slurmd restart). Passes only when every job ended
+//! exactly once and is in sacct, none started twice outside slurmctld's state-save window
+//! before a crash, every GPU is back at its clocks, the ledgers are empty and slurmctld's
+//! memory stayed bounded.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use slurm_testcluster::skip_live_test;
+use tools::demo::{build_plugins, default_project_dir};
+use tools::soak::{Fault, SoakOptions, run_soak};
+
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
+#[test]
+fn a_short_soak_with_every_fault_loses_no_job() {
+    if skip_live_test("a_short_soak_with_every_fault_loses_no_job") {
+        return;
+    }
+    let exe = std::env::current_exe().expect("test binary path");
+    let target = exe.ancestors().nth(3).expect("target dir").join("plugin-builds");
+    let project = default_project_dir();
+    let plugins = build_plugins(&project, None, false, Some(&target)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(plugins.gpu.is_some(), "the soak needs gpu_nvml.so and acct_gather_energy_nvml.so");
+    let data = model::data::default_data_dir();
+    assert!(data.join("zeus").is_dir(), "measured data missing at {}", data.display());
+    let opts = SoakOptions {
+        jobs: 300,
+        max_duration: Duration::from_secs(20 * 60),
+        seed: 7,
+        faults_every: 25,
+        max_queued: 120,
+        plugins,
+        energy_toml: std::fs::read_to_string(project.join("etc").join("energy.toml")).expect("etc/energy.toml"),
+        data_dir: Some(std::fs::canonicalize(&data).unwrap_or(data)),
+        progress: false,
+        sched_type: "sched/energy".into(),
+    };
+    let report = run_soak(&opts).unwrap_or_else(|e| panic!("the soak could not run: {e}"));
+    println!("{}", report.summary());
+    for f in &report.faults {
+        println!("fault at {:.0} s after {} jobs: {:?}: {}", f.at_s, f.after_jobs, f.fault, f.what);
+    }
+    let kinds: BTreeSet<Fault> = report.faults.iter().map(|f| f.fault).collect();
+    for kind in [Fault::NvmlFailures, Fault::SlurmctldRestart, Fault::SlurmstepdKill, Fault::Reconfigure, Fault::SlurmdRestart, Fault::SlurmctldKill] {
+        assert!(kinds.contains(&kind), "no {kind:?} fault in the soak: {:?}", report.faults);
+    }
+    assert_eq!(report.jobs_submitted, 300);
+    assert_eq!(report.states.values().sum::<u32>(), 300, "final states: {:?}", report.states);
+    assert!(report.passed(), "{}", report.summary());
+    // The jobs ran under sched/energy's decisions, not around it.
+    assert!(report.with_decision >= 290, "{} of 300 jobs have a decision record", report.with_decision);
+}
