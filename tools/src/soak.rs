@@ -152,7 +152,7 @@ impl SoakReport {
         if !self.lost_to_crash.is_empty() {
             let _ = writeln!(
                 s,
-                "{} job(s) started within slurmctld's state-save window before a SIGKILL (re-run or ended early, as with stock Slurm): {}",
+                "{} job(s) started within slurmctld's state-save window around a SIGKILL (re-run or ended early: Slurm recovers its last saved state): {}",
                 self.lost_to_crash.len(),
                 self.lost_to_crash.join(" ")
             );
@@ -161,7 +161,7 @@ impl SoakReport {
             let _ = writeln!(s, "job scripts, outputs and start markers kept in {}", dir.display());
         }
         if self.problems.is_empty() {
-            let _ = writeln!(s, "PASSED: every job final exactly once and in sacct, none started twice, GPUs at their clocks, ledgers empty");
+            let _ = writeln!(s, "PASSED: every job final exactly once and in sacct, none started twice outside a crash window, GPUs at their clocks, ledgers empty");
         } else {
             let _ = writeln!(s, "FAILED: {} problem(s):", self.problems.len());
             for p in self.problems.iter().take(40) {
@@ -675,7 +675,9 @@ impl Soak<'_> {
                 .demo
                 .cluster
                 .command("sacct")
-                .args(["-a", "-X", "-D", "-n", "-P", "-S", "now-1days", "-E", "now", "-o", "JobID,State,AdminComment"])
+                .args(["-a", "-X", "-D", "-n", "-P", "-S", "now-1days", "-E", "now", "-o", "JobID,State,Start,AdminComment"])
+                // Start as Unix seconds.
+                .env("SLURM_TIME_FORMAT", "%s")
                 .stdout(Stdio::piped())
                 .output()
                 .map_err(|e| format!("sacct: {e}"))?;
@@ -685,9 +687,13 @@ impl Soak<'_> {
             let text = String::from_utf8_lossy(&out.stdout).into_owned();
             let mut rows: BTreeMap<String, Vec<String>> = BTreeMap::new();
             let mut with_decision = 0;
+            let mut starts: BTreeMap<String, f64> = BTreeMap::new();
             for line in text.lines() {
-                let mut f = line.splitn(3, '|');
-                let (id, state, comment) = (f.next().unwrap_or_default(), f.next().unwrap_or_default(), f.next().unwrap_or_default());
+                let mut f = line.splitn(4, '|');
+                let (id, state, start, comment) = (f.next().unwrap_or_default(), f.next().unwrap_or_default(), f.next().unwrap_or_default(), f.next().unwrap_or_default());
+                if let Ok(t) = start.trim().parse::<f64>() {
+                    starts.insert(id.to_string(), t);
+                }
                 if comment.starts_with("energy:") {
                     with_decision += 1;
                 }
@@ -708,7 +714,7 @@ impl Soak<'_> {
                         let state = s[0].clone();
                         if !is_final(&state) {
                             self.report.problems.push(format!("job {id}: {state} in sacct after the soak"));
-                        } else if state != "COMPLETED" && self.in_crash_window(id) {
+                        } else if state != "COMPLETED" && (self.in_crash_window(id) || starts.get(id).is_some_and(|&t| self.near_crash(t))) {
                             self.report.lost_to_crash.push(id.clone());
                         } else if state != "COMPLETED" && !self.report.killed_jobs.iter().any(|k| id == k || self.array_task_of(id, k)) {
                             self.report.problems.push(format!("job {id}: {state}, and no fault of the soak explains it"));
@@ -743,6 +749,14 @@ impl Soak<'_> {
     fn in_crash_window(&self, id: &str) -> bool {
         self.first_start_s(id)
             .is_some_and(|t| self.crashes_unix_s.iter().any(|&c| t >= c - STATE_SAVE_WINDOW_S && t <= c + 1.0))
+    }
+
+    /// Did slurmctld (as sacct records it) start the job around a SIGKILL: in the state-save
+    /// window before it, or in the 10 s after it, while the nodes' registrations revoke what the
+    /// lost state still had running there (a job id the crash handed out again meets the revoked
+    /// credential of its namesake)?
+    fn near_crash(&self, start_s: f64) -> bool {
+        self.crashes_unix_s.iter().any(|&c| start_s >= c - STATE_SAVE_WINDOW_S && start_s <= c + 10.0)
     }
 
     /// Each job's marker file has exactly one line.
