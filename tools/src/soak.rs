@@ -411,8 +411,8 @@ impl Soak<'_> {
                 self.demo.cluster.reconfigure().map_err(|e| format!("scontrol reconfigure: {e}"))?;
                 let rejected = self.wait_log_after(log_before, "keeping the previous configuration", Duration::from_secs(30));
                 // A good file that differs: the lock budget alternates between 500 and 400 ms.
-                let interval = if self.reconfigures % 2 == 0 { "max_lock_ms = 500" } else { "max_lock_ms = 400" };
-                let good = self.energy_toml.replace("max_lock_ms = 500", interval);
+                let lock_budget = if self.reconfigures.is_multiple_of(2) { "max_lock_ms = 500" } else { "max_lock_ms = 400" };
+                let good = self.energy_toml.replace("max_lock_ms = 500", lock_budget);
                 let log_before = self.demo.cluster.slurmctld_log().len();
                 self.demo.cluster.write_conf_file("energy.toml", &good).map_err(|e| e.to_string())?;
                 self.demo.cluster.reconfigure().map_err(|e| format!("scontrol reconfigure: {e}"))?;
@@ -427,7 +427,7 @@ impl Soak<'_> {
                 if !taken {
                     self.report.problems.push("a good energy.toml was not taken by sched/energy after scontrol reconfigure".into());
                 }
-                self.event(fault, format!("bad energy.toml rejected: {rejected}; good one ({interval}) taken: {taken}"));
+                self.event(fault, format!("bad energy.toml rejected: {rejected}; good one ({lock_budget}) taken: {taken}"));
             }
             Fault::SlurmdRestart => {
                 let nodes = self.nodes();
