@@ -219,7 +219,8 @@ pub fn slurm_gres(data: &[u8]) {
 
 /// Other strings the plugins take from Slurm: the first byte picks which.
 /// - a step's environment (`SLURM_JOB_GPUS`, `SLURM_STEP_GPUS`, SPANK options; one `KEY=VALUE`
-///   a line) as the SPANK plugin reads it (`StepEnv`);
+///   a line) as the SPANK plugin reads it (`StepEnv`), and the job record's SPANK environment
+///   as sched/energy reads it (`hints::from_spank_env`, `hints::explicit_share`);
 /// - a slurmstepd process title (`StepId::from_title`) and its `job.step` (`parse_step_ids`);
 /// - slurm.conf's `SchedulerParameters` (`slurm_bindings::conf`).
 pub fn slurm_strings(data: &[u8]) {
@@ -236,7 +237,14 @@ pub fn slurm_strings(data: &[u8]) {
                 assert_eq!(sorted.len(), gpus.len(), "a GPU listed twice: {gpus:?}");
             }
             let _ = env.explicit_gpu_freq();
-            let _ = spank_energy::clocks::hints_from_values(&env.hint_values(), &model::config::HintDefaults::default());
+            let defaults = model::config::HintDefaults::default();
+            let _ = spank_energy::clocks::hints_from_values(&env.hint_values(), &defaults);
+            // The same entries as sched/energy gets them from the job record's spank_job_env.
+            let entries: Vec<(&str, &str)> = t.lines().filter_map(|l| l.split_once('=')).collect();
+            let h = sched_energy::hints::from_spank_env(entries.iter().copied(), &defaults);
+            assert!(h.max_slowdown >= 1.0 && h.max_slowdown <= defaults.max_slowdown_limit, "{h:?}");
+            assert!(h.defer_max_s >= 0.0 && h.defer_max_s <= defaults.max_defer_s, "{h:?}");
+            let _ = sched_energy::hints::explicit_share(entries.iter().copied());
         }
         1 => {
             if let Some(id) = gres_energy::StepId::from_title(t) {
