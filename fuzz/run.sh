@@ -5,8 +5,9 @@
 #   fuzz/run.sh [--minutes N | --seconds N] [--no-build] [target...]
 #                                              (default: 10 minutes each, every target)
 #
-# Needs: cargo install cargo-afl (it builds its own AFL++ on first use: cargo afl config --build),
-# and the environment of the main build (SLURM_SRC_DIR for the bindings). Findings stay in
+# Needs cargo-afl (installed here when missing; it builds its own AFL++ from the sources in the
+# crate, nothing else is fetched) and the environment of the main build (SLURM_SRC_DIR for the
+# bindings: `bash tools/slurm-env.sh` prints it). Runs on the stable toolchain. Findings stay in
 # fuzz/out/<target>/default/{crashes,hangs}; the corpus afl grew in fuzz/out/<target>/default/queue.
 set -euo pipefail
 
@@ -28,6 +29,11 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 
 cd "$here"
+if ! cargo afl --version > /dev/null 2>&1; then
+    cargo install cargo-afl --version 0.18.2 --locked
+fi
+# Builds AFL++ for this rustc when the install did not (an error if it is built already).
+cargo afl config --build > /dev/null 2>&1 || true
 if [ "$build" = 1 ]; then
     # One job: the machine is shared.
     CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-1} cargo afl build --release
