@@ -222,10 +222,14 @@ pub fn slurm_gres(data: &[u8]) {
 ///   a line) as the SPANK plugin reads it (`StepEnv`), and the job record's SPANK environment
 ///   as sched/energy reads it (`hints::from_spank_env`, `hints::explicit_share`);
 /// - a slurmstepd process title (`StepId::from_title`) and its `job.step` (`parse_step_ids`);
-/// - slurm.conf's `SchedulerParameters` (`slurm_bindings::conf`).
+/// - slurm.conf's `SchedulerParameters` (`slurm_bindings::conf`);
+/// - a step's GPU bitmap, as the GPU plugins map its set bits to NVML devices (`gpu_bitmap`).
 pub fn slurm_strings(data: &[u8]) {
     let Some((&sel, rest)) = data.split_first() else { return };
     let Some(t) = text(rest) else { return };
+    if sel % 4 == 3 {
+        return gpu_bitmap(rest);
+    }
     match sel % 3 {
         0 => {
             let env = spank_energy::clocks::StepEnv::from_entries(t.lines());
@@ -267,4 +271,24 @@ pub fn slurm_strings(data: &[u8]) {
             }
         }
     }
+}
+
+/// The set bits of a step's GPU bitmap (Slurm's `bit_*` functions read the bitmap; the first byte
+/// gives the node's GPU count, the next that many bytes their minor numbers, the rest the bits)
+/// mapped to NVML devices as both GPU plugins do (`gres_energy::devmap::DeviceMap`).
+fn gpu_bitmap(data: &[u8]) {
+    use gres_energy::devmap::DeviceMap;
+    let Some((&count, rest)) = data.split_first() else { return };
+    let (minors, bits) = rest.split_at(usize::from(count).min(rest.len()));
+    let minors: Vec<u32> = minors.iter().map(|&m| u32::from(m)).collect();
+    let map = DeviceMap::from_minors(&minors);
+    assert_eq!(map.len(), minors.len());
+    let indices: Vec<usize> = bits.iter().enumerate().flat_map(|(byte, &b)| (0..8).filter(move |k| b & (1 << k) != 0).map(move |k| byte * 8 + k)).collect();
+    let (found, unknown) = map.nvml_indices(&indices);
+    assert_eq!(found.len() + unknown.len(), indices.len());
+    assert!(found.iter().all(|&n| (n as usize) < map.len()), "{found:?}");
+    let mut distinct = found.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), found.len(), "two Slurm GPUs on one NVML device: {found:?}");
 }
