@@ -22,7 +22,7 @@ fn parse_count(s: &str) -> Option<u64> {
         (i, 'g' | 'G') => (&s[..i], 1024 * 1024 * 1024),
         _ => (s, 1),
     };
-    digits.parse::<u64>().ok().map(|n| n * mult)
+    digits.parse::<u64>().ok()?.checked_mul(mult)
 }
 
 /// Splits on commas that are outside parentheses (`gpu:2(S:0,1)` is one entry).
@@ -31,7 +31,8 @@ fn split_entries(s: &str) -> Vec<&str> {
     for (i, c) in s.char_indices() {
         match c {
             '(' => depth += 1,
-            ')' => depth -= 1,
+            // A stray `)` must not hide the commas after it.
+            ')' => depth = (depth - 1).max(0),
             ',' if depth == 0 => {
                 out.push(&s[start..i]);
                 start = i + 1;
@@ -64,7 +65,7 @@ pub fn parse(s: &str) -> Vec<GresEntry> {
 
 /// Total count of GRES `name` (e.g. `gpu`) in a string, summed over types.
 pub fn count(s: &str, name: &str) -> u64 {
-    parse(s).iter().filter(|e| e.name == name).map(|e| e.count).sum()
+    parse(s).iter().filter(|e| e.name == name).map(|e| e.count).fold(0, u64::saturating_add)
 }
 
 /// The type of the first `name` entry that has one (`v100` in `gpu:v100:4`).
@@ -96,5 +97,19 @@ mod tests {
         assert_eq!(count("gres:shard:3", "shard"), 3);
         assert_eq!(count("gres:gpu", "gpu"), 1);
         assert_eq!(count("cpu:4", "gpu"), 0);
+    }
+
+    // Found by the slurm_gres fuzz target (fuzz/): these panicked or merged entries.
+    #[test]
+    fn counts_that_overflow_are_no_count() {
+        assert_eq!(count("gpu:99999999999G", "gpu"), 1, "an overflowing count is not a count");
+        assert_eq!(count("gpu:18446744073709551615,gpu:1", "gpu"), u64::MAX);
+    }
+
+    #[test]
+    fn a_stray_parenthesis_does_not_join_entries() {
+        assert_eq!(parse("gres:gpu:v100:1,gres),shard:3").len(), 3);
+        assert_eq!(count("gpu:1),gpu:2", "gpu"), 3);
+        assert_eq!(count("gpu:2(S:0,1)),gpu:1", "gpu"), 3);
     }
 }

@@ -3,7 +3,10 @@
 //!   and only jobs that allow sharing share);
 //! - no started job delays a reservation made in the same cycle;
 //! - a job that denies sharing never shares;
-//! - the same input gives the same decisions.
+//! - the same input gives the same decisions;
+//! - a start respects the job's limits from the snapshot: only nodes its partition (eligibility
+//!   route) allows, none that is unavailable, not before the route allows, a time limit no
+//!   shorter than the user's and stretched by no more than the predicted slowdown.
 
 use std::sync::OnceLock;
 
@@ -250,6 +253,53 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+
+    #[test]
+    fn starts_respect_the_limits_in_the_snapshot(
+        nodes in 2usize..6,
+        runs in prop::collection::vec(run_spec(), 0..20),
+        jobs in prop::collection::vec(job_spec(), 1..30),
+        // Per job: which nodes its partition allows (bit i = node i), and whether that route
+        // opens only later (a reservation or maintenance window ahead).
+        partitions in prop::collection::vec((1u8..=u8::MAX, prop::bool::weighted(0.2)), 30),
+        unavailable in 0u8..=u8::MAX,
+    ) {
+        let mut s = snapshot(nodes, &runs, &jobs);
+        for (i, n) in s.nodes.iter_mut().enumerate() {
+            n.available = unavailable & (1 << i) == 0;
+        }
+        let mut sets = model::eligibility::NodeSetInterner::default();
+        for (j, (mask, later)) in s.pending.iter_mut().zip(&partitions) {
+            let mut set = model::eligibility::NodeSet::new();
+            (0..nodes).filter(|i| mask & (1 << i) != 0).for_each(|i| set.insert(i));
+            j.eligible = vec![model::eligibility::Eligibility { node_set: sets.intern(set), reservation: None, not_before_s: if *later { 5000.0 } else { 0.0 }, route: j.id.0 }];
+        }
+        s.node_sets = sets.into_sets();
+        let out = plan_snapshot(&s, &PlannerConfig::default(), predictor());
+        for st in out.starts() {
+            let p = s.pending.iter().find(|p| p.id == st.job).expect("started job was pending");
+            let e = &p.eligible[0];
+            prop_assert_eq!(st.route, Some(e.route));
+            prop_assert!(e.not_before_s <= s.now_s, "job {} started before its route opens", p.id.0);
+            for a in &st.allocations {
+                let n = a.node.0 as usize;
+                prop_assert!(s.node_sets[e.node_set as usize].contains(n), "job {} on node {n} outside its partition", p.id.0);
+                prop_assert!(s.nodes[n].available, "job {} on unavailable node {n}", p.id.0);
+            }
+            prop_assert!(st.time_limit_s >= p.time_limit_s, "job {}: limit {} < the user's {}", p.id.0, st.time_limit_s, p.time_limit_s);
+            prop_assert!(
+                st.time_limit_s <= p.time_limit_s * st.predicted_slowdown.max(1.0) * (1.0 + 1e-9),
+                "job {}: limit {} stretched past the predicted slowdown {}", p.id.0, st.time_limit_s, st.predicted_slowdown
+            );
+            if st.shares_with.is_empty() {
+                prop_assert!(st.predicted_slowdown <= p.hints.max_slowdown + 1e-9, "job {}: slowdown {} over its bound {}", p.id.0, st.predicted_slowdown, p.hints.max_slowdown);
+            }
+        }
+    }
+}
+
 #[test]
 fn reservation_decisions_exist_in_a_full_cluster() {
     // Sanity for the properties above: they must see reservations to mean anything.
@@ -258,4 +308,21 @@ fn reservation_decisions_exist_in_a_full_cluster() {
     let s = snapshot(2, &runs, &jobs);
     let out = plan_snapshot(&s, &config(1), predictor());
     assert!(out.decisions.iter().any(|d| matches!(d, Decision::Reserve(_))), "{out:?}");
+}
+
+#[test]
+fn a_partition_limit_is_what_the_limits_property_sees() {
+    // Sanity for starts_respect_the_limits_in_the_snapshot: a start happens, through the route,
+    // on the one node the job's partition allows, though node 0 would fit as well.
+    let jobs = vec![JobSpec { nodes: 1, gpus: 1, limit_s: 3600.0, policy: 1, share: false, family: 0 }];
+    let mut s = snapshot(3, &[], &jobs);
+    let mut set = model::eligibility::NodeSet::new();
+    set.insert(2);
+    s.node_sets = vec![set];
+    s.nodes[1].available = false;
+    s.pending[0].eligible = vec![model::eligibility::Eligibility { node_set: 0, reservation: None, not_before_s: 0.0, route: 7 }];
+    let out = plan_snapshot(&s, &PlannerConfig::default(), predictor());
+    let st = out.starts().next().expect("the job starts");
+    assert_eq!(st.route, Some(7));
+    assert_eq!(st.allocations.iter().map(|a| a.node.0).collect::<Vec<_>>(), vec![2]);
 }

@@ -25,13 +25,22 @@ pub struct CarbonTrace {
     pub finer_samples_skipped: usize,
 }
 
+/// Longest series kept (samples on the grid, gaps filled): 239 years of half hours. A
+/// timestamp further on is an error, not a fill of gigabytes.
+const MAX_SAMPLES: usize = 1 << 22;
+
 /// Reads a carbon-intensity CSV. The first two samples set the step; later samples must land on
 /// that grid (a missing slot holds the previous value) or between grid slots at an interval that
 /// divides the step (skipped). Anything else, a timestamp not after the previous one, or an
 /// empty, non-numeric or negative value is an error naming its line.
 pub fn load_carbon(path: &Path) -> Result<CarbonTrace, DataError> {
-    let text = read_text(path)?;
-    let ((header_line, header), records) = header_and_records(path, &text)?;
+    parse_carbon(path, &read_text(path)?)
+}
+
+/// Parses the text of a carbon-intensity CSV as [`load_carbon`] reads it; `path` is only used
+/// in error messages.
+pub fn parse_carbon(path: &Path, text: &str) -> Result<CarbonTrace, DataError> {
+    let ((header_line, header), records) = header_and_records(path, text)?;
     let [time_col, ci_col] =
         column_indices(path, header_line, &header, ["Time", "Carbon Intensity"])?;
     let mut trace: Option<CarbonTrace> = None;
@@ -75,6 +84,13 @@ pub fn load_carbon(path: &Path) -> Result<CarbonTrace, DataError> {
         let offset_s = unix_s - t.start_unix_s;
         if offset_s % step_s == 0 {
             let slot = (offset_s / step_s) as usize;
+            if slot >= MAX_SAMPLES {
+                return Err(DataError::at(
+                    path,
+                    line,
+                    format!("more than {MAX_SAMPLES} samples of {step_s} s after the first one"),
+                ));
+            }
             let held = t.g_per_kwh[t.g_per_kwh.len() - 1];
             t.gaps_filled += slot - t.g_per_kwh.len();
             t.g_per_kwh.resize(slot, held);
@@ -151,7 +167,8 @@ fn parse_utc(stamp: &str) -> Option<i64> {
         t.next()?.parse().ok()?,
         t.next()?.parse().ok()?,
     );
-    let in_range = (1..=12).contains(&month)
+    let in_range = (0..=9999).contains(&year)
+        && (1..=12).contains(&month)
         && (1..=31).contains(&day)
         && (0..24).contains(&h)
         && (0..60).contains(&m)
@@ -175,6 +192,19 @@ mod tests {
         assert_eq!(parse_utc("2020-02-29 12:30:15"), Some(1_582_979_415));
         assert_eq!(parse_utc("2020-13-01 00:00:00"), None);
         assert_eq!(parse_utc("2020-01-01"), None);
+        assert_eq!(parse_utc("9999-12-31 23:59:59"), Some(253_402_300_799));
+    }
+
+    // Found by the carbon_csv fuzz target (fuzz/): an overflow panic and a fill that ran for
+    // seconds and took gigabytes.
+    #[test]
+    fn far_off_timestamps_are_errors() {
+        assert_eq!(parse_utc("222222222222222020-10-31 00:00:00"), None);
+        assert_eq!(parse_utc("-5-01-01 00:00:00"), None);
+        let path = Path::new("c.csv");
+        let text = "Time,Carbon Intensity\n2020-10-31 00:00:00,100.5\n2020-10-31 00:30:00,99\n9020-10-31 01:00:00,98\n";
+        let e = parse_carbon(path, text).unwrap_err().to_string();
+        assert!(e.contains("more than") && e.contains("c.csv:4:"), "{e}");
     }
 
     #[test]
