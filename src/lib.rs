@@ -16,6 +16,7 @@ pub mod bitmap;
 pub mod conf;
 pub mod gres;
 pub mod job;
+pub mod launch;
 pub mod list;
 pub mod locks;
 pub mod log;

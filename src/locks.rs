@@ -63,6 +63,9 @@ impl LockLevels {
 pub struct SlurmctldLock {
     api: &'static Api,
     levels: LockLevels,
+    /// See [`crate::launch`].
+    pub(crate) save_before_launch: bool,
+    pub(crate) unlaunched: Vec<crate::launch::Unlaunched>,
 }
 
 /// A view needed a lock level the guard does not hold.
@@ -88,7 +91,7 @@ impl SlurmctldLock {
         // SAFETY: lock_slurmctld takes its level struct by value and blocks until granted; the
         // matching unlock happens exactly once, in Drop (or around the sleep in yield_for).
         unsafe { call!(api, lock_slurmctld(levels.raw())) };
-        Ok(SlurmctldLock { api, levels })
+        Ok(SlurmctldLock { api, levels, save_before_launch: false, unlaunched: Vec::new() })
     }
 
     pub fn levels(&self) -> LockLevels {
@@ -97,20 +100,22 @@ impl SlurmctldLock {
 
     /// Lets slurmctld's RPCs through: releases the locks, sleeps, takes them again. Every view
     /// of a record is gone by then (they borrow `self`); look jobs up again by id afterwards.
+    /// Starts kept back until their state is saved (see [`crate::launch`]) are saved while
+    /// the locks are released and launched once they are taken again.
     pub fn yield_for(&mut self, pause: Duration) {
-        // SAFETY: we hold exactly `self.levels` (taken in acquire or below).
-        unsafe { call!(self.api, unlock_slurmctld(self.levels.raw())) };
+        self.unlock_raw();
+        let kept_back = self.save_kept_back();
         std::thread::sleep(pause);
-        // SAFETY: as in acquire.
-        unsafe { call!(self.api, lock_slurmctld(self.levels.raw())) };
+        self.lock_raw();
+        self.launch_after_yield(kept_back);
     }
 
     /// sched/backfill's yield: releases the locks, sleeps `pause`, and keeps sleeping while
     /// more than `max(max_rpc_cnt / 10, 20)` RPCs are being served (when `max_rpc_cnt` > 0), at
     /// most `longest` in all, or until `stop()` says so; then takes the locks again.
-    pub fn yield_until_quiet(&mut self, pause: Duration, max_rpc_cnt: u32, longest: Duration, stop: impl Fn() -> bool) {
-        // SAFETY: we hold exactly `self.levels` (taken in acquire or below).
-        unsafe { call!(self.api, unlock_slurmctld(self.levels.raw())) };
+    pub fn yield_until_quiet(&mut self, pause: Duration, max_rpc_cnt: u32, longest: Duration, stop: impl Fn() -> bool) -> crate::launch::LaunchReport {
+        self.unlock_raw();
+        let kept_back = self.save_kept_back();
         let began = std::time::Instant::now();
         let quiet = (max_rpc_cnt / 10).max(20) as i32;
         // Sleeps in slices of at most 100 ms, so that a shutdown does not wait out a long pause.
@@ -130,8 +135,34 @@ impl SlurmctldLock {
                 break;
             }
         }
-        // SAFETY: as in acquire.
+        self.lock_raw();
+        self.launch_after_yield(kept_back)
+    }
+
+    /// Releases the locks the guard holds; [`Self::lock_raw`] must follow before the guard is
+    /// used or dropped.
+    pub(crate) fn unlock_raw(&mut self) {
+        // SAFETY: we hold exactly `self.levels` (taken in acquire or lock_raw).
+        unsafe { call!(self.api, unlock_slurmctld(self.levels.raw())) };
+    }
+
+    /// Takes the guard's locks again after [`Self::unlock_raw`].
+    pub(crate) fn lock_raw(&mut self) {
+        // SAFETY: as in acquire; the guard holds nothing since unlock_raw.
         unsafe { call!(self.api, lock_slurmctld(self.levels.raw())) };
+    }
+
+    /// With the locks released: writes the job state file when starts are kept back.
+    fn save_kept_back(&self) -> Option<(Option<i32>, Duration)> {
+        (!self.unlaunched.is_empty()).then(crate::launch::save_job_state_unlocked)
+    }
+
+    fn launch_after_yield(&mut self, saved: Option<(Option<i32>, Duration)>) -> crate::launch::LaunchReport {
+        let Some((save_error, save_time)) = saved else { return crate::launch::LaunchReport::default() };
+        let mut report = self.launch_kept_back();
+        report.save_error = save_error;
+        report.save_time = save_time;
+        report
     }
 
     pub(crate) fn api(&self) -> &'static Api {
@@ -145,6 +176,11 @@ impl SlurmctldLock {
 
 impl Drop for SlurmctldLock {
     fn drop(&mut self) {
+        // Starts kept back are launched whatever ended the guard's use (an early return, a
+        // panic): a started job that is never launched would wait for its node to time out.
+        if !self.unlaunched.is_empty() {
+            let _ = self.launch_started();
+        }
         // SAFETY: we hold exactly `self.levels`; released once.
         unsafe { call!(self.api, unlock_slurmctld(self.levels.raw())) };
     }

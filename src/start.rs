@@ -3,7 +3,8 @@
 //! The same sequence as sched/backfill's `_start_job` and the main scheduler: accounting policy
 //! pre-check, the federation lock, `select_nodes()` (which applies partitions, reservations, QOS
 //! and association limits, licenses, GRES binding and writes the start to accounting), then
-//! `launch_job()` for batch jobs or `srun_allocate()` for allocations. The job is confined by
+//! `launch_job()` for batch jobs or `srun_allocate()` for allocations (at once, or once the job
+//! state file holds the start: [`crate::launch`]). The job is confined by
 //! ORing every other node into `details->exc_node_bitmap` for the call and restoring the user's
 //! own exclusions afterwards.
 
@@ -225,7 +226,12 @@ impl SlurmctldLock {
         }
         // SAFETY: slurmctld's last_job_update, written under the job write lock.
         unsafe { *api.raw().last_job_update = now() };
-        if job_rec.batch_flag == 0 {
+        // SAFETY: the shim reads state fields only.
+        let launches = job_rec.batch_flag == 0 || !unsafe { sys::energy_job_is_configuring(job_rec) };
+        if self.save_before_launch() && launches {
+            // Launched once the job state file holds this start (crate::launch).
+            self.keep_back(job_rec.job_id, job_rec.start_time);
+        } else if job_rec.batch_flag == 0 {
             // SAFETY: an allocation: answer the waiting salloc/srun, as sched/backfill does.
             unsafe { call!(api, srun_allocate(job)) };
         } else if !unsafe { sys::energy_job_is_configuring(job_rec) } {

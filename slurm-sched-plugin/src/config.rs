@@ -35,6 +35,10 @@ pub struct SchedSettings {
     pub max_lock_ms: u64,
     /// How long to let RPCs through when yielding the locks (ms).
     pub yield_ms: u64,
+    /// Write slurmctld's job state file before a start's launch RPC leaves (see
+    /// slurm_bindings::launch): a slurmctld killed right after a cycle then never runs a job
+    /// twice. Off: launches go out at once, as sched/backfill sends them.
+    pub save_before_launch: bool,
     /// Directory with the measured data the predictor is fitted to (zeus/, gavel/, synergy/);
     /// none: GPUs are predicted at their default clock at 75 % of maximum power.
     pub data_dir: Option<PathBuf>,
@@ -51,6 +55,7 @@ impl Default for SchedSettings {
             debug: false,
             max_lock_ms: 500,
             yield_ms: 20,
+            save_before_launch: true,
             data_dir: None,
             interference_gpu: "v100".into(),
             stats_kept: 100,

@@ -45,6 +45,9 @@ pub struct CycleStats {
     pub passes: usize,
     /// Pending jobs Slurm says cannot start now (held, dependencies, limits...).
     pub not_runnable: usize,
+    /// Writing slurmctld's job state file before the launches (`save_before_launch`), with no
+    /// lock held.
+    pub state_save: Duration,
 }
 
 impl std::fmt::Display for CycleStats {
@@ -52,12 +55,13 @@ impl std::fmt::Display for CycleStats {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         write!(
             f,
-            "{:.3} ms (locked {:.3}, snapshot {:.3}, plan {:.3}, start {:.3}); nodes {} running {} pending {} (not runnable {}); tested {} started {} failed {} reserved {} deferred {} yields {} passes {} end {:?}",
+            "{:.3} ms (locked {:.3}, snapshot {:.3}, plan {:.3}, start {:.3}, state save {:.3}); nodes {} running {} pending {} (not runnable {}); tested {} started {} failed {} reserved {} deferred {} yields {} passes {} end {:?}",
             ms(self.duration),
             ms(self.locked),
             ms(self.snapshot),
             ms(self.plan),
             ms(self.apply),
+            ms(self.state_save),
             self.nodes,
             self.running,
             self.pending,
@@ -165,6 +169,7 @@ impl CycleStats {
             end: o.end,
             passes: self.passes + o.passes,
             not_runnable: o.not_runnable,
+            state_save: self.state_save + o.state_save,
         }
     }
 }
@@ -210,6 +215,7 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
         end: outcome.end,
         passes: 1,
         not_runnable: built.not_runnable,
+        state_save: Duration::ZERO,
     };
     let mut refused = 0;
     for d in &outcome.decisions {
@@ -248,6 +254,7 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
         let max_locked = yp.interval_us.map_or(Duration::from_millis(cfg.sched.max_lock_ms), Duration::from_micros);
         let pause = yp.sleep_us.map_or(Duration::from_millis(cfg.sched.yield_ms), Duration::from_micros);
         let mut lock = SlurmctldLock::acquire(LockLevels::SCHEDULER).map_err(|e| e.to_string())?;
+        lock.set_save_before_launch(cfg.sched.save_before_launch);
         let mut held_since = Instant::now();
         // Partitions, reservations or the configuration changed while we planned: the plan's
         // routes and node indices may be wrong. Start nothing; the next cycle plans afresh.
@@ -265,7 +272,8 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
                 if many_rpcs || held_since.elapsed() >= max_locked {
                     stats.locked += held_since.elapsed();
                     let before = lock.stamps();
-                    lock.yield_until_quiet(pause, yp.max_rpc_cnt, max_locked.max(Duration::from_secs(5)), slurm_bindings::routes::shutting_down);
+                    let launched = lock.yield_until_quiet(pause, yp.max_rpc_cnt, max_locked.max(Duration::from_secs(5)), slurm_bindings::routes::shutting_down);
+                    note_launches(&mut stats, launched);
                     stats.yields += 1;
                     held_since = Instant::now();
                     if changed(before, lock.stamps()) {
@@ -354,10 +362,25 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
             }
         }
         stats.locked += held_since.elapsed();
+        // The starts kept back: the job state file first, then their launches.
+        let launched = lock.launch_started();
+        note_launches(&mut stats, launched);
     }
     stats.apply = apply_start.elapsed();
     stats.duration = started.elapsed();
     Ok((stats, refused))
+}
+
+/// Time the state file took; a file that could not be written is logged (the jobs were
+/// launched all the same, as stock Slurm launches them).
+fn note_launches(stats: &mut CycleStats, r: slurm_bindings::launch::LaunchReport) {
+    stats.state_save += r.save_time;
+    if let Some(rc) = r.save_error {
+        slurm_log!(LOG, error, "the job state file could not be written before launching {} job(s) (error {rc}): a crash now re-runs them", r.launched);
+    }
+    if r.dropped > 0 {
+        slurm_log!(LOG, verbose, "{} started job(s) ended or were requeued before their launch", r.dropped);
+    }
 }
 
 /// A job Slurm places that cannot start now: Slurm's will-run test, asked again after this

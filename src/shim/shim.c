@@ -435,6 +435,13 @@ void energy_schedule_state_save(void)
 	resolved.schedule_job_save();
 }
 
+int energy_save_job_state(void)
+{
+	if (!resolved_ok)
+		return -1;
+	return resolved.dump_all_job_state();
+}
+
 int energy_server_thread_count(void)
 {
 	int n;

@@ -114,7 +114,8 @@
 	X(get_node_cnts)                     \
 	X(select_g_job_test)                 \
 	X(schedule_job_save)                 \
-	X(schedule_node_save)
+	X(schedule_node_save)                \
+	X(dump_all_job_state)
 
 /*
  * What the node-side plugins (gpu/nvml, acct_gather_energy/nvml) call: only functions of
@@ -332,6 +333,9 @@ extern int energy_server_thread_count(void);
 /* Asks slurmctld's state-save thread to write job and node state soon, as the main scheduler
  * does after starting jobs (its own locking; call without or with slurmctld's locks). */
 extern void energy_schedule_state_save(void);
+/* Write the job state file now (slurmctld's dump_all_job_state(), which takes the job read lock
+ * itself: call it holding no slurmctld lock). Returns its error code (0 when written). */
+extern int energy_save_job_state(void);
 extern bool energy_shutting_down(void);
 
 #endif /* SLURM_ENERGY_SHIM_H */

@@ -104,10 +104,24 @@ pub struct SoakReport {
     pub faults: Vec<FaultEvent>,
     /// Jobs whose slurmstepd the soak killed (they may end FAILED or CANCELLED).
     pub killed_jobs: Vec<String>,
-    /// Jobs that started within Slurm's state-save window before a slurmctld SIGKILL: the
-    /// restarted slurmctld recovers them as they were last saved, so they may run again or end
-    /// TIMEOUT/CANCELLED (stock Slurm does the same). Listed, not counted as problems.
+    /// Whether a job may run twice after a slurmctld SIGKILL: stock Slurm launches a job before
+    /// its start is in the state file, and a restarted slurmctld recovers such a job as pending
+    /// and runs it again. Not for sched/energy with `save_before_launch` (the default).
+    pub reruns_allowed: bool,
+    /// Jobs started within Slurm's state-save window before a slurmctld SIGKILL that ran again
+    /// (listed when `reruns_allowed`, else each is a problem).
+    pub rerun_after_crash: Vec<String>,
+    /// Jobs that did not complete because they started around a slurmctld SIGKILL (e.g. a
+    /// launch the dying slurmctld never sent: the job is recovered as running, its node reports
+    /// it missing, and Slurm ends it). Listed, not counted as problems.
     pub lost_to_crash: Vec<String>,
+    /// Submissions that sbatch answered but a slurmctld SIGKILL lost before they reached the
+    /// state file: the restarted slurmctld handed their job ids out again (Slurm's own state
+    /// saving; no scheduler can save them). Array tasks counted one by one.
+    pub lost_submissions: Vec<String>,
+    /// Nodes Slurm drained with `Duplicate jobid` after a SIGKILL, when `reruns_allowed` (a
+    /// relaunch met the first copy still running there); a problem otherwise.
+    pub drained_after_crash: Vec<String>,
     pub rss: Vec<RssSample>,
     /// Jobs that ran with a sched/energy decision record.
     pub with_decision: u32,
@@ -149,19 +163,39 @@ impl SoakReport {
                 self.rss.len()
             );
         }
+        if !self.rerun_after_crash.is_empty() {
+            let _ = writeln!(
+                s,
+                "{} job(s) launched before slurmctld saved their start ran again after a SIGKILL: {}",
+                self.rerun_after_crash.len(),
+                self.rerun_after_crash.join(" ")
+            );
+        }
         if !self.lost_to_crash.is_empty() {
             let _ = writeln!(
                 s,
-                "{} job(s) started within slurmctld's state-save window around a SIGKILL (re-run or ended early: Slurm recovers its last saved state): {}",
+                "{} job(s) started around a slurmctld SIGKILL ended early: {}",
                 self.lost_to_crash.len(),
                 self.lost_to_crash.join(" ")
+            );
+        }
+        if !self.drained_after_crash.is_empty() {
+            let _ = writeln!(s, "drained after a SIGKILL (a relaunch met the first copy), resumed: {}", self.drained_after_crash.join("; "));
+        }
+        if !self.lost_submissions.is_empty() {
+            let _ = writeln!(
+                s,
+                "{} submitted job(s) lost by a slurmctld SIGKILL before slurmctld saved them (their ids were handed out again): {}",
+                self.lost_submissions.len(),
+                self.lost_submissions.join(" ")
             );
         }
         if let Some(dir) = &self.kept_dir {
             let _ = writeln!(s, "job scripts, outputs and start markers kept in {}", dir.display());
         }
         if self.problems.is_empty() {
-            let _ = writeln!(s, "PASSED: every job final exactly once and in sacct, none started twice outside a crash window, GPUs at their clocks, ledgers empty");
+            let reruns = if self.reruns_allowed { "none started twice outside a crash window" } else { "none started twice" };
+            let _ = writeln!(s, "PASSED: every job final exactly once and in sacct, {reruns}, GPUs at their clocks, ledgers empty");
         } else {
             let _ = writeln!(s, "FAILED: {} problem(s):", self.problems.len());
             for p in self.problems.iter().take(40) {
@@ -294,6 +328,8 @@ struct Soak<'a> {
     generation: u32,
     /// Unix times at which slurmctld was killed with SIGKILL.
     crashes_unix_s: Vec<f64>,
+    /// Job ids sbatch handed out a second time (the first submission was lost by a crash).
+    reissued: BTreeSet<String>,
     energy_toml: String,
     reconfigures: u32,
 }
@@ -326,6 +362,20 @@ impl Soak<'_> {
         }
         let text = String::from_utf8_lossy(&out.stdout);
         let id: u32 = text.trim().split(';').next().and_then(|s| s.trim().parse().ok()).ok_or_else(|| format!("sbatch printed {text:?}"))?;
+        let taken = |e: &BTreeSet<String>| e.contains(&id.to_string()) || e.range(format!("{id}_")..format!("{id}`")).next().is_some();
+        if taken(&self.expected) {
+            // The id was handed out before: slurmctld lost that submission (a SIGKILL before
+            // its state was saved) and its restarted self counts ids from the saved state.
+            let old: Vec<String> = self.expected.iter().filter(|e| e.as_str() == id.to_string() || e.starts_with(&format!("{id}_"))).cloned().collect();
+            if self.crashes_unix_s.is_empty() {
+                self.report.problems.push(format!("job id {id} handed out twice by sbatch, with no slurmctld crash before"));
+            }
+            for e in old {
+                self.expected.remove(&e);
+                self.reissued.insert(e.clone());
+                self.report.lost_submissions.push(e);
+            }
+        }
         if shape.tasks > 1 {
             self.expected.extend((0..shape.tasks).map(|t| format!("{id}_{t}")));
         } else {
@@ -449,7 +499,11 @@ impl Soak<'_> {
             if node.is_empty() {
                 continue;
             }
-            self.report.problems.push(format!("{node} was drained by Slurm: {}", reason.trim()));
+            if self.report.reruns_allowed && !self.crashes_unix_s.is_empty() && reason.contains("Duplicate jobid") {
+                self.report.drained_after_crash.push(format!("{node}: {}", reason.trim()));
+            } else {
+                self.report.problems.push(format!("{node} was drained by Slurm: {}", reason.trim()));
+            }
             let _ = self.demo.cluster.command("scontrol").args(["update", &format!("nodename={node}"), "state=resume"]).output();
         }
     }
@@ -486,6 +540,16 @@ impl Soak<'_> {
 }
 
 /// Runs the soak; an error means it could not run (the report's `problems` hold what it found).
+/// Stock Slurm (and sched/energy with `save_before_launch = false`) launches a job before its
+/// start is in slurmctld's state file; see [`SoakReport::reruns_allowed`].
+fn reruns_allowed(opts: &SoakOptions) -> bool {
+    let off = |l: &str| {
+        let l: String = l.split('#').next().unwrap_or_default().chars().filter(|c| !c.is_whitespace()).collect();
+        l == "save_before_launch=false"
+    };
+    opts.sched_type != "sched/energy" || opts.energy_toml.lines().any(off)
+}
+
 pub fn run_soak(opts: &SoakOptions) -> Result<SoakReport, String> {
     let dir = tempfile::Builder::new().prefix("slurm-energy-soak-").tempdir().map_err(|e| format!("soak dir: {e}"))?;
     for sub in ["marks", "out", "scripts"] {
@@ -534,12 +598,14 @@ pub fn run_soak(opts: &SoakOptions) -> Result<SoakReport, String> {
         report: SoakReport {
             seed: opts.seed,
             started_unix_s: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+            reruns_allowed: reruns_allowed(opts),
             ..SoakReport::default()
         },
         expected: BTreeSet::new(),
         nvml_rules_until: None,
         generation: 0,
         crashes_unix_s: Vec::new(),
+        reissued: BTreeSet::new(),
         energy_toml,
         reconfigures: 0,
     };
@@ -707,8 +773,18 @@ impl Soak<'_> {
             }
             let mut states = BTreeMap::new();
             for id in &self.expected {
-                match rows.get(id) {
+                // A reissued id: the lost submission may have its own record (never final).
+                let rows_of = rows.get(id).map(|s| if self.reissued.contains(id) && s.len() > 1 { s[s.len() - 1..].to_vec() } else { s.clone() });
+                match rows_of {
                     None => self.report.problems.push(format!("job {id}: not in sacct")),
+                    Some(s) if s.len() > 1 && (self.in_crash_window(id) || starts.get(id).is_some_and(|&t| self.near_crash(t))) => {
+                        if self.report.reruns_allowed {
+                            self.report.rerun_after_crash.push(id.clone());
+                        } else {
+                            self.report.problems.push(format!("job {id}: {} records in sacct ({}): run again after a slurmctld SIGKILL although its start was saved before its launch", s.len(), s.join(", ")));
+                        }
+                        *states.entry(s[s.len() - 1].clone()).or_insert(0) += 1;
+                    }
                     Some(s) if s.len() > 1 => self.report.problems.push(format!("job {id}: {} records in sacct ({})", s.len(), s.join(", "))),
                     Some(s) => {
                         let state = s[0].clone();
@@ -723,7 +799,7 @@ impl Soak<'_> {
                     }
                 }
             }
-            for id in rows.keys().filter(|id| !self.expected.contains(*id)) {
+            for id in rows.keys().filter(|id| !self.expected.contains(*id) && !self.reissued.contains(*id)) {
                 self.report.problems.push(format!("sacct has a job the soak did not submit: {id}"));
             }
             self.report.states = states;
@@ -766,8 +842,10 @@ impl Soak<'_> {
         for id in self.expected.clone() {
             match std::fs::read_to_string(marks.join(&id)) {
                 Ok(t) if t.lines().count() > 1 && self.in_crash_window(&id) => {
-                    if !self.report.lost_to_crash.contains(&id) {
-                        self.report.lost_to_crash.push(id.clone());
+                    if !self.report.reruns_allowed {
+                        self.report.problems.push(format!("job {id} started {} times around a slurmctld SIGKILL although its start was saved before its launch: {}", t.lines().count(), t.replace('\n', "; ")));
+                    } else if !self.report.rerun_after_crash.contains(&id) {
+                        self.report.rerun_after_crash.push(id.clone());
                     }
                 }
                 Ok(t) if t.lines().count() > 1 => self.report.problems.push(format!("job {id} started {} times: {}", t.lines().count(), t.replace('\n', "; "))),
