@@ -62,6 +62,14 @@ struct SoakArgs {
     /// Jobs submitted between two faults (0: no faults).
     #[arg(long, default_value_t = 400)]
     faults_every: u32,
+    /// Only these kinds of fault, in turn (comma-separated; default: every kind), e.g.
+    /// `--faults slurmctld-kill` to measure what SIGKILLs of slurmctld do.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    faults: Vec<tools::soak::Fault>,
+    /// Run sched/energy with `save_before_launch = false`: launches leave at once, as under
+    /// sched/backfill (to measure what saving each start before its launch changes).
+    #[arg(long)]
+    launch_before_save: bool,
     /// Jobs pending or running at most; submission waits below it.
     #[arg(long, default_value_t = 300)]
     max_queued: u32,
@@ -94,13 +102,17 @@ fn soak(a: SoakArgs) -> Result<(), String> {
     let project = a.project_dir.unwrap_or_else(tools::demo::default_project_dir);
     let slurm_src = if a.no_install { None } else { Some(tools::demo::prepare_environment(&project)?) };
     let plugins = tools::demo::build_plugins(&project, slurm_src.as_deref(), true, None)?;
-    let energy_toml = std::fs::read_to_string(project.join("etc").join("energy.toml")).map_err(|e| format!("etc/energy.toml: {e}"))?;
+    let mut energy_toml = std::fs::read_to_string(project.join("etc").join("energy.toml")).map_err(|e| format!("etc/energy.toml: {e}"))?;
+    if a.launch_before_save {
+        energy_toml = tools::soak::with_launch_before_save(&energy_toml);
+    }
     let data = a.data.unwrap_or_else(default_data_dir);
     let opts = tools::soak::SoakOptions {
         jobs: a.jobs,
         max_duration: std::time::Duration::from_secs(a.max_minutes * 60),
         seed: a.seed,
         faults_every: a.faults_every,
+        fault_kinds: a.faults,
         max_queued: a.max_queued,
         plugins,
         energy_toml,

@@ -36,6 +36,8 @@ pub struct SoakOptions {
     pub seed: u64,
     /// Jobs submitted between two faults (0: no faults).
     pub faults_every: u32,
+    /// The kinds of fault injected, in turn (empty: every kind, in [`FAULT_ORDER`]).
+    pub fault_kinds: Vec<Fault>,
     /// Jobs pending or running at most; submission waits below it.
     pub max_queued: u32,
     /// The plugins to load (built by the caller).
@@ -51,7 +53,7 @@ pub struct SoakOptions {
 }
 
 /// The kinds of fault, in the order they are injected.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Fault {
     NvmlFailures,
@@ -62,7 +64,7 @@ pub enum Fault {
     SlurmctldKill,
 }
 
-const FAULT_ORDER: [Fault; 6] =
+pub const FAULT_ORDER: [Fault; 6] =
     [Fault::NvmlFailures, Fault::SlurmctldRestart, Fault::SlurmstepdKill, Fault::Reconfigure, Fault::SlurmdRestart, Fault::SlurmctldKill];
 
 /// One fault as it happened.
@@ -540,6 +542,16 @@ impl Soak<'_> {
 }
 
 /// Runs the soak; an error means it could not run (the report's `problems` hold what it found).
+/// `energy_toml` with `[sched] save_before_launch = false`.
+pub fn with_launch_before_save(energy_toml: &str) -> String {
+    let mut lines: Vec<String> = energy_toml.lines().filter(|l| !l.trim_start().starts_with("save_before_launch")).map(str::to_string).collect();
+    match lines.iter().position(|l| l.trim() == "[sched]") {
+        Some(i) => lines.insert(i + 1, "save_before_launch = false".into()),
+        None => lines.insert(0, "[sched]\nsave_before_launch = false".into()),
+    }
+    lines.join("\n") + "\n"
+}
+
 /// Stock Slurm (and sched/energy with `save_before_launch = false`) launches a job before its
 /// start is in slurmctld's state file; see [`SoakReport::reruns_allowed`].
 fn reruns_allowed(opts: &SoakOptions) -> bool {
@@ -671,7 +683,8 @@ impl Soak<'_> {
             // Faults come by jobs done, up to the last fifth of the run, so that jobs are
             // running when they strike and the end state is reached with the faults behind.
             if self.opts.faults_every > 0 && done >= next_fault_at && done < total - total / 5 {
-                let fault = FAULT_ORDER[fault_index % FAULT_ORDER.len()];
+                let kinds: &[Fault] = if self.opts.fault_kinds.is_empty() { &FAULT_ORDER } else { &self.opts.fault_kinds };
+                let fault = kinds[fault_index % kinds.len()];
                 fault_index += 1;
                 next_fault_at = done + self.opts.faults_every;
                 bar.set_message(format!("fault: {fault:?}"));
@@ -928,6 +941,17 @@ fn is_final(state: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn launch_before_save_is_what_the_soak_then_allows() {
+        let toml = "[sched]\ninterval_s = 5\nsave_before_launch = true\n[planner]\n";
+        let off = with_launch_before_save(toml);
+        assert_eq!(off.matches("save_before_launch").count(), 1, "{off}");
+        assert!(off.contains("[sched]\nsave_before_launch = false\n"), "{off}");
+        let cfg: toml::Value = toml::from_str(&off).expect("still TOML");
+        assert_eq!(cfg["sched"]["save_before_launch"].as_bool(), Some(false));
+        assert!(off.lines().any(|l| l.trim() == "interval_s = 5"));
+    }
 
     #[test]
     fn shapes_fit_the_room_and_cover_every_kind() {

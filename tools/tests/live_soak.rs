@@ -31,6 +31,7 @@ fn a_short_soak_with_every_fault_loses_no_job() {
         max_duration: Duration::from_secs(20 * 60),
         seed: 7,
         faults_every: 25,
+        fault_kinds: Vec::new(),
         max_queued: 120,
         plugins,
         energy_toml: std::fs::read_to_string(project.join("etc").join("energy.toml")).expect("etc/energy.toml"),
