@@ -320,6 +320,7 @@ fn time_limit_s(job: &JobRef<'_>) -> f64 {
 fn request_of(job: &JobRef<'_>, mem_consumable: bool, max_cpus: u32, max_gpus: u32) -> (Request, bool, bool) {
     let tasks = job.num_tasks();
     let ntpn = job.ntasks_per_node();
+    // At least 1 (slurm_bindings::job), as every division below needs.
     let mut nodes = job.min_nodes();
     let mut expressible = true;
     if ntpn > 0 {
@@ -340,7 +341,7 @@ fn request_of(job: &JobRef<'_>, mem_consumable: bool, max_cpus: u32, max_gpus: u
         }
         per_job.div_ceil(nodes as u64)
     } else {
-        (per_task * job.num_tasks() as u64).div_ceil(nodes as u64)
+        per_task.saturating_mul(u64::from(job.num_tasks())).div_ceil(u64::from(nodes))
     };
     let is_shard = gpus == 0 && shards_per_node > 0;
     let gpus = if is_shard { 1 } else { gpus };
