@@ -87,7 +87,7 @@ fn main() {
         .allowlist_function("energy_.*")
         .allowlist_type("job_record_t|job_details_t|node_record_t|part_record_t|job_queue_rec_t")
         .allowlist_type("gres_state_t|gres_job_state_t|gres_node_state_t|job_resources_t")
-        .allowlist_type("slurmctld_lock_t|lock_level_t|slurm_conf_t|log_level_t")
+        .allowlist_type("slurmctld_lock_t|lock_level_t|slurm_conf_t|log_level_t|step_record_t")
         // The node side: the GPU plugin interface and acct_gather_energy's records.
         .allowlist_type("energy_node_api_t|node_config_load_t|gpu_status_t|acct_gather_energy_t|acct_energy_type")
         .allowlist_item("ENERGY_DATA_.*")
@@ -95,7 +95,7 @@ fn main() {
         .allowlist_var("SLURM_VERSION_NUMBER|NO_VAL|NO_VAL16|NO_VAL64|INFINITE|INFINITE16|INFINITE64")
         .allowlist_item("SLURM_SUCCESS|SLURM_ERROR|ESLURM_.*|LOG_LEVEL_.*|PROLOG_FLAG_ALLOC")
         // Opaque where we never look inside: keeps the generated code small and version-proof.
-        .opaque_type("xlist|listIterator|bitstr_t|slurm_mutex_t|pthread_.*|s_p_options_t|s_p_hashtbl_t|s_p_hashtbl|slurmctld_config|slurmctld_config_t")
+        .opaque_type("xlist|listIterator|bitstr_t|slurm_mutex_t|pthread_.*|s_p_options_t|s_p_hashtbl_t|s_p_hashtbl|slurmctld_config|slurmctld_config_t|step_record_t")
         .blocklist_item("plugin_type|plugin_name|plugin_version");
     for inc in &includes {
         builder = builder.clang_arg(format!("-I{}", inc.display()));

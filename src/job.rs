@@ -57,6 +57,11 @@ impl<'a> JobRef<'a> {
         unsafe { rec.as_ref() }.map(|rec| JobRef { api, rec })
     }
 
+    /// The record itself, for the crate's own FFI calls.
+    pub(crate) fn raw(&self) -> &'a sys::job_record_t {
+        self.rec
+    }
+
     fn details(&self) -> Option<&'a sys::job_details> {
         // SAFETY: details is NULL or owned by the record.
         unsafe { self.rec.details.as_ref() }

@@ -8,12 +8,16 @@
 //! (`Duplicate jobid`). Stock Slurm's schedulers send the launch RPC right after the start.
 //!
 //! With save-before-launch on, [`SlurmctldLock::start_job`] starts a job in slurmctld's
-//! records (nodes, GRES, accounting) but keeps the launch RPC (batch) or the allocation answer
+//! records (nodes, GRES, accounting, and for a batch job the batch host and batch step that
+//! `launch_job()` would record) but keeps the launch RPC (batch) or the allocation answer
 //! (salloc/srun) back. Whenever the guard lets go of the locks (a yield, the end of the apply
 //! phase, or its drop), it writes the job state file first, with slurmctld's own
 //! `dump_all_job_state()`, and only then launches what it kept back, re-checking each job. A
-//! job whose start reached nobody is in the file as running: a crash now recovers it as running
-//! (and its node, which never got it, reports it missing), never as pending.
+//! job whose start reached nobody is in the file as running: a crash now recovers it as running,
+//! never as pending. Its batch step is in the file too: without it the restarted slurmctld
+//! ignores the completion of a script that did run (a "late or duplicate" batch completion) and
+//! the job stays running until its time limit; with it the job completes, and one whose launch
+//! never left is found missing from its batch host (after `BatchStartTimeout`) and ended.
 
 use std::time::{Duration, Instant};
 
@@ -120,8 +124,12 @@ impl SlurmctldLock {
                 unsafe { call!(api, srun_allocate(job)) };
             } else if !unsafe { sys::energy_job_is_configuring(rec) } {
                 // SAFETY: a batch job started by us whose nodes are ready and that nothing
-                // launched yet (a configuring job is launched by slurmctld once its nodes are).
-                unsafe { call!(api, launch_job(job)) };
+                // launched yet (a configuring job is launched by slurmctld once its nodes are);
+                // the batch step recorded for the state file gives way to launch_job()'s own.
+                unsafe {
+                    sys::energy_drop_batch_step(job);
+                    call!(api, launch_job(job));
+                }
             } else {
                 report.dropped += 1;
                 continue;
@@ -137,5 +145,126 @@ impl SlurmctldLock {
 
     pub(crate) fn keep_back(&mut self, job_id: u32, start_time: sys::time_t) {
         self.unlaunched.push(Unlaunched { job_id, start_time });
+    }
+}
+
+/// After a slurmctld restart: batch jobs the previous slurmctld started whose launch may never
+/// have left (a crash between writing the state file and sending the launch RPC). They were
+/// recovered as running, and their node's registration does not report them; slurmctld's own
+/// check (`_purge_missing_jobs`) ends only jobs that started `BatchStartTimeout` + `MessageTimeout`
+/// before that registration, so a younger one would hold its nodes until its time limit.
+///
+/// From slurmctld's start until its first node registration, each such job whose first node has
+/// not registered yet gets `time_last_active = 0`; that node's registration sets
+/// it to the registration time for every job it reports. A watched job still at 0 once its first
+/// node has registered is missing there, and is ended as slurmctld ends missing batch jobs.
+/// Jobs are picked for watching until the first node registers, at most this long after the
+/// plugin started.
+const ARMING_LIMIT_S: i64 = 30;
+
+fn now_s() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+#[derive(Debug, Default)]
+pub struct RecoveryWatch {
+    /// When this slurmctld (the plugin) started, Unix seconds: jobs started before it are the
+    /// previous slurmctld's.
+    started_s: i64,
+    armed: bool,
+    watched: Vec<u32>,
+}
+
+/// A job the watch ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingJob {
+    pub job_id: u32,
+    pub node: String,
+    /// job_complete()'s return code (0: ended or requeued).
+    pub rc: i32,
+}
+
+impl RecoveryWatch {
+    pub fn new(started_s: i64) -> RecoveryWatch {
+        RecoveryWatch { started_s, armed: false, watched: Vec::new() }
+    }
+
+    /// Jobs still watched (their first node has not registered yet).
+    pub fn watched(&self) -> usize {
+        self.watched.len()
+    }
+
+    /// Nothing left to do: armed, and every watched job settled.
+    pub fn done(&self) -> bool {
+        self.armed && self.watched.is_empty()
+    }
+
+    /// How soon to look again: often while picking jobs (slurmctld reads its state after the
+    /// plugin started, and serves the first node registration a moment later), then calmly.
+    pub fn poll_interval(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(if self.armed { 500 } else { 50 })
+    }
+}
+
+impl SlurmctldLock {
+    /// One step of `watch` (see [`RecoveryWatch`]); returns the jobs it ended as missing. Needs
+    /// the job write lock.
+    pub fn watch_recovered_starts(&mut self, watch: &mut RecoveryWatch) -> Result<Vec<MissingJob>, crate::locks::NotLocked> {
+        self.require("recovered jobs", |l| l.job, crate::locks::LockLevel::Write)?;
+        let api = self.api();
+        if !watch.armed {
+            // Until the first node registers (the plugin starts before slurmctld has read its
+            // state; the jobs appear once it has), every such job whose first node has not
+            // registered is watched.
+            let mut new = Vec::new();
+            for job in self.jobs()? {
+                let rec = job.raw();
+                // SAFETY: the shim reads state fields and the node table under the job lock.
+                let candidate = unsafe { sys::energy_job_is_running(rec) && !sys::energy_job_is_configuring(rec) && !sys::energy_job_first_node_registered(rec) };
+                if candidate && rec.batch_flag != 0 && rec.het_job_id == 0 && rec.start_time < watch.started_s && !watch.watched.contains(&rec.job_id) {
+                    new.push(rec.job_id);
+                }
+            }
+            for id in new {
+                // SAFETY: lookup and a plain field write under the job write lock; slurmctld
+                // reads time_last_active only to find defunct jobs (and to time out inactive
+                // allocations, which these batch jobs are not).
+                if let Some(rec) = unsafe { call!(api, find_job_record(id)).as_mut() } {
+                    rec.time_last_active = 0;
+                    watch.watched.push(id);
+                }
+            }
+            // SAFETY: reads the node table under the job lock (nodes' version strings only).
+            watch.armed = unsafe { sys::energy_any_node_registered() } || now_s() - watch.started_s > ARMING_LIMIT_S;
+        }
+        let mut ended = Vec::new();
+        let mut still = Vec::new();
+        for id in std::mem::take(&mut watch.watched) {
+            // SAFETY: lookup under the job write lock.
+            let job = unsafe { call!(api, find_job_record(id)) };
+            // SAFETY: NULL or a record under the job write lock.
+            let Some(rec) = (unsafe { job.as_mut() }) else { continue };
+            // SAFETY: the shim reads state fields only.
+            if !unsafe { sys::energy_job_is_running(rec) } {
+                continue;
+            }
+            // SAFETY: reads the job's bitmap and the node table under the job lock.
+            if !unsafe { sys::energy_job_first_node_registered(rec) } {
+                still.push(id);
+                continue;
+            }
+            if rec.time_last_active != 0 {
+                // Reported by its node: alive.
+                continue;
+            }
+            // SAFETY: batch host string owned by the record.
+            let node = unsafe { crate::node::opt_str(rec.batch_host) }.unwrap_or("?").to_string();
+            // SAFETY: a running batch job under the job write lock, ended as slurmctld ends a
+            // batch job missing from its node.
+            let rc = unsafe { sys::energy_job_complete_missing(rec) };
+            ended.push(MissingJob { job_id: id, node, rc });
+        }
+        watch.watched = still;
+        Ok(ended)
     }
 }

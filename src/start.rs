@@ -228,7 +228,10 @@ impl SlurmctldLock {
         unsafe { *api.raw().last_job_update = now() };
         // SAFETY: the shim reads state fields only.
         let launches = job_rec.batch_flag == 0 || !unsafe { sys::energy_job_is_configuring(job_rec) };
-        if self.save_before_launch() && launches {
+        // SAFETY: a batch job we just started, under the job write lock; the shim records its
+        // batch host and batch step as launch_job() would.
+        let prepared = |job| job_rec.batch_flag == 0 || unsafe { sys::energy_prepare_batch_launch(job) } == 0;
+        if self.save_before_launch() && launches && prepared(job) {
             // Launched once the job state file holds this start (crate::launch).
             self.keep_back(job_rec.job_id, job_rec.start_time);
         } else if job_rec.batch_flag == 0 {

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use model::predictor::Predictor;
 use slurm_bindings::conf::{ConfView, sched_params_problem};
@@ -203,14 +203,27 @@ fn wait(shared: &Shared, interval: Duration) -> bool {
 fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut predictor: Predictor) {
     let mut cycle_no: u64 = 0;
     let mut learnt = cycle::Learnt::default();
+    let started_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    let mut recovery = slurm_bindings::launch::RecoveryWatch::new(started_s);
+    let mut next_cycle = Instant::now() + Duration::from_secs_f64(cfg.sched.interval_s);
     loop {
-        if wait(&shared, Duration::from_secs_f64(cfg.sched.interval_s)) {
+        // While the previous slurmctld's starts are watched, wake often (see RecoveryWatch).
+        let until_cycle = next_cycle.saturating_duration_since(Instant::now());
+        let pause = if recovery.done() { until_cycle } else { until_cycle.min(recovery.poll_interval()) };
+        if wait(&shared, pause) {
             return;
         }
         if shared.reconfig.swap(false, Ordering::SeqCst) {
             LOG.guarded("reconfigure", (), || reload(&path, &mut cfg, &mut predictor));
             continue;
         }
+        if !recovery.done() {
+            LOG.guarded("recovered jobs", (), || watch_recovery(&mut recovery));
+        }
+        if Instant::now() < next_cycle {
+            continue;
+        }
+        next_cycle = Instant::now() + Duration::from_secs_f64(cfg.sched.interval_s);
         cycle_no += 1;
         let outcome = catch_unwind(AssertUnwindSafe(|| cycle::run(&cfg, &predictor, &mut learnt)));
         match outcome {
@@ -228,6 +241,27 @@ fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut pre
                 LOG.error(&format!("cycle skipped: internal error (panic: {}) (cycle {cycle_no})", slurm_bindings::log::panic_text(&*panic)))
             }
         }
+    }
+}
+
+/// Ends the batch jobs a previous slurmctld started whose node does not have them (their launch
+/// never left): see slurm_bindings::launch::RecoveryWatch.
+fn watch_recovery(watch: &mut slurm_bindings::launch::RecoveryWatch) {
+    let Ok(mut lock) = slurm_bindings::locks::SlurmctldLock::acquire(slurm_bindings::locks::LockLevels::SCHEDULER) else { return };
+    match lock.watch_recovered_starts(watch) {
+        Ok(ended) => {
+            for m in ended {
+                slurm_log!(
+                    LOG,
+                    info,
+                    "Batch JobId={} missing from batch node {} after slurmctld restart (started by the previous slurmctld, its launch never left): ended as Slurm ends missing batch jobs (rc {})",
+                    m.job_id,
+                    m.node,
+                    m.rc
+                );
+            }
+        }
+        Err(e) => LOG.error(&format!("recovered jobs not checked: {e}")),
     }
 }
 

@@ -442,6 +442,68 @@ int energy_save_job_state(void)
 	return resolved.dump_all_job_state();
 }
 
+int energy_prepare_batch_launch(job_record_t *job)
+{
+	if (!resolved_ok || !job || !job->batch_flag || job->het_job_id)
+		return -1;
+	if (resolved.pick_batch_host(job) != SLURM_SUCCESS)
+		return -1;
+	return resolved.build_batch_step(job) ? 0 : -1;
+}
+
+bool energy_job_first_node_registered(const job_record_t *job)
+{
+	int first;
+	node_record_t *node;
+
+	if (!resolved_ok || !job->node_bitmap)
+		return false;
+	first = resolved.bit_ffs(job->node_bitmap);
+	if (first < 0 || first >= *resolved.node_record_count)
+		return false;
+	node = (*resolved.node_record_table_ptr)[first];
+	return node && node->version;
+}
+
+bool energy_any_node_registered(void)
+{
+	if (!resolved_ok)
+		return false;
+	for (int i = 0; i < *resolved.node_record_count; i++) {
+		node_record_t *node = (*resolved.node_record_table_ptr)[i];
+		if (node && node->version)
+			return true;
+	}
+	return false;
+}
+
+int energy_job_complete_missing(job_record_t *job)
+{
+	bool requeue = job->details && job->details->requeue;
+
+	if (!resolved_ok)
+		return -1;
+	job->exit_code = 1;
+	return resolved.job_complete(job->job_id, (*resolved.slurm_conf).slurm_user_id,
+				     requeue, true, NO_VAL);
+}
+
+void energy_drop_batch_step(job_record_t *job)
+{
+	slurm_step_id_t id = {
+		.job_id = job->job_id,
+		.step_id = SLURM_BATCH_SCRIPT,
+		.step_het_comp = NO_VAL,
+	};
+	step_record_t *step;
+
+	if (!resolved_ok || !job->step_list)
+		return;
+	step = resolved.find_step_record(job, &id);
+	if (step)
+		resolved.delete_step_record(job, step);
+}
+
 int energy_server_thread_count(void)
 {
 	int n;

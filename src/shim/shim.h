@@ -115,7 +115,13 @@
 	X(select_g_job_test)                 \
 	X(schedule_job_save)                 \
 	X(schedule_node_save)                \
-	X(dump_all_job_state)
+	X(dump_all_job_state)                \
+	X(pick_batch_host)                   \
+	X(build_batch_step)                  \
+	X(find_step_record)                  \
+	X(delete_step_record)                \
+	X(job_complete)                      \
+	X(bit_ffs)
 
 /*
  * What the node-side plugins (gpu/nvml, acct_gather_energy/nvml) call: only functions of
@@ -336,6 +342,26 @@ extern void energy_schedule_state_save(void);
 /* Write the job state file now (slurmctld's dump_all_job_state(), which takes the job read lock
  * itself: call it holding no slurmctld lock). Returns its error code (0 when written). */
 extern int energy_save_job_state(void);
+/* For a batch job whose launch waits for the state file: what launch_job() records before it
+ * sends the RPC (the batch host and the batch step record), so that the file holds them: a
+ * slurmctld that recovers the job from it then completes it when its script ends (the completion
+ * RPC needs the batch step) or finds it missing from its batch host. Needs the job write lock.
+ * Returns 0, or -1 when the job cannot have them (launch it at once then). */
+extern int energy_prepare_batch_launch(job_record_t *job);
+/* Right before launch_job(): drop the batch step energy_prepare_batch_launch() made, as
+ * launch_job() makes its own. Needs the job write lock. */
+extern void energy_drop_batch_step(job_record_t *job);
+/* Whether the first node of a job's allocation, whose registration reports a batch job to
+ * slurmctld (and refreshes its time_last_active), has registered with this slurmctld: its
+ * registration, jobs included, has been processed (validate_jobs_on_node() runs before
+ * validate_node_specs() sets the node's version, under the same job write lock). */
+extern bool energy_job_first_node_registered(const job_record_t *job);
+/* Whether any node has registered with this slurmctld. Needs the job or node lock. */
+extern bool energy_any_node_registered(void);
+/* What slurmctld does with a batch job missing from its batch node (_purge_missing_jobs(): exit
+ * code 1, job_complete() as a node failure, requeued when the job allows it). Needs the job
+ * write lock. Returns job_complete()'s code. */
+extern int energy_job_complete_missing(job_record_t *job);
 extern bool energy_shutting_down(void);
 
 #endif /* SLURM_ENERGY_SHIM_H */
