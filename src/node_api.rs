@@ -242,6 +242,41 @@ impl NodeApi {
     }
 }
 
+/// One record of Slurm's list of this node's GRES device files (`gres_device_t`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GresDevice {
+    /// Bit of the gres bitmaps.
+    pub index: usize,
+    pub path: String,
+    /// Minor number as Slurm `stat`ed the file, when it is a character device.
+    pub minor: Option<u32>,
+}
+
+impl NodeApi {
+    /// Slurm's own list of this node's GRES device files (every GRES plugin's; one record per
+    /// file), `None` when Slurm has none (no GRES with files, or GRES not initialised). Call
+    /// from the daemon's main thread (see `energy_gres_devices` in the shim).
+    pub fn gres_devices(&self) -> Option<Vec<GresDevice>> {
+        const CAP: usize = 256;
+        // SAFETY: an array of plain C structs; all zeros is valid.
+        let mut buf: Vec<sys::energy_gres_device_t> = vec![unsafe { std::mem::zeroed() }; CAP];
+        // SAFETY: our resolved table and a buffer of CAP records.
+        let n = unsafe { sys::energy_gres_devices(&self.raw, buf.as_mut_ptr(), CAP as i32) };
+        let n = usize::try_from(n).ok()?;
+        let out = buf
+            .iter()
+            .take(n.min(CAP))
+            .filter_map(|d| {
+                let index = usize::try_from(d.index).ok()?;
+                // SAFETY: the shim writes a NUL-terminated string into the fixed buffer.
+                let path = unsafe { CStr::from_ptr(d.path.as_ptr()) }.to_string_lossy().into_owned();
+                Some(GresDevice { index, path, minor: d.is_char.then_some(d.minor) })
+            })
+            .collect();
+        Some(out)
+    }
+}
+
 /// Job and step id of a slurmstepd step record.
 ///
 /// # Safety

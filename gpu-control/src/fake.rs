@@ -14,6 +14,8 @@ pub struct FakeGpu {
     pub name: String,
     pub uuid: String,
     pub pci_bus_id: String,
+    /// N of `/dev/nvidiaN`; the NVML index unless a test permutes it.
+    pub minor: u32,
     pub memory_clocks_mhz: Vec<u32>,
     pub graphics_clocks_mhz: Vec<u32>,
     pub default_clocks_mhz: AppClocksMhz,
@@ -35,6 +37,7 @@ impl FakeGpu {
             name: "Tesla V100-SXM2-32GB".into(),
             uuid: format!("GPU-fa4e0000-0000-4000-8000-{index:012x}"),
             pci_bus_id: format!("00000000:{:02X}:00.0", 0x10 + index),
+            minor: index,
             memory_clocks_mhz: vec![877],
             graphics_clocks_mhz: graphics,
             default_clocks_mhz: defaults,
@@ -97,7 +100,7 @@ impl GpuControl for FakeGpus {
         self.with_gpu(gpu, |g| g.pci_bus_id.clone())
     }
     fn minor_number(&self, gpu: u32) -> Result<u32, GpuError> {
-        self.with_gpu(gpu, |_| gpu)
+        self.with_gpu(gpu, |g| g.minor)
     }
     fn cpu_affinity(&self, gpu: u32) -> Result<Vec<u32>, GpuError> {
         self.with_gpu(gpu, |_| Vec::new())

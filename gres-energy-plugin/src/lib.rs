@@ -10,7 +10,7 @@
 //! `libnvidia-ml.so`). The plugins only translate between Slurm's C records and these types.
 //!
 //! - [`nvml`]: the process's one NVML handle;
-//! - [`devmap`]: Slurm's GPU index (gres bitmap bit) to NVML index, by device minor number;
+//! - [`devmap`]: Slurm's GPU index (gres bitmap bit) to NVML index, from Slurm's device files;
 //! - [`detect`]: what autodetection reports (type name, device file, CPUs, links);
 //! - [`clocks`]: `--gpu-freq` applied to a step's GPUs and restored at its end;
 //! - [`energy`]: counter-based energy of a set of GPUs;

@@ -68,6 +68,12 @@ struct Setup {
 }
 
 fn start(extra_slurm_conf: &[&str]) -> Setup {
+    start_with(extra_slurm_conf, "", true)
+}
+
+/// `fake_conf`: lines added to the fake NVML's config; `autodetect`: gres.conf `AutoDetect=nvml`
+/// (else `AutoDetect=off` with the cluster's own `nvidia0..3` files, untyped).
+fn start_with(extra_slurm_conf: &[&str], fake_conf: &str, autodetect: bool) -> Setup {
     let work = tempfile::Builder::new().prefix("gres-energy-").tempdir().expect("temp dir");
     let plugins = work.path().join("plugins");
     std::fs::create_dir_all(&plugins).unwrap();
@@ -77,7 +83,7 @@ fn start(extra_slurm_conf: &[&str]) -> Setup {
     let nvml_dir = work.path().join("nvml");
     fake_nvml::install_library(&require_built(fake_nvml::BUILT_LIBRARY_NAME), &nvml_dir).expect("install the fake NVML");
     // 4 V100s near the machine's real CPUs (2 here), so slurmd can map their affinity.
-    std::fs::write(nvml_dir.join("fake-nvml.conf"), format!("gpu_count = {GPUS}\ncpu_count = 2\nnuma_nodes = 2\n")).unwrap();
+    std::fs::write(nvml_dir.join("fake-nvml.conf"), format!("gpu_count = {GPUS}\ncpu_count = 2\nnuma_nodes = 2\n{fake_conf}")).unwrap();
     let dev = work.path().join("dev");
     mknod_gpus(&dev);
     let ledger = work.path().join("ledger");
@@ -96,10 +102,10 @@ fn start(extra_slurm_conf: &[&str]) -> Setup {
     let cluster = LocalCluster::start(ClusterConfig {
         nodes: 1,
         gpus_per_node: GPUS,
-        gpu_autodetect: Some("nvml".into()),
+        gpu_autodetect: autodetect.then(|| "nvml".into()),
         // The type the fake's model name gives: the node only comes up idle with it if
         // autodetection reports exactly these GPUs.
-        gpu_type: Some(type_name.clone()),
+        gpu_type: autodetect.then(|| type_name.clone()),
         plugin_dir: Some(plugins.clone()),
         daemon_env: vec![
             ("LD_LIBRARY_PATH".into(), nvml_dir.display().to_string()),
@@ -321,5 +327,81 @@ fn contained_batch_job_gets_its_gpus_energy() {
     // The extern step spans the script plus the job's start and end (well under 2 s here).
     assert!(consumed_j >= 0.97 * script_j, "sacct {consumed_j} J < script {script_j:.0} J");
     assert!(consumed_j <= script_j + 2.0 * watts(&fake, gpu), "sacct {consumed_j} J >> script {script_j:.0} J");
+    cluster.stop().expect("stop");
+}
+
+/// NVML index `i` of the fake has minor number `PERMUTED_MINORS[i]`: a machine where the order
+/// of the device files differs from NVML's (PCI) order.
+const PERMUTED_MINORS: [u32; GPUS as usize] = [2, 0, 3, 1];
+
+fn permuted_fake_conf() -> String {
+    PERMUTED_MINORS.iter().enumerate().map(|(i, m)| format!("minor_number.{i} = {m}\n")).collect()
+}
+
+/// A batch job whose srun step on one GPU runs 8 s: (Slurm index, step seconds, sacct J).
+fn one_gpu_energy_job(cluster: &LocalCluster, gres: &str) -> (usize, f64, f64) {
+    let out_path = cluster.job_dir().join("numbering-%j.out").display().to_string();
+    let job = cluster
+        .sbatch(
+            &[gres, "-o", &out_path],
+            &format!("echo GPUS=$SLURM_JOB_GPUS\nsrun {gres} sh -c 'echo T0=$(date +%s%N); sleep 8; echo T1=$(date +%s%N)'\n"),
+        )
+        .expect("sbatch");
+    assert_eq!(cluster.wait_job_done(job, Duration::from_secs(90)).unwrap(), "COMPLETED");
+    cluster.wait_accounted(job, Duration::from_secs(30)).unwrap();
+    let out = std::fs::read_to_string(cluster.job_dir().join(format!("numbering-{job}.out"))).expect("job output");
+    let gpu: usize = output_value(&out, "GPUS").and_then(|g| g.parse().ok()).unwrap_or_else(|| panic!("one GPU: {out}"));
+    let t0_ns: u128 = output_value(&out, "T0").and_then(|v| v.parse().ok()).expect("T0");
+    let t1_ns: u128 = output_value(&out, "T1").and_then(|v| v.parse().ok()).expect("T1");
+    (gpu, (t1_ns - t0_ns) as f64 / 1e9, job_energy_j(cluster, job))
+}
+
+/// Energy and clocks land on the GPU behind the device file Slurm gave the job, on a fake NVML
+/// whose minor numbers are permuted against its index order; both of Slurm's numberings:
+/// autodetected GPUs (Slurm orders them by their links, i.e. NVML order, so Slurm index `i` is
+/// NVML `i` although its file is `nvidia<minor>`) and a hand-written gres.conf (`nvidia0..3`,
+/// ordered by file name, so Slurm index `i` is the NVML device with minor `i`).
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
+#[test]
+fn gpu_numbering_follows_slurms_device_files() {
+    if skip_live_test("gpu_numbering_follows_slurms_device_files") {
+        return;
+    }
+    let nvml_with_minor = |m: usize| PERMUTED_MINORS.iter().position(|&x| x as usize == m).expect("minor");
+
+    // (1) AutoDetect=nvml.
+    let Setup { _work, fake, type_name, cluster, .. } = start_with(&[], &permuted_fake_conf(), true);
+    let (gpu, seconds, consumed_j) = one_gpu_energy_job(&cluster, &format!("--gres=gpu:{type_name}:1"));
+    let expected = gpu; // links order = NVML order
+    let wrong = nvml_with_minor(gpu); // what matching by sorted minor numbers gave
+    let (want_j, wrong_j) = (watts(&fake, expected) * seconds, watts(&fake, wrong) * seconds);
+    println!("autodetect, permuted minors: Slurm GPU {gpu}: sacct {consumed_j} J; NVML {expected} ran {want_j:.0} J, NVML {wrong} {wrong_j:.0} J");
+    assert!((consumed_j - want_j).abs() <= 0.05 * want_j, "sacct {consumed_j} J vs NVML {expected}'s {want_j:.0} J");
+    // --gpu-freq on the same Slurm index lands on the same NVML device.
+    let low_mhz = *fake.config.graphics_clocks_mhz.iter().min().expect("clocks");
+    let job = cluster
+        .sbatch(&["--gres=gpu:1", "--wrap", "echo GPUS=$SLURM_JOB_GPUS; srun --gres=gpu:1 --gpu-freq=low sleep 5"], "")
+        .expect("sbatch");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut clocked = None;
+    while Instant::now() < deadline && clocked.is_none() {
+        clocked = fake.state().ok().and_then(|s| s.gpus.iter().position(|g| g.app_graphics_clock_mhz == low_mhz));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(cluster.wait_job_done(job, Duration::from_secs(60)).unwrap(), "COMPLETED");
+    let out = cluster.job_output(job).unwrap_or_default();
+    let slurm_gpu: Option<usize> = output_value(&out, "GPUS").and_then(|g| g.parse().ok());
+    println!("autodetect, permuted minors: --gpu-freq=low of Slurm GPU {slurm_gpu:?} set NVML GPU {clocked:?}");
+    assert_eq!(clocked, slurm_gpu, "slurmd log:\n{}", cluster.slurmd_log("n1"));
+    cluster.stop().expect("stop");
+    drop(_work);
+
+    // (2) AutoDetect=off, gres.conf File=nvidia[0-3].
+    let Setup { _work, fake, cluster, .. } = start_with(&[], &permuted_fake_conf(), false);
+    let (gpu, seconds, consumed_j) = one_gpu_energy_job(&cluster, "--gres=gpu:1");
+    let expected = nvml_with_minor(gpu);
+    let (want_j, wrong_j) = (watts(&fake, expected) * seconds, watts(&fake, gpu) * seconds);
+    println!("gres.conf files, permuted minors: Slurm GPU {gpu}: sacct {consumed_j} J; NVML {expected} ran {want_j:.0} J, NVML {gpu} {wrong_j:.0} J");
+    assert!((consumed_j - want_j).abs() <= 0.05 * want_j, "sacct {consumed_j} J vs NVML {expected}'s {want_j:.0} J");
     cluster.stop().expect("stop");
 }

@@ -2,8 +2,8 @@
 //! NVML's total-energy counters, counted over **the step's own GPUs**.
 //!
 //! - slurmstepd: at `ENERGY_DATA_STEP_PTR` (before the tasks start) the step's GPU bitmap is
-//!   read from its gres list, mapped to NVML devices by minor number (as autodetection numbers
-//!   them), and their counters are read; every later `get_data` reads them again, so the
+//!   read from its gres list, mapped to NVML devices through Slurm's own device files
+//!   (`gres_energy::devmap`), and their counters are read; every later `get_data` reads them again, so the
 //!   energy of the step is the exact counter difference at the moment jobacct_gather asks —
 //!   including its final poll when the tasks end, so short steps are right too. No thread.
 //! - slurmd: the node's total over all its GPUs since slurmd started (registration messages,
@@ -19,7 +19,7 @@ use std::ffi::{c_int, c_void};
 use std::sync::{Mutex, MutexGuard};
 
 use gpu_control::GpuControl;
-use gres_energy::devmap::DeviceMap;
+use gres_energy::devmap;
 use gres_energy::energy::{EnergyFields, EnergyMeter, unix_now_s};
 use gres_energy::errors::ErrorOnce;
 use gres_energy::nvml;
@@ -242,7 +242,7 @@ fn start_step(st: &mut State, step: *const c_void) {
             return;
         }
     };
-    let map = match DeviceMap::build(nvml.as_ref()) {
+    let map = match devmap::build(nvml.as_ref(), Some(api)) {
         Ok((map, errs)) => {
             for e in &errs {
                 st.errors.report(&LOG, &ctx, e);
@@ -262,6 +262,7 @@ fn start_step(st: &mut State, step: *const c_void) {
     LOG.info(&format!(
         "{ctx}: counting the energy of the step's GPU(s) {indices:?} (NVML {gpus:?}) from their counters"
     ));
+    slurm_log!(LOG, verbose, "{ctx}: {}", map.describe());
     st.meter = Some(meter);
     st.last = EnergyFields { poll_time: unix_now_s(), ..EnergyFields::default() };
 }

@@ -18,7 +18,7 @@ use gpu_control::arbiter::{StepKey, ledger_dir_from_env};
 use gpu_control::{GpuControl, NvmlGpu};
 use gres_energy::clocks::{self, StepClocks};
 use gres_energy::detect::{self, GpuInfo};
-use gres_energy::devmap::DeviceMap;
+use gres_energy::devmap::{self, DeviceMap};
 use gres_energy::energy::{EnergyFields, unix_now_s};
 use gres_energy::errors::ErrorOnce;
 use gres_energy::{StepId, nvml};
@@ -83,11 +83,12 @@ fn open_nvml(errors: &mut ErrorOnce, ctx: &str) -> Option<Arc<NvmlGpu>> {
 
 fn devmap<'a>(st: &'a mut State, ctrl: &dyn GpuControl, ctx: &str) -> Option<&'a DeviceMap> {
     if st.devmap.is_none() {
-        match DeviceMap::build(ctrl) {
+        match devmap::build(ctrl, api()) {
             Ok((map, errs)) => {
                 for e in &errs {
                     st.errors.report(&LOG, ctx, e);
                 }
+                slurm_log!(LOG, verbose, "{ctx}: {}", map.describe());
                 st.devmap = Some(map);
             }
             Err(e) => {
