@@ -338,13 +338,16 @@ fn permuted_fake_conf() -> String {
     PERMUTED_MINORS.iter().enumerate().map(|(i, m)| format!("minor_number.{i} = {m}\n")).collect()
 }
 
-/// A batch job whose srun step on one GPU runs 8 s: (Slurm index, step seconds, sacct J).
-fn one_gpu_energy_job(cluster: &LocalCluster, gres: &str) -> (usize, f64, f64) {
+/// A batch job whose srun step on one GPU runs 8 s: (Slurm index, step seconds, sacct J, output).
+fn one_gpu_energy_job(cluster: &LocalCluster, gres: &str) -> (usize, f64, f64, String) {
     let out_path = cluster.job_dir().join("numbering-%j.out").display().to_string();
     let job = cluster
         .sbatch(
             &[gres, "-o", &out_path],
-            &format!("echo GPUS=$SLURM_JOB_GPUS\nsrun {gres} sh -c 'echo T0=$(date +%s%N); sleep 8; echo T1=$(date +%s%N)'\n"),
+            &format!(
+                "echo GPUS=$SLURM_JOB_GPUS\necho CVD=$CUDA_VISIBLE_DEVICES\n\
+                 srun {gres} sh -c 'echo STEP_GPUS=$SLURM_STEP_GPUS STEP_CVD=$CUDA_VISIBLE_DEVICES; echo T0=$(date +%s%N); sleep 8; echo T1=$(date +%s%N)'\n"
+            ),
         )
         .expect("sbatch");
     assert_eq!(cluster.wait_job_done(job, Duration::from_secs(90)).unwrap(), "COMPLETED");
@@ -353,7 +356,7 @@ fn one_gpu_energy_job(cluster: &LocalCluster, gres: &str) -> (usize, f64, f64) {
     let gpu: usize = output_value(&out, "GPUS").and_then(|g| g.parse().ok()).unwrap_or_else(|| panic!("one GPU: {out}"));
     let t0_ns: u128 = output_value(&out, "T0").and_then(|v| v.parse().ok()).expect("T0");
     let t1_ns: u128 = output_value(&out, "T1").and_then(|v| v.parse().ok()).expect("T1");
-    (gpu, (t1_ns - t0_ns) as f64 / 1e9, job_energy_j(cluster, job))
+    (gpu, (t1_ns - t0_ns) as f64 / 1e9, job_energy_j(cluster, job), out)
 }
 
 /// Energy and clocks land on the GPU behind the device file Slurm gave the job, on a fake NVML
@@ -371,7 +374,14 @@ fn gpu_numbering_follows_slurms_device_files() {
 
     // (1) AutoDetect=nvml.
     let Setup { _work, fake, type_name, cluster, .. } = start_with(&[], &permuted_fake_conf(), true);
-    let (gpu, seconds, consumed_j) = one_gpu_energy_job(&cluster, &format!("--gres=gpu:{type_name}:1"));
+    let (gpu, seconds, consumed_j, out) = one_gpu_energy_job(&cluster, &format!("--gres=gpu:{type_name}:1"));
+    // What stock gpu/nvml gives a job: indices, as in SLURM_JOB_GPUS (no ConstrainDevices).
+    let line = |key: &str| output_value(&out, key).unwrap_or_default();
+    let step_line = out.lines().find(|l| l.starts_with("STEP_GPUS=")).unwrap_or_default().to_string();
+    println!("autodetect: batch CUDA_VISIBLE_DEVICES={} (SLURM_JOB_GPUS={}); srun step: {step_line}", line("CVD"), line("GPUS"));
+    assert_eq!(line("CVD"), gpu.to_string(), "job output:\n{out}");
+    assert_eq!(field(&step_line, "STEP_CVD"), field(&step_line, "STEP_GPUS"), "job output:\n{out}");
+    assert!(!out.contains("GPU-"), "a UUID reached the job:\n{out}");
     let expected = gpu; // links order = NVML order
     let wrong = nvml_with_minor(gpu); // what matching by sorted minor numbers gave
     let (want_j, wrong_j) = (watts(&fake, expected) * seconds, watts(&fake, wrong) * seconds);
@@ -398,7 +408,7 @@ fn gpu_numbering_follows_slurms_device_files() {
 
     // (2) AutoDetect=off, gres.conf File=nvidia[0-3].
     let Setup { _work, fake, cluster, .. } = start_with(&[], &permuted_fake_conf(), false);
-    let (gpu, seconds, consumed_j) = one_gpu_energy_job(&cluster, "--gres=gpu:1");
+    let (gpu, seconds, consumed_j, _) = one_gpu_energy_job(&cluster, "--gres=gpu:1");
     let expected = nvml_with_minor(gpu);
     let (want_j, wrong_j) = (watts(&fake, expected) * seconds, watts(&fake, gpu) * seconds);
     println!("gres.conf files, permuted minors: Slurm GPU {gpu}: sacct {consumed_j} J; NVML {expected} ran {want_j:.0} J, NVML {gpu} {wrong_j:.0} J");

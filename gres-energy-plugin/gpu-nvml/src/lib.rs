@@ -227,7 +227,9 @@ pub unsafe extern "C" fn gpu_p_get_system_gpu_list(node_config: *mut sys::node_c
                     cpus_machine: if cpus_abs.is_some() { g.cpus.clone() } else { Vec::new() },
                     cpus_abs,
                     links: Some(g.links.clone()),
-                    unique_id: g.uuid.clone(),
+                    // Stock gives no UniqueId for a whole GPU; Slurm would put one into
+                    // CUDA_VISIBLE_DEVICES instead of the index that job scripts expect.
+                    unique_id: None,
                 }
             })
             .collect();
