@@ -21,6 +21,7 @@ commands:
   dump                       the raw state file (format: see fake-nvml's state.rs)
   set-util GPU|all GPU_PCT [MEM_PCT]
   set-procs GPU [PID:BYTES ...]
+  reset-counter GPU          restart the GPU's energy counter from 0 (a driver reload/GPU reset)
   fail RULE                  add a fail rule: CALL[@GPU][:CODE], e.g.
                              nvmlDeviceSetGpuLockedClocks:NO_PERMISSION or '*:GPU_IS_LOST'
   clear-fail                 remove every fail rule
@@ -158,6 +159,7 @@ fn run(args: &[String]) -> Result<(), String> {
                 .collect::<Result<Vec<_>, _>>()?;
             fake.set_processes(gpu_index(gpu)?, procs).map_err(err)
         }
+        ("reset-counter", [gpu]) => open(lib_dir, config, state_dir)?.reset_energy_counter(gpu_index(gpu)?).map_err(err),
         ("fail", [rule]) => {
             let fake = open(lib_dir, config, state_dir)?;
             let rule = FailRule::parse(rule)

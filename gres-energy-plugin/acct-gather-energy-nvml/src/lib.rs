@@ -58,6 +58,9 @@ struct State {
     last: EnergyFields,
     /// slurmd: the node meter was tried (do not retry NVML every call when it is absent).
     node_meter_tried: bool,
+    /// There are GPUs to count but no meter could be made (NVML missing or failing, GPUs
+    /// Slurm names that NVML does not have): report "unknown", not 0 J.
+    unknown: bool,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -66,6 +69,7 @@ static STATE: Mutex<State> = Mutex::new(State {
     meter: None,
     last: EnergyFields { ave_watts: 0, base_consumed_energy: 0, consumed_energy: 0, current_watts: 0, previous_consumed_energy: 0, poll_time: 0 },
     node_meter_tried: false,
+    unknown: false,
 });
 
 fn state() -> MutexGuard<'static, State> {
@@ -88,6 +92,7 @@ pub extern "C" fn init() -> c_int {
         st.meter = None;
         st.last = EnergyFields::default();
         st.node_meter_tried = false;
+        st.unknown = false;
         st.ctx = match daemon() {
             Daemon::Slurmd => "slurmd".into(),
             // The step's title is set later; STEP_PTR names the step.
@@ -124,6 +129,7 @@ fn ensure_node_meter(st: &mut State) {
         Ok(n) => n,
         Err(e) => {
             st.errors.report(&LOG, &ctx, &e);
+            st.unknown = true;
             return;
         }
     };
@@ -131,6 +137,7 @@ fn ensure_node_meter(st: &mut State) {
         Ok(c) => c,
         Err(e) => {
             st.errors.report(&LOG, &ctx, &e);
+            st.unknown = true;
             return;
         }
     };
@@ -143,7 +150,12 @@ fn ensure_node_meter(st: &mut State) {
 fn poll(st: &mut State) -> EnergyFields {
     ensure_node_meter(st);
     let ctx = st.ctx.clone();
-    let Some(meter) = st.meter.as_mut() else { return st.last };
+    let Some(meter) = st.meter.as_mut() else {
+        if st.unknown {
+            st.last = EnergyFields::unknown(&st.last);
+        }
+        return st.last;
+    };
     let totals = match nvml::shared() {
         Ok(nvml) => meter.read(nvml.as_ref(), &mut st.errors, &LOG, &ctx),
         Err(e) => {
@@ -235,6 +247,8 @@ fn start_step(st: &mut State, step: *const c_void) {
     if indices.is_empty() {
         return;
     }
+    // From here on the step has GPUs: whatever fails makes its energy unknown, not 0 J.
+    st.unknown = true;
     let nvml = match nvml::shared() {
         Ok(n) => n,
         Err(e) => {
@@ -256,8 +270,10 @@ fn start_step(st: &mut State, step: *const c_void) {
     };
     let (gpus, unknown) = map.nvml_indices(&indices);
     if !unknown.is_empty() {
-        LOG.error(&format!("{ctx}: GPU indices {unknown:?} of the step are not on this node; not counted"));
+        LOG.error(&format!("{ctx}: GPU indices {unknown:?} of the step have no NVML device ({}); the step's energy is unknown", map.describe()));
+        return;
     }
+    st.unknown = false;
     let meter = EnergyMeter::start(nvml.as_ref(), &gpus, &mut st.errors, &LOG, &ctx);
     LOG.info(&format!(
         "{ctx}: counting the energy of the step's GPU(s) {indices:?} (NVML {gpus:?}) from their counters"
