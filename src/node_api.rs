@@ -115,6 +115,17 @@ impl NodeApi {
         }
     }
 
+    /// slurm.conf `PrologFlags` has `Contain` (`None`: configuration not loaded).
+    pub fn prolog_flags_contain(&self) -> Option<bool> {
+        let conf = self.raw.slurm_conf;
+        if conf.is_null() {
+            return None;
+        }
+        // SAFETY: libslurmfull's `slurm_conf`, read after the daemon loaded its configuration.
+        let flags = unsafe { (*conf).prolog_flags };
+        Some(u32::from(flags) & sys::PROLOG_FLAG_CONTAIN != 0)
+    }
+
     /// A new, empty `List` of `gres_slurmd_conf_t`, as `gpu_p_get_system_gpu_list` returns it;
     /// then one record per GPU. Slurm owns (and frees) the list.
     ///

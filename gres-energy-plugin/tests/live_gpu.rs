@@ -145,7 +145,8 @@ fn gpu_plugins_in_a_live_cluster() {
         return;
     }
     let t0 = Instant::now();
-    let Setup { _work, fake, type_name, dev, mut cluster } = start(&[]);
+    // Without Contain the energy plugin reports unknown (see job_energy_is_counted_once_...).
+    let Setup { _work, fake, type_name, dev, mut cluster } = start(&["PrologFlags=Contain"]);
     println!("cluster up after {:.1} s", t0.elapsed().as_secs_f64());
 
     // (a) GPUs from NVML.
@@ -171,9 +172,8 @@ fn gpu_plugins_in_a_live_cluster() {
     assert!(gres.starts_with(&format!("gpu:{type_name}:{GPUS}")), "node Gres {gres:?}:\n{node}");
     assert_eq!(field(&node, "State"), Some("IDLE"), "{node}");
 
-    // (b) energy of exactly the job's two GPUs. The work runs in an srun step: Slurm 22.05 adds
-    // only srun steps' energy to the job's `energy` TRES (the batch step's record is dropped
-    // without it, proc_req.c), which is what `sacct -X` ConsumedEnergy shows.
+    // (b) energy of exactly the job's two GPUs, over the srun step that ran the work (its sacct
+    // line; the job line is the extern step's, the job's whole life).
     let job = cluster
         .sbatch(
             // Typed: only a node that registered this type from NVML can run it.
@@ -200,7 +200,11 @@ fn gpu_plugins_in_a_live_cluster() {
     let node_j: f64 = (0..GPUS as usize).map(|g| watts(g) * seconds).sum();
     let steps = cluster.command("sacct").args(["-n", "-P", "-j", &job.to_string(), "-o", "JobID,ConsumedEnergyRaw,TRESUsageInTot"]).output().expect("sacct");
     println!("sacct steps:\n{}", String::from_utf8_lossy(&steps.stdout));
-    let consumed_j = job_energy_j(&cluster, job);
+    let consumed_j: f64 = String::from_utf8_lossy(&steps.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{job}.0|")))
+        .and_then(|rest| rest.split('|').next()?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no energy on step {job}.0"));
     println!(
         "energy: job {job} on GPUs {gpus:?} for {seconds:.2} s: sacct {consumed_j} J, fake counters {expected_j:.0} J \
          ({:+.2} %), node total would be {node_j:.0} J",
@@ -338,7 +342,8 @@ fn permuted_fake_conf() -> String {
     PERMUTED_MINORS.iter().enumerate().map(|(i, m)| format!("minor_number.{i} = {m}\n")).collect()
 }
 
-/// A batch job whose srun step on one GPU runs 8 s: (Slurm index, step seconds, sacct J, output).
+/// A batch job whose srun step on one GPU runs 8 s: (Slurm index, step seconds, the step's
+/// sacct J, output).
 fn one_gpu_energy_job(cluster: &LocalCluster, gres: &str) -> (usize, f64, f64, String) {
     let out_path = cluster.job_dir().join("numbering-%j.out").display().to_string();
     let job = cluster
@@ -356,7 +361,7 @@ fn one_gpu_energy_job(cluster: &LocalCluster, gres: &str) -> (usize, f64, f64, S
     let gpu: usize = output_value(&out, "GPUS").and_then(|g| g.parse().ok()).unwrap_or_else(|| panic!("one GPU: {out}"));
     let t0_ns: u128 = output_value(&out, "T0").and_then(|v| v.parse().ok()).expect("T0");
     let t1_ns: u128 = output_value(&out, "T1").and_then(|v| v.parse().ok()).expect("T1");
-    (gpu, (t1_ns - t0_ns) as f64 / 1e9, job_energy_j(cluster, job), out)
+    (gpu, (t1_ns - t0_ns) as f64 / 1e9, step_energy_j(cluster, job, "0"), out)
 }
 
 /// Energy and clocks land on the GPU behind the device file Slurm gave the job, on a fake NVML
@@ -373,7 +378,7 @@ fn gpu_numbering_follows_slurms_device_files() {
     let nvml_with_minor = |m: usize| PERMUTED_MINORS.iter().position(|&x| x as usize == m).expect("minor");
 
     // (1) AutoDetect=nvml.
-    let Setup { _work, fake, type_name, cluster, .. } = start_with(&[], &permuted_fake_conf(), true);
+    let Setup { _work, fake, type_name, cluster, .. } = start_with(&["PrologFlags=Contain"], &permuted_fake_conf(), true);
     let (gpu, seconds, consumed_j, out) = one_gpu_energy_job(&cluster, &format!("--gres=gpu:{type_name}:1"));
     // What stock gpu/nvml gives a job: indices, as in SLURM_JOB_GPUS (no ConstrainDevices).
     let line = |key: &str| output_value(&out, key).unwrap_or_default();
@@ -407,13 +412,27 @@ fn gpu_numbering_follows_slurms_device_files() {
     drop(_work);
 
     // (2) AutoDetect=off, gres.conf File=nvidia[0-3].
-    let Setup { _work, fake, cluster, .. } = start_with(&[], &permuted_fake_conf(), false);
+    let Setup { _work, fake, cluster, .. } = start_with(&["PrologFlags=Contain"], &permuted_fake_conf(), false);
     let (gpu, seconds, consumed_j, _) = one_gpu_energy_job(&cluster, "--gres=gpu:1");
     let expected = nvml_with_minor(gpu);
     let (want_j, wrong_j) = (watts(&fake, expected) * seconds, watts(&fake, gpu) * seconds);
     println!("gres.conf files, permuted minors: Slurm GPU {gpu}: sacct {consumed_j} J; NVML {expected} ran {want_j:.0} J, NVML {gpu} {wrong_j:.0} J");
     assert!((consumed_j - want_j).abs() <= 0.05 * want_j, "sacct {consumed_j} J vs NVML {expected}'s {want_j:.0} J");
     cluster.stop().expect("stop");
+}
+
+/// sacct's ConsumedEnergyRaw of step `<job>.<step>`, once it is there.
+fn step_energy_j(cluster: &LocalCluster, job: u32, step: &str) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let lines = sacct_energy(cluster, job);
+        let found = lines.lines().find_map(|l| l.strip_prefix(&format!("{job}.{step}|"))).and_then(|e| e.trim().parse::<f64>().ok());
+        match found {
+            Some(j) => break j,
+            None if Instant::now() > deadline => panic!("step {job}.{step}: no energy in {lines:?}"),
+            None => std::thread::sleep(Duration::from_millis(250)),
+        }
+    }
 }
 
 /// Waits until `key=` appears in a job's output file; returns the output.
@@ -449,7 +468,7 @@ fn counter_reset_is_rebased_and_unknown_is_not_zero() {
     if skip_live_test("counter_reset_is_rebased_and_unknown_is_not_zero") {
         return;
     }
-    let Setup { _work, fake, cluster, .. } = start(&[]);
+    let Setup { _work, fake, cluster, .. } = start(&["PrologFlags=Contain"]);
 
     // (1) Reset every GPU's counter 5 s into a 12 s step.
     let out_path = cluster.job_dir().join("reset-%j.out").display().to_string();
@@ -475,7 +494,7 @@ fn counter_reset_is_rebased_and_unknown_is_not_zero() {
     let t0_ns: u128 = output_value(&out, "T0").and_then(|v| v.parse().ok()).expect("T0");
     let t1_ns: u128 = output_value(&out, "T1").and_then(|v| v.parse().ok()).expect("T1");
     let expected_j = watts(&fake, gpu) * (t1_ns - t0_ns) as f64 / 1e9;
-    let consumed_j = job_energy_j(&cluster, job);
+    let consumed_j = step_energy_j(&cluster, job, "0");
     println!(
         "reset: GPU {gpu}'s counter went from {:.0} mJ to 0 mid-step; sacct {consumed_j} J, counters {expected_j:.0} J ({:+.2} %)",
         before_mj[gpu],
@@ -502,4 +521,51 @@ fn counter_reset_is_rebased_and_unknown_is_not_zero() {
     assert_eq!(step(&unknown_lines, format!("{unknown}.0")).as_deref(), Some(""), "unknown energy must not read as a number");
     assert_eq!(step(&zero_lines, format!("{zero}.0")).as_deref(), Some("0"), "a step without GPUs has 0 J");
     cluster.stop().expect("stop");
+}
+
+/// A job's GPU energy is counted once: with `PrologFlags=Contain` the job line (the extern
+/// step) has its GPU's energy over the whole job, not the batch script's plus its srun step's
+/// (which the step lines show, each over the GPU it shares); without Contain the plugin refuses
+/// (slurmd's log says so at start) and reports unknown rather than a double or partial count.
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
+#[test]
+fn job_energy_is_counted_once_with_and_without_contain() {
+    if skip_live_test("job_energy_is_counted_once_with_and_without_contain") {
+        return;
+    }
+    let script = "echo GPUS=$SLURM_JOB_GPUS\necho T0=$(date +%s%N)\nsleep 4\nsrun --gres=gpu:1 sleep 6\necho T1=$(date +%s%N)\n";
+    for contain in [true, false] {
+        let extra: &[&str] = if contain { &["PrologFlags=Contain"] } else { &[] };
+        let Setup { _work, fake, cluster, .. } = start(extra);
+        let out_path = cluster.job_dir().join("once-%j.out").display().to_string();
+        let job = cluster.sbatch(&["--gres=gpu:1", "-o", &out_path], script).expect("sbatch");
+        assert_eq!(cluster.wait_job_done(job, Duration::from_secs(90)).unwrap(), "COMPLETED");
+        cluster.wait_accounted(job, Duration::from_secs(30)).unwrap();
+        let out = std::fs::read_to_string(cluster.job_dir().join(format!("once-{job}.out"))).expect("job output");
+        let gpu: usize = output_value(&out, "GPUS").and_then(|g| g.parse().ok()).expect("one GPU");
+        let t0_ns: u128 = output_value(&out, "T0").and_then(|v| v.parse().ok()).expect("T0");
+        let t1_ns: u128 = output_value(&out, "T1").and_then(|v| v.parse().ok()).expect("T1");
+        let w = watts(&fake, gpu);
+        let script_j = w * (t1_ns - t0_ns) as f64 / 1e9;
+        std::thread::sleep(Duration::from_secs(2));
+        let lines = sacct_energy(&cluster, job);
+        let step_sum_j: f64 = lines
+            .lines()
+            .filter(|l| l.split('|').next().is_some_and(|id| id.contains('.')))
+            .filter_map(|l| l.split('|').nth(1)?.trim().parse::<f64>().ok())
+            .sum();
+        let job_line = lines.lines().find_map(|l| l.strip_prefix(&format!("{job}|"))).unwrap_or("?").trim().to_string();
+        println!("contain={contain}: job {job} on GPU {gpu}: job line {job_line:?} J, step lines sum {step_sum_j:.0} J, the script ran {script_j:.0} J\n{lines}");
+        if contain {
+            let job_j: f64 = job_line.parse().unwrap_or_else(|_| panic!("job line {job_line:?}"));
+            assert!(job_j >= 0.97 * script_j, "job line {job_j} J < the script's {script_j:.0} J");
+            // The extern step spans the script plus the job's start and end (well under 2 s).
+            assert!(job_j <= script_j + 2.0 * w, "job line {job_j} J counts more than once (script {script_j:.0} J)");
+        } else {
+            assert_eq!(job_line, "", "without Contain the job's energy must be unknown, not a partial or double count");
+            let log = cluster.slurmd_log("n1");
+            assert!(log.contains("PrologFlags=Contain is not set"), "slurmd did not say why:\n{log}");
+        }
+        cluster.stop().expect("stop");
+    }
 }

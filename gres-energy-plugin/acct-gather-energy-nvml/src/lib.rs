@@ -48,6 +48,11 @@ const SLURM_BATCH_SCRIPT: u32 = 0xffff_fffb;
 
 static LOG: Logger = Logger::new("acct_gather_energy/nvml");
 
+/// Why steps report no energy without `PrologFlags=Contain`.
+const NO_CONTAIN: &str = "PrologFlags=Contain is not set: GPU energy per job cannot be counted \
+    once without it (the batch step and the srun steps share the job's GPUs, and Slurm 22.05 drops \
+    the batch step's energy), so steps report it as unknown; set PrologFlags=Contain";
+
 struct State {
     errors: ErrorOnce,
     /// Where log lines say we are (`step 12.0`, `slurmd`).
@@ -100,6 +105,10 @@ pub extern "C" fn init() -> c_int {
             Daemon::Slurmctld => "slurmctld".into(),
             Daemon::Other => "energy".into(),
         };
+        let contain = node_api::node_api().ok().and_then(|a| a.prolog_flags_contain()).unwrap_or(true);
+        if !contain && matches!(daemon(), Daemon::Slurmd | Daemon::Slurmctld) {
+            LOG.error(&format!("{}: {NO_CONTAIN}", st.ctx));
+        }
         let line = format!("{}: loaded (GPU energy from NVML counters)", st.ctx);
         // One line per daemon start; per step only when asked for.
         if daemon() == Daemon::Slurmstepd { slurm_log!(LOG, verbose, "{line}") } else { LOG.info(&line) }
@@ -236,8 +245,10 @@ fn start_step(st: &mut State, step: *const c_void) {
     let ctx = st.ctx.clone();
     // The batch and extern steps count the job's GPUs on this node (their credentials carry no
     // step gres). With `PrologFlags=Contain`, slurmctld adds only the extern step's energy to
-    // the job's `energy` TRES (step_mgr.c), so the job's total is its GPUs over its whole life;
-    // without it there is no extern step, and the job's total is the sum of its srun steps.
+    // the job's `energy` TRES (step_mgr.c), so the job's total is its GPUs over its whole life,
+    // once. Without it there is no extern step: the job's total would be its srun steps (the
+    // batch step's energy is dropped by 22.05), and the step lines would charge the job's GPUs
+    // to the batch step and to every srun step alike. So without Contain we refuse, visibly.
     let job_fallback = matches!(step_id, SLURM_BATCH_SCRIPT | SLURM_EXTERN_CONT);
     // SAFETY: as above.
     let Some(indices) = (unsafe { api.step_gpu_indices(step, job_fallback) }) else {
@@ -245,6 +256,11 @@ fn start_step(st: &mut State, step: *const c_void) {
         return;
     };
     if indices.is_empty() {
+        return;
+    }
+    if !api.prolog_flags_contain().unwrap_or(true) {
+        st.unknown = true;
+        slurm_log!(LOG, verbose, "{ctx}: {NO_CONTAIN}");
         return;
     }
     // From here on the step has GPUs: whatever fails makes its energy unknown, not 0 J.
