@@ -220,7 +220,17 @@ impl NodeApi {
     /// # Safety
     /// `step` must be slurmstepd's `stepd_step_rec_t`, alive during the call.
     pub unsafe fn step_gpu_indices(&self, step: *const c_void, job_fallback: bool) -> Option<Vec<usize>> {
-        let name = cstring("gpu");
+        // SAFETY: the caller's contract.
+        unsafe { self.step_gres_indices(step, "gpu", job_fallback) }
+    }
+
+    /// Like [`Self::step_gpu_indices`] for another GRES with per-GPU bits (`shard`: the GPUs the
+    /// step's shards are on).
+    ///
+    /// # Safety
+    /// As [`Self::step_gpu_indices`].
+    pub unsafe fn step_gres_indices(&self, step: *const c_void, gres: &str, job_fallback: bool) -> Option<Vec<usize>> {
+        let name = cstring(gres);
         let mut bitmap: *mut sys::bitstr_t = std::ptr::null_mut();
         let out = (&mut bitmap as *mut *mut sys::bitstr_t).cast::<c_void>();
         // SAFETY: `step` is the step record (caller).

@@ -5,7 +5,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use crate::control::{AppClocksMhz, GpuControl, GpuProcess, MemoryBytes, PowerLimitRangeMw, UtilizationPct};
+use crate::control::{AppClocksMhz, GpuControl, GpuProcess, MemoryBytes, PowerLimitRangeMw, ProcessSmUtilPct, UtilizationPct};
 use crate::error::{GpuError, GpuErrorKind};
 
 /// One simulated GPU; fields are public so tests can set up any situation.
@@ -26,6 +26,10 @@ pub struct FakeGpu {
     pub power_limit_mw: u32,
     pub utilization: UtilizationPct,
     pub memory: MemoryBytes,
+    /// Processes with a compute context.
+    pub processes: Vec<GpuProcess>,
+    /// Per-process SM samples; `None`: the driver has none (`NotSupported`).
+    pub process_sm_pct: Option<Vec<ProcessSmUtilPct>>,
 }
 
 impl FakeGpu {
@@ -48,6 +52,8 @@ impl FakeGpu {
             power_limit_mw: 300_000,
             utilization: UtilizationPct { gpu_pct: 0, memory_pct: 0 },
             memory: MemoryBytes { used_bytes: 0, total_bytes: 32 << 30 },
+            processes: Vec::new(),
+            process_sm_pct: None,
         }
     }
 }
@@ -171,7 +177,12 @@ impl GpuControl for FakeGpus {
         self.with_gpu(gpu, |g| g.memory)
     }
     fn compute_processes(&self, gpu: u32) -> Result<Vec<GpuProcess>, GpuError> {
-        self.with_gpu(gpu, |_| Vec::new())
+        self.with_gpu(gpu, |g| g.processes.clone())
+    }
+    fn process_sm_utilization_pct(&self, gpu: u32) -> Result<Vec<ProcessSmUtilPct>, GpuError> {
+        self.with_gpu(gpu, |g| g.process_sm_pct.clone())?.ok_or_else(|| {
+            GpuError::new(Some(gpu), "nvmlDeviceGetProcessUtilization", GpuErrorKind::NotSupported, "no per-process samples")
+        })
     }
 }
 

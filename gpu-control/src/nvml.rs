@@ -16,7 +16,7 @@ use nvml_wrapper::enums::device::{GpuLockedClocksSetting, UsedGpuMemory};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
-use crate::control::{AppClocksMhz, GpuControl, GpuProcess, MemoryBytes, PowerLimitRangeMw, UtilizationPct};
+use crate::control::{AppClocksMhz, GpuControl, GpuProcess, MemoryBytes, PowerLimitRangeMw, ProcessSmUtilPct, UtilizationPct};
 use crate::error::{GpuError, GpuErrorKind};
 use crate::nvml_clocks;
 
@@ -256,6 +256,23 @@ impl GpuControl for NvmlGpu {
             .memory_info()
             .map(|m| MemoryBytes { used_bytes: m.used, total_bytes: m.total })
             .map_err(err(Some(gpu), "nvmlDeviceGetMemoryInfo_v2"))
+    }
+
+    fn process_sm_utilization_pct(&self, gpu: u32) -> Result<Vec<ProcessSmUtilPct>, GpuError> {
+        let samples = self
+            .device(gpu)?
+            .process_utilization_stats(None)
+            .map_err(err(Some(gpu), "nvmlDeviceGetProcessUtilization"))?;
+        // Several samples of one process: its latest counts.
+        let mut latest: Vec<(u32, u64, u32)> = Vec::new();
+        for s in samples {
+            match latest.iter_mut().find(|(pid, _, _)| *pid == s.pid) {
+                Some(entry) if entry.1 <= s.timestamp => *entry = (s.pid, s.timestamp, s.sm_util),
+                Some(_) => {}
+                None => latest.push((s.pid, s.timestamp, s.sm_util)),
+            }
+        }
+        Ok(latest.into_iter().map(|(pid, _, sm)| ProcessSmUtilPct { pid, sm_pct: sm.min(100) }).collect())
     }
 
     fn compute_processes(&self, gpu: u32) -> Result<Vec<GpuProcess>, GpuError> {

@@ -569,3 +569,155 @@ fn job_energy_is_counted_once_with_and_without_contain() {
         cluster.stop().expect("stop");
     }
 }
+
+/// A cluster with one GPU in `shards` shards, `PrologFlags=Contain`, and a fake GPU that draws
+/// nothing at 0 % (so all of its energy is drawn while the test's jobs share it).
+fn start_shared(shards: u32) -> (tempfile::TempDir, FakeNvml, LocalCluster) {
+    let work = tempfile::Builder::new().prefix("gres-share-").tempdir().expect("temp dir");
+    let plugins = work.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::copy(require_built("libgpu_nvml.so"), plugins.join("gpu_nvml.so")).expect("copy gpu_nvml.so");
+    std::fs::copy(require_built("libacct_gather_energy_nvml.so"), plugins.join("acct_gather_energy_nvml.so")).expect("copy");
+    let nvml_dir = work.path().join("nvml");
+    fake_nvml::install_library(&require_built(fake_nvml::BUILT_LIBRARY_NAME), &nvml_dir).expect("install the fake NVML");
+    std::fs::write(nvml_dir.join("fake-nvml.conf"), "gpu_count = 1\ncpu_count = 2\nnuma_nodes = 1\nidle_power_mw = 0\n").unwrap();
+    let dev = work.path().join("dev");
+    mknod_gpus(&dev);
+    let fake = FakeNvml::for_library_dir(&nvml_dir).expect("fake NVML state");
+    let type_name = gres_energy::detect::slurm_type_name(&fake.config.gpus[0].name);
+    let cluster = LocalCluster::start(ClusterConfig {
+        nodes: 1,
+        gpus_per_node: 1,
+        shards_per_gpu: shards,
+        gpu_autodetect: Some("nvml".into()),
+        gpu_type: Some(type_name),
+        plugin_dir: Some(plugins),
+        daemon_env: vec![
+            ("LD_LIBRARY_PATH".into(), nvml_dir.display().to_string()),
+            ("SLURM_ENERGY_NVIDIA_DEV_DIR".into(), dev.display().to_string()),
+            ("SLURM_ENERGY_CLOCK_LEDGER".into(), work.path().join("ledger").display().to_string()),
+        ],
+        extra_slurm_conf: vec![
+            "AcctGatherEnergyType=acct_gather_energy/nvml".into(),
+            "JobAcctGatherFrequency=task=1".into(),
+            "PrologFlags=Contain".into(),
+        ],
+        ..ClusterConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+    (work, fake, cluster)
+}
+
+/// The fake GPU's counter now, mJ.
+fn counter_mj(fake: &FakeNvml) -> f64 {
+    let state = fake.state().expect("fake state");
+    fake_nvml::model::energy_mj_at(&fake.config, &state.gpus[0], fake_nvml::state::now_unix_ns())
+}
+
+/// What a shard job's process looks like to the driver.
+#[derive(Clone, Copy)]
+enum Load {
+    /// On the GPU, with this per-process SM sample (%).
+    Sampled(u32),
+    /// On the GPU (a compute process), without a sample.
+    Unsampled,
+    /// Not on the GPU.
+    Absent,
+}
+
+/// Runs one shard job per entry of `loads`, all on the one GPU at device utilisation `gpu_pct`
+/// for `seconds`; returns each job's sacct energy and the counter's step over the run.
+fn shared_run(cluster: &LocalCluster, fake: &FakeNvml, loads: &[Load], gpu_pct: u32, seconds: u64) -> (Vec<f64>, f64) {
+    let stop = cluster.job_dir().join(format!("stop-{}", loads.len()));
+    let _ = std::fs::remove_file(&stop);
+    let jobs: Vec<u32> = loads
+        .iter()
+        .map(|_| {
+            let script = format!("echo PID=$$\nwhile [ ! -e {} ]; do sleep 0.2; done\n", stop.display());
+            cluster.sbatch(&["--gres=shard:1", "-o", &cluster.job_dir().join("share-%j.out").display().to_string()], &script).expect("sbatch")
+        })
+        .collect();
+    let pids: Vec<u32> = jobs
+        .iter()
+        .map(|j| {
+            let out = wait_output_line(&cluster.job_dir().join(format!("share-{j}.out")), "PID", Duration::from_secs(60));
+            output_value(&out, "PID").and_then(|p| p.parse().ok()).expect("PID")
+        })
+        .collect();
+    let processes = pids
+        .iter()
+        .zip(loads)
+        .filter_map(|(&pid, &load)| {
+            let sm_util_pct = match load {
+                Load::Sampled(pct) => Some(pct),
+                Load::Unsampled => None,
+                Load::Absent => return None,
+            };
+            Some(fake_nvml::GpuProcess { pid, used_memory_bytes: 1 << 30, sm_util_pct })
+        })
+        .collect();
+    let e0 = counter_mj(fake);
+    fake.update(|s| {
+        s.gpus[0].util_gpu_pct = gpu_pct;
+        s.gpus[0].processes = processes;
+    })
+    .expect("loads");
+    std::thread::sleep(Duration::from_secs(seconds));
+    fake.update(|s| {
+        s.gpus[0].util_gpu_pct = 0;
+        s.gpus[0].processes.clear();
+    })
+    .expect("idle");
+    let e1 = counter_mj(fake);
+    // Let every co-runner settle the books after the load is gone, then end the jobs.
+    std::thread::sleep(Duration::from_secs(3));
+    std::fs::write(&stop, "").expect("stop file");
+    let shares: Vec<f64> = jobs
+        .iter()
+        .map(|&j| {
+            assert_eq!(cluster.wait_job_done(j, Duration::from_secs(60)).unwrap(), "COMPLETED");
+            cluster.wait_accounted(j, Duration::from_secs(30)).unwrap();
+            job_energy_j(cluster, j)
+        })
+        .collect();
+    (shares, (e1 - e0) / 1000.0)
+}
+
+/// Checks a run against the documented rule (weights `(1 - U)/n + u_j`), and that the shares add
+/// up to the counter within 1 %.
+fn check_split(label: &str, shares: &[f64], counter_j: f64, expected_weights: &[f64]) {
+    let sum: f64 = shares.iter().sum();
+    let parts: Vec<String> = shares.iter().zip(expected_weights).map(|(s, w)| format!("{s:.0} J ({:.3}, rule {w:.3})", s / sum)).collect();
+    println!("{label}: {}; sum {sum:.0} J, counter {counter_j:.0} J ({:+.2} %)", parts.join(", "), (sum - counter_j) / counter_j * 100.0);
+    assert!((sum - counter_j).abs() <= 0.01 * counter_j, "{label}: shares {sum:.0} J vs counter {counter_j:.0} J");
+    for (s, w) in shares.iter().zip(expected_weights) {
+        assert!((s / sum - w).abs() <= 0.05 * w, "{label}: share {:.3} vs the rule's {w:.3}", s / sum);
+    }
+}
+
+/// Jobs sharing a GPU through gres/shard: its energy is split by their measured use
+/// (per-process SM utilisation), idle time equally, and the shares add up to the counter; with
+/// two and three co-runners of different loads, and with the fallback of a driver that has no
+/// per-process samples.
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
+#[test]
+fn shared_gpu_energy_is_split_by_measured_use() {
+    if skip_live_test("shared_gpu_energy_is_split_by_measured_use") {
+        return;
+    }
+    let (_work, fake, cluster) = start_shared(4);
+    // Two co-runners at 50 % and 20 % of SM time: U = 0.7, idle 0.3 split in two.
+    let (shares, counter_j) = shared_run(&cluster, &fake, &[Load::Sampled(50), Load::Sampled(20)], 70, 12);
+    check_split("two co-runners", &shares, counter_j, &[0.15 + 0.5, 0.15 + 0.2]);
+    // Three at 40, 25 and 10 %: U = 0.75, idle 0.25 split in three.
+    let (shares, counter_j) = shared_run(&cluster, &fake, &[Load::Sampled(40), Load::Sampled(25), Load::Sampled(10)], 75, 12);
+    let idle = 0.25 / 3.0;
+    check_split("three co-runners", &shares, counter_j, &[idle + 0.4, idle + 0.25, idle + 0.1]);
+    // No per-process samples: the GPU's 60 % goes to the co-runner with a compute process (the
+    // other's process is not on the GPU), the idle 40 % is split in two.
+    fake.inject_failure(FailRule::parse("nvmlDeviceGetProcessUtilization:NOT_SUPPORTED").unwrap()).unwrap();
+    let (shares, counter_j) = shared_run(&cluster, &fake, &[Load::Unsampled, Load::Absent], 60, 12);
+    check_split("fallback (no per-process samples)", &shares, counter_j, &[0.2 + 0.6, 0.2]);
+    fake.clear_failures().unwrap();
+    cluster.stop().expect("stop");
+}

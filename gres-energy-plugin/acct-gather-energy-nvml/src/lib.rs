@@ -19,8 +19,10 @@ use std::ffi::{c_int, c_void};
 use std::sync::{Mutex, MutexGuard};
 
 use gpu_control::GpuControl;
+use gpu_control::arbiter::ledger_dir_from_env;
 use gres_energy::devmap;
-use gres_energy::energy::{EnergyFields, EnergyMeter, unix_now_s};
+use gres_energy::energy::{EnergyFields, EnergyMeter, Totals, unix_now_s};
+use gres_energy::share_ledger::{ShareLedger, SharedMeter};
 use gres_energy::errors::ErrorOnce;
 use gres_energy::nvml;
 use slurm_bindings::node_api::{self, Daemon};
@@ -53,12 +55,44 @@ const NO_CONTAIN: &str = "PrologFlags=Contain is not set: GPU energy per job can
     once without it (the batch step and the srun steps share the job's GPUs, and Slurm 22.05 drops \
     the batch step's energy), so steps report it as unknown; set PrologFlags=Contain";
 
+/// How a step's GPUs are counted.
+#[derive(Debug)]
+enum Meter {
+    /// GPUs of its own (`gres/gpu`), or the whole node (slurmd): their counters.
+    Whole(EnergyMeter),
+    /// GPUs shared with other jobs (`gres/shard`): the job's part of each, from the node's books.
+    Shared(SharedMeter),
+}
+
+impl Meter {
+    fn read(&mut self, ctrl: &dyn GpuControl, errs: &mut ErrorOnce, ctx: &str) -> Totals {
+        match self {
+            Meter::Whole(m) => m.read(ctrl, errs, &LOG, ctx),
+            Meter::Shared(m) => m.read(ctrl, errs, &LOG, ctx),
+        }
+    }
+
+    fn totals(&self) -> Totals {
+        match self {
+            Meter::Whole(m) => m.totals(),
+            Meter::Shared(m) => m.totals(),
+        }
+    }
+
+    fn gpus(&self) -> &[u32] {
+        match self {
+            Meter::Whole(m) => m.gpus(),
+            Meter::Shared(m) => m.gpus(),
+        }
+    }
+}
+
 struct State {
     errors: ErrorOnce,
     /// Where log lines say we are (`step 12.0`, `slurmd`).
     ctx: String,
     /// slurmstepd: the step's GPUs; slurmd: all GPUs. `None`: nothing to count.
-    meter: Option<EnergyMeter>,
+    meter: Option<Meter>,
     /// The last report.
     last: EnergyFields,
     /// slurmd: the node meter was tried (do not retry NVML every call when it is absent).
@@ -120,6 +154,13 @@ pub extern "C" fn init() -> c_int {
 pub extern "C" fn fini() -> c_int {
     LOG.guarded("fini", SLURM_SUCCESS, || {
         let mut st = state();
+        if let Some(Meter::Shared(mut m)) = st.meter.take() {
+            // The step lets go of its shared GPUs: the co-runners' books go on without it.
+            let ctx = st.ctx.clone();
+            if let Ok(nvml) = nvml::shared() {
+                m.finish(nvml.as_ref(), &mut st.errors, &LOG, &ctx);
+            }
+        }
         st.meter = None;
         drop(st);
         nvml::close();
@@ -151,7 +192,7 @@ fn ensure_node_meter(st: &mut State) {
         }
     };
     let all: Vec<u32> = (0..count).collect();
-    st.meter = Some(EnergyMeter::start(nvml.as_ref(), &all, &mut st.errors, &LOG, &ctx));
+    st.meter = Some(Meter::Whole(EnergyMeter::start(nvml.as_ref(), &all, &mut st.errors, &LOG, &ctx)));
     LOG.info(&format!("{ctx}: counting the energy of {count} GPU(s) of this node"));
 }
 
@@ -166,7 +207,7 @@ fn poll(st: &mut State) -> EnergyFields {
         return st.last;
     };
     let totals = match nvml::shared() {
-        Ok(nvml) => meter.read(nvml.as_ref(), &mut st.errors, &LOG, &ctx),
+        Ok(nvml) => meter.read(nvml.as_ref(), &mut st.errors, &ctx),
         Err(e) => {
             st.errors.report(&LOG, &ctx, &e);
             meter.totals()
@@ -251,9 +292,18 @@ fn start_step(st: &mut State, step: *const c_void) {
     // to the batch step and to every srun step alike. So without Contain we refuse, visibly.
     let job_fallback = matches!(step_id, SLURM_BATCH_SCRIPT | SLURM_EXTERN_CONT);
     // SAFETY: as above.
-    let Some(indices) = (unsafe { api.step_gpu_indices(step, job_fallback) }) else {
-        slurm_log!(LOG, verbose, "{ctx}: no GPUs in this step of job {job_id}; no GPU energy");
-        return;
+    let whole = unsafe { api.step_gpu_indices(step, job_fallback) };
+    // SAFETY: as above.
+    let shared = || unsafe { api.step_gres_indices(step, "shard", job_fallback) };
+    let (indices, is_shared) = match whole.filter(|i| !i.is_empty()) {
+        Some(i) => (i, false),
+        None => match shared() {
+            Some(i) => (i, true),
+            None => {
+                slurm_log!(LOG, verbose, "{ctx}: no GPUs in this step of job {job_id}; no GPU energy");
+                return;
+            }
+        },
     };
     if indices.is_empty() {
         return;
@@ -290,10 +340,24 @@ fn start_step(st: &mut State, step: *const c_void) {
         return;
     }
     st.unknown = false;
-    let meter = EnergyMeter::start(nvml.as_ref(), &gpus, &mut st.errors, &LOG, &ctx);
-    LOG.info(&format!(
-        "{ctx}: counting the energy of the step's GPU(s) {indices:?} (NVML {gpus:?}) from their counters"
-    ));
+    let meter = if is_shared {
+        let ledger = match ShareLedger::open(&ledger_dir_from_env()) {
+            Ok(l) => l,
+            Err(e) => {
+                LOG.error(&format!("{ctx}: {e}; the step's energy is unknown"));
+                return;
+            }
+        };
+        LOG.info(&format!(
+            "{ctx}: counting job {job_id}'s part of the shared GPU(s) {indices:?} (NVML {gpus:?}) by measured use"
+        ));
+        Meter::Shared(SharedMeter::start(nvml.as_ref(), ledger, job_id, step_id, &gpus, &mut st.errors, &LOG, &ctx))
+    } else {
+        LOG.info(&format!(
+            "{ctx}: counting the energy of the step's GPU(s) {indices:?} (NVML {gpus:?}) from their counters"
+        ));
+        Meter::Whole(EnergyMeter::start(nvml.as_ref(), &gpus, &mut st.errors, &LOG, &ctx))
+    };
     slurm_log!(LOG, verbose, "{ctx}: {}", map.describe());
     st.meter = Some(meter);
     st.last = EnergyFields { poll_time: unix_now_s(), ..EnergyFields::default() };
