@@ -23,8 +23,6 @@ use crate::errors::ErrorOnce;
 /// Slurm's "no value" for energy (`NO_VAL64`), what Slurm's own energy plugins report when they
 /// cannot read their sensor.
 pub const UNKNOWN_ENERGY_J: u64 = 0xffff_ffff_ffff_fffe;
-/// ... and for watts (`NO_VAL`).
-pub const UNKNOWN_WATTS: u32 = 0xffff_fffe;
 
 /// One GPU's counter as the meter follows it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -190,11 +188,12 @@ impl EnergyFields {
     /// The report when the energy cannot be known (NVML missing, a counter failing): Slurm's
     /// `NO_VAL64`/`NO_VAL`, never 0 J.
     pub fn unknown(previous: &EnergyFields) -> EnergyFields {
+        // Only the energy carries "unknown": Slurm copies the watts into TRES usage as they are.
         EnergyFields {
-            ave_watts: UNKNOWN_WATTS,
+            ave_watts: 0,
             base_consumed_energy: 0,
             consumed_energy: UNKNOWN_ENERGY_J,
-            current_watts: UNKNOWN_WATTS,
+            current_watts: 0,
             previous_consumed_energy: previous.consumed_energy,
             poll_time: unix_now_s(),
         }
@@ -278,7 +277,7 @@ mod tests {
         assert_eq!((t.consumed_mj, t.unknown_gpus), (3_000, 1));
         let f = EnergyFields::next(&EnergyFields::default(), &t);
         assert!(f.is_unknown());
-        assert_eq!((f.consumed_energy, f.current_watts), (UNKNOWN_ENERGY_J, UNKNOWN_WATTS));
+        assert_eq!((f.consumed_energy, f.current_watts), (UNKNOWN_ENERGY_J, 0));
         // Both calls fail in the same handle lookup of GPU 5: one line, however often it is read.
         meter.read(&gpus, &mut errs, &LOG, "t");
         assert_eq!(errs.reported(), 1);

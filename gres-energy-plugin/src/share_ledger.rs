@@ -148,7 +148,7 @@ impl ShareLedger {
         let path = self.dir.join(&key);
         let lock_path = self.dir.join(format!("{key}.lock"));
         let lock = OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&lock_path).map_err(io_err(&lock_path))?;
-        lock.lock().map_err(io_err(&lock_path))?;
+        lock_within(&lock, LOCK_WAIT).map_err(io_err(&lock_path))?;
         let mut books = match std::fs::read_to_string(&path) {
             Ok(text) => Books::parse(&text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Books::default(),
@@ -313,6 +313,26 @@ fn measure(ctrl: &dyn GpuControl, gpu: u32, jobs: &[u32]) -> Usage {
             let gpu_pct = ctrl.utilization_pct(gpu).map_or(0, |u| u.gpu_pct);
             let pids: Vec<u32> = ctrl.compute_processes(gpu).map(|p| p.iter().map(|p| p.pid).collect()).unwrap_or_default();
             Usage::from_running_processes(gpu_pct, &pids, jobs, share::job_of_pid)
+        }
+    }
+}
+
+/// How long a settlement waits for the books of a GPU before giving up (the step's energy is
+/// then unknown for that read, never a hung slurmstepd).
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+fn lock_within(file: &File, wait: std::time::Duration) -> std::io::Result<()> {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "locked by another step for 3 s"));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
         }
     }
 }
