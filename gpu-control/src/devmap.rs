@@ -74,10 +74,19 @@ impl DeviceMap {
         }
         let len = gpus.iter().map(|d| d.slurm_index).max().map_or(0, |m| m.saturating_add(1)).min(4096);
         let mut nvml_by_slurm = vec![None; len];
+        // Each NVML device answers for one Slurm index at most, however odd the input.
+        let mut taken = vec![false; minor_by_nvml.len()];
         for d in gpus {
             let Some(slot) = nvml_by_slurm.get_mut(d.slurm_index) else { continue };
             let Some(minor) = d.effective_minor() else { continue };
-            *slot = minor_by_nvml.iter().position(|m| *m == Some(minor)).and_then(|i| u32::try_from(i).ok());
+            if slot.is_some() {
+                continue;
+            }
+            let found = minor_by_nvml.iter().zip(&taken).position(|(m, used)| *m == Some(minor) && !used);
+            if let Some(i) = found {
+                taken[i] = true;
+                *slot = u32::try_from(i).ok();
+            }
         }
         DeviceMap { nvml_by_slurm, source: MapSource::SlurmDevices }
     }
@@ -115,7 +124,6 @@ impl DeviceMap {
     pub fn from_minors(minor_by_nvml: &[u32]) -> DeviceMap {
         let mut sorted: Vec<u32> = minor_by_nvml.to_vec();
         sorted.sort_unstable();
-        sorted.dedup();
         let devices: Vec<SlurmGpuDevice> = sorted
             .iter()
             .enumerate()
@@ -228,6 +236,20 @@ mod tests {
         let fallback = DeviceMap::from_slurm_devices(&[dev(0, "/dev/infiniband/uverbs0", Some(0))], &[Some(0), Some(1)]);
         assert_eq!(fallback.source(), MapSource::NvmlOrder);
         assert_eq!(fallback.nvml_indices(&[1]), (vec![1], vec![]));
+    }
+
+    #[test]
+    fn never_two_slurm_indices_on_one_nvml_device() {
+        // Two NVML devices claiming one minor (a broken driver, or fuzzing): one each.
+        let map = DeviceMap::from_minors(&[3, 3, 1]);
+        assert_eq!(map.len(), 3);
+        let (found, unknown) = map.nvml_indices(&[0, 1, 2]);
+        assert!(unknown.is_empty());
+        assert_eq!(found, vec![2, 0, 1]);
+        // Slurm listing one file twice: the second index has no device of its own.
+        let devices = [dev(0, "/dev/nvidia0", Some(0)), dev(1, "/dev/nvidia0", Some(0))];
+        let map = DeviceMap::from_slurm_devices(&devices, &[Some(0), Some(1)]);
+        assert_eq!(map.nvml_indices(&[0, 1]), (vec![0], vec![1]));
     }
 
     #[test]
