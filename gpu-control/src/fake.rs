@@ -179,7 +179,7 @@ impl GpuControl for FakeGpus {
     fn compute_processes(&self, gpu: u32) -> Result<Vec<GpuProcess>, GpuError> {
         self.with_gpu(gpu, |g| g.processes.clone())
     }
-    fn process_sm_utilization_pct(&self, gpu: u32) -> Result<Vec<ProcessSmUtilPct>, GpuError> {
+    fn process_sm_utilization_pct(&self, gpu: u32, _since_unix_us: u64) -> Result<Vec<ProcessSmUtilPct>, GpuError> {
         self.with_gpu(gpu, |g| g.process_sm_pct.clone())?.ok_or_else(|| {
             GpuError::new(Some(gpu), "nvmlDeviceGetProcessUtilization", GpuErrorKind::NotSupported, "no per-process samples")
         })

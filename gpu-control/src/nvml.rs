@@ -258,21 +258,27 @@ impl GpuControl for NvmlGpu {
             .map_err(err(Some(gpu), "nvmlDeviceGetMemoryInfo_v2"))
     }
 
-    fn process_sm_utilization_pct(&self, gpu: u32) -> Result<Vec<ProcessSmUtilPct>, GpuError> {
+    fn process_sm_utilization_pct(&self, gpu: u32, since_unix_us: u64) -> Result<Vec<ProcessSmUtilPct>, GpuError> {
         let samples = self
             .device(gpu)?
-            .process_utilization_stats(None)
+            .process_utilization_stats(since_unix_us)
             .map_err(err(Some(gpu), "nvmlDeviceGetProcessUtilization"))?;
-        // Several samples of one process: its latest counts.
-        let mut latest: Vec<(u32, u64, u32)> = Vec::new();
+        // Several samples of one process: their mean is its use over the period.
+        let mut sums: Vec<(u32, u64, u64)> = Vec::new();
         for s in samples {
-            match latest.iter_mut().find(|(pid, _, _)| *pid == s.pid) {
-                Some(entry) if entry.1 <= s.timestamp => *entry = (s.pid, s.timestamp, s.sm_util),
-                Some(_) => {}
-                None => latest.push((s.pid, s.timestamp, s.sm_util)),
+            let sm = u64::from(s.sm_util.min(100));
+            match sums.iter_mut().find(|(pid, _, _)| *pid == s.pid) {
+                Some(entry) => {
+                    entry.1 += sm;
+                    entry.2 += 1;
+                }
+                None => sums.push((s.pid, sm, 1)),
             }
         }
-        Ok(latest.into_iter().map(|(pid, _, sm)| ProcessSmUtilPct { pid, sm_pct: sm.min(100) }).collect())
+        Ok(sums
+            .into_iter()
+            .map(|(pid, sum, n)| ProcessSmUtilPct { pid, sm_pct: u32::try_from(sum / n.max(1)).unwrap_or(100) })
+            .collect())
     }
 
     fn compute_processes(&self, gpu: u32) -> Result<Vec<GpuProcess>, GpuError> {

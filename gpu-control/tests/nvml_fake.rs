@@ -155,7 +155,7 @@ fn utilization_processes_and_memory_set_by_the_test_read_back() {
     assert_eq!(procs.iter().map(|p| (p.pid, p.used_memory_bytes)).collect::<Vec<_>>(), [(4242, Some(3 << 30)), (7, Some(1 << 30))]);
     assert_eq!(gpus.memory_used_total_bytes(1).unwrap().used_bytes, 4 << 30);
     // No per-process samples: what a driver without them answers.
-    assert_eq!(gpus.process_sm_utilization_pct(1).unwrap_err().kind, GpuErrorKind::NotFound);
+    assert_eq!(gpus.process_sm_utilization_pct(1, 0).unwrap_err().kind, GpuErrorKind::NotFound);
 }
 
 #[test]
@@ -169,11 +169,11 @@ fn per_process_utilisation_through_nvml_wrapper() {
             FakeProcess { pid: 13, used_memory_bytes: 1, sm_util_pct: None },
         ])
         .unwrap();
-    let mut samples: Vec<(u32, u32)> = gpus.process_sm_utilization_pct(0).unwrap().iter().map(|s| (s.pid, s.sm_pct)).collect();
+    let mut samples: Vec<(u32, u32)> = gpus.process_sm_utilization_pct(0, 0).unwrap().iter().map(|s| (s.pid, s.sm_pct)).collect();
     samples.sort_unstable();
     assert_eq!(samples, [(11, 60), (12, 25)]);
     m.fake.inject_failure(fake_nvml::FailRule::parse("nvmlDeviceGetProcessUtilization:NOT_SUPPORTED").unwrap()).unwrap();
-    assert_eq!(gpus.process_sm_utilization_pct(0).unwrap_err().kind, GpuErrorKind::NotSupported);
+    assert_eq!(gpus.process_sm_utilization_pct(0, 0).unwrap_err().kind, GpuErrorKind::NotSupported);
 }
 
 #[test]

@@ -10,8 +10,9 @@
 //!   equally, since every co-runner holds the GPU. The weights add up to 1, so the shares add
 //!   up to the counter's step exactly (rounded to whole mJ, remainders to the largest parts).
 //!
-//! `u_j` comes from NVML's per-process SM utilisation (`nvmlDeviceGetProcessUtilization`, the
-//! sum of the samples of the job's processes) — [`Basis::ProcessSamples`]. When the driver has
+//! `u_j` comes from NVML's per-process SM utilisation (`nvmlDeviceGetProcessUtilization` with
+//! the interval's start as `lastSeenTimeStamp`: each process's mean over the samples taken in the
+//! interval, summed over the job's processes) — [`Basis::ProcessSamples`]. When the driver has
 //! no per-process samples (not supported, or none yet), the fallback is
 //! [`Basis::RunningProcesses`]: the GPU's own utilisation `U` is split equally among the
 //! co-runners that have a compute process on the GPU (`nvmlDeviceGetComputeRunningProcesses`),

@@ -71,6 +71,8 @@ impl std::fmt::Display for ShareError {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Books {
     counter_mj: Option<u64>,
+    /// When the counter was read (Unix µs): the per-process samples after it are the interval's.
+    at_unix_us: u64,
     job_mj: BTreeMap<u32, u64>,
     /// (job, step) -> slurmstepd pid.
     holders: BTreeMap<(u32, u32), u32>,
@@ -86,6 +88,7 @@ impl Books {
             let parts: Vec<&str> = key.split('.').collect();
             match parts.as_slice() {
                 ["counter_mj"] => b.counter_mj = Some(n),
+                ["at_unix_us"] => b.at_unix_us = n,
                 ["job", j] => {
                     if let Ok(j) = j.parse() {
                         b.job_mj.insert(j, n);
@@ -105,7 +108,7 @@ impl Books {
     fn to_text(&self) -> String {
         let mut out = String::from("# slurm-energy: GPU energy of the jobs sharing this GPU (mJ)\n");
         if let Some(c) = self.counter_mj {
-            out.push_str(&format!("counter_mj = {c}\n"));
+            out.push_str(&format!("counter_mj = {c}\nat_unix_us = {}\n", self.at_unix_us));
         }
         for (j, mj) in &self.job_mj {
             out.push_str(&format!("job.{j} = {mj}\n"));
@@ -169,7 +172,7 @@ impl ShareLedger {
                 0
             };
             if !jobs.is_empty() && step_mj > 0 {
-                let usage = measure(ctrl, gpu, &jobs);
+                let usage = measure(ctrl, gpu, &jobs, books.at_unix_us);
                 basis = Some(usage.basis);
                 for (j, part) in share::split(step_mj, &jobs, &usage) {
                     let acc = books.job_mj.entry(j).or_insert(0);
@@ -178,6 +181,7 @@ impl ShareLedger {
             }
         }
         books.counter_mj = Some(raw_mj);
+        books.at_unix_us = unix_now_us();
         let co_runners = jobs.len();
         match hold {
             Hold::Join { step, pid } => {
@@ -302,9 +306,16 @@ impl SharedMeter {
     }
 }
 
-/// The use of the GPU now: per-process samples, else the fallback.
-fn measure(ctrl: &dyn GpuControl, gpu: u32, jobs: &[u32]) -> Usage {
-    match ctrl.process_sm_utilization_pct(gpu) {
+fn unix_now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// The use of the GPU over the interval since `since_unix_us`: the per-process samples taken in
+/// it (each process's mean), else the fallback's utilisation now.
+fn measure(ctrl: &dyn GpuControl, gpu: u32, jobs: &[u32], since_unix_us: u64) -> Usage {
+    match ctrl.process_sm_utilization_pct(gpu, since_unix_us) {
         Ok(samples) if !samples.is_empty() => {
             let samples: Vec<(u32, u32)> = samples.iter().map(|s| (s.pid, s.sm_pct)).collect();
             Usage::from_process_samples(&samples, share::job_of_pid)
@@ -352,7 +363,7 @@ mod tests {
 
     #[test]
     fn books_round_trip() {
-        let mut b = Books { counter_mj: Some(5), ..Books::default() };
+        let mut b = Books { counter_mj: Some(5), at_unix_us: 17, ..Books::default() };
         b.job_mj.insert(3, 70);
         b.holders.insert((3, 0xffff_fffc), 99);
         assert_eq!(Books::parse(&b.to_text()), b);
