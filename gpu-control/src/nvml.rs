@@ -86,6 +86,23 @@ impl NvmlGpu {
     }
 }
 
+/// Several samples of one process (pid, SM %): their mean is its use over the period; first
+/// appearance order.
+fn mean_sm_by_pid(samples: &[(u32, u32)]) -> Vec<ProcessSmUtilPct> {
+    let mut sums: Vec<(u32, u64, u64)> = Vec::new();
+    for &(pid, sm) in samples {
+        let sm = u64::from(sm.min(100));
+        match sums.iter_mut().find(|(p, _, _)| *p == pid) {
+            Some(entry) => {
+                entry.1 += sm;
+                entry.2 += 1;
+            }
+            None => sums.push((pid, sm, 1)),
+        }
+    }
+    sums.into_iter().map(|(pid, sum, n)| ProcessSmUtilPct { pid, sm_pct: u32::try_from(sum / n.max(1)).unwrap_or(100) }).collect()
+}
+
 impl GpuControl for NvmlGpu {
     fn device_count(&self) -> Result<u32, GpuError> {
         self.nvml.device_count().map_err(err(None, "nvmlDeviceGetCount_v2"))
@@ -263,22 +280,8 @@ impl GpuControl for NvmlGpu {
             .device(gpu)?
             .process_utilization_stats(since_unix_us)
             .map_err(err(Some(gpu), "nvmlDeviceGetProcessUtilization"))?;
-        // Several samples of one process: their mean is its use over the period.
-        let mut sums: Vec<(u32, u64, u64)> = Vec::new();
-        for s in samples {
-            let sm = u64::from(s.sm_util.min(100));
-            match sums.iter_mut().find(|(pid, _, _)| *pid == s.pid) {
-                Some(entry) => {
-                    entry.1 += sm;
-                    entry.2 += 1;
-                }
-                None => sums.push((s.pid, sm, 1)),
-            }
-        }
-        Ok(sums
-            .into_iter()
-            .map(|(pid, sum, n)| ProcessSmUtilPct { pid, sm_pct: u32::try_from(sum / n.max(1)).unwrap_or(100) })
-            .collect())
+        let pairs: Vec<(u32, u32)> = samples.iter().map(|s| (s.pid, s.sm_util)).collect();
+        Ok(mean_sm_by_pid(&pairs))
     }
 
     fn compute_processes(&self, gpu: u32) -> Result<Vec<GpuProcess>, GpuError> {
@@ -296,5 +299,17 @@ impl GpuControl for NvmlGpu {
                 },
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_process_samples_average_over_the_period() {
+        let got = mean_sm_by_pid(&[(7, 80), (9, 10), (7, 40), (7, 60), (9, 250)]);
+        assert_eq!(got, vec![ProcessSmUtilPct { pid: 7, sm_pct: 60 }, ProcessSmUtilPct { pid: 9, sm_pct: 55 }]);
+        assert!(mean_sm_by_pid(&[]).is_empty());
     }
 }
