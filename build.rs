@@ -93,7 +93,7 @@ fn main() {
         .allowlist_item("ENERGY_DATA_.*")
         .allowlist_type("energy_route_status")
         .allowlist_var("SLURM_VERSION_NUMBER|NO_VAL|NO_VAL16|NO_VAL64|INFINITE|INFINITE16|INFINITE64")
-        .allowlist_item("SLURM_SUCCESS|SLURM_ERROR|ESLURM_.*|LOG_LEVEL_.*|PROLOG_FLAG_ALLOC")
+        .allowlist_item("SLURM_SUCCESS|SLURM_ERROR|ESLURM_.*|LOG_LEVEL_.*|PROLOG_FLAG_ALLOC|PROLOG_FLAG_CONTAIN")
         // Opaque where we never look inside: keeps the generated code small and version-proof.
         .opaque_type("xlist|listIterator|bitstr_t|slurm_mutex_t|pthread_.*|s_p_options_t|s_p_hashtbl_t|s_p_hashtbl|slurmctld_config|slurmctld_config_t|step_record_t")
         .blocklist_item("plugin_type|plugin_name|plugin_version");

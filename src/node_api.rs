@@ -115,6 +115,17 @@ impl NodeApi {
         }
     }
 
+    /// slurm.conf `PrologFlags` has `Contain` (`None`: configuration not loaded).
+    pub fn prolog_flags_contain(&self) -> Option<bool> {
+        let conf = self.raw.slurm_conf;
+        if conf.is_null() {
+            return None;
+        }
+        // SAFETY: libslurmfull's `slurm_conf`, read after the daemon loaded its configuration.
+        let flags = unsafe { (*conf).prolog_flags };
+        Some(u32::from(flags) & sys::PROLOG_FLAG_CONTAIN != 0)
+    }
+
     /// A new, empty `List` of `gres_slurmd_conf_t`, as `gpu_p_get_system_gpu_list` returns it;
     /// then one record per GPU. Slurm owns (and frees) the list.
     ///
@@ -209,7 +220,17 @@ impl NodeApi {
     /// # Safety
     /// `step` must be slurmstepd's `stepd_step_rec_t`, alive during the call.
     pub unsafe fn step_gpu_indices(&self, step: *const c_void, job_fallback: bool) -> Option<Vec<usize>> {
-        let name = cstring("gpu");
+        // SAFETY: the caller's contract.
+        unsafe { self.step_gres_indices(step, "gpu", job_fallback) }
+    }
+
+    /// Like [`Self::step_gpu_indices`] for another GRES with per-GPU bits (`shard`: the GPUs the
+    /// step's shards are on).
+    ///
+    /// # Safety
+    /// As [`Self::step_gpu_indices`].
+    pub unsafe fn step_gres_indices(&self, step: *const c_void, gres: &str, job_fallback: bool) -> Option<Vec<usize>> {
+        let name = cstring(gres);
         let mut bitmap: *mut sys::bitstr_t = std::ptr::null_mut();
         let out = (&mut bitmap as *mut *mut sys::bitstr_t).cast::<c_void>();
         // SAFETY: `step` is the step record (caller).
@@ -239,6 +260,41 @@ impl NodeApi {
         }
         // SAFETY: a bitmap of the step's data, alive with the step.
         Some(unsafe { self.bitmap_ones(bitmap) })
+    }
+}
+
+/// One record of Slurm's list of this node's GRES device files (`gres_device_t`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GresDevice {
+    /// Bit of the gres bitmaps.
+    pub index: usize,
+    pub path: String,
+    /// Minor number as Slurm `stat`ed the file, when it is a character device.
+    pub minor: Option<u32>,
+}
+
+impl NodeApi {
+    /// Slurm's own list of this node's GRES device files (every GRES plugin's; one record per
+    /// file), `None` when Slurm has none (no GRES with files, or GRES not initialised). Call
+    /// from the daemon's main thread (see `energy_gres_devices` in the shim).
+    pub fn gres_devices(&self) -> Option<Vec<GresDevice>> {
+        const CAP: usize = 256;
+        // SAFETY: an array of plain C structs; all zeros is valid.
+        let mut buf: Vec<sys::energy_gres_device_t> = vec![unsafe { std::mem::zeroed() }; CAP];
+        // SAFETY: our resolved table and a buffer of CAP records.
+        let n = unsafe { sys::energy_gres_devices(&self.raw, buf.as_mut_ptr(), CAP as i32) };
+        let n = usize::try_from(n).ok()?;
+        let out = buf
+            .iter()
+            .take(n.min(CAP))
+            .filter_map(|d| {
+                let index = usize::try_from(d.index).ok()?;
+                // SAFETY: the shim writes a NUL-terminated string into the fixed buffer.
+                let path = unsafe { CStr::from_ptr(d.path.as_ptr()) }.to_string_lossy().into_owned();
+                Some(GresDevice { index, path, minor: d.is_char.then_some(d.minor) })
+            })
+            .collect();
+        Some(out)
     }
 }
 

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use nvml_wrapper_sys::bindings::{
     nvmlClockId_t, nvmlClockType_t, nvmlDevice_st, nvmlDevice_t, nvmlEnableState_t, nvmlMemory_t,
-    nvmlMemory_v2_t, nvmlPciInfo_t, nvmlProcessInfo_t, nvmlProcessInfo_v1_t, nvmlPstates_t,
+    nvmlMemory_v2_t, nvmlPciInfo_t, nvmlProcessInfo_t, nvmlProcessInfo_v1_t, nvmlProcessUtilizationSample_t, nvmlPstates_t,
     nvmlReturn_t, nvmlTemperatureSensors_t, nvmlUtilization_t,
 };
 
@@ -605,6 +605,33 @@ pub extern "C" fn nvmlDeviceGetComputeRunningProcesses(device: nvmlDevice_t, cou
             .map(|p| nvmlProcessInfo_v1_t { pid: p.pid, usedGpuMemory: p.used_memory_bytes })
             .collect();
         put_list(count, infos, &list)
+    })
+}
+
+/// Per-process SM utilisation: one sample per process that has `sm_util_pct`, stamped now.
+/// None at all is what a driver without samples answers: `NVML_ERROR_NOT_FOUND`.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetProcessUtilization(
+    device: nvmlDevice_t,
+    utilization: *mut nvmlProcessUtilizationSample_t,
+    count: *mut c_uint,
+    _last_seen_timestamp: c_ulonglong,
+) -> nvmlReturn_t {
+    run("nvmlDeviceGetProcessUtilization", Target::Device(device), |c| {
+        let now_us = (now_unix_ns() / 1000) as c_ulonglong;
+        let list: Vec<nvmlProcessUtilizationSample_t> = c
+            .gpu()?
+            .processes
+            .iter()
+            .filter_map(|p| {
+                let sm = p.sm_util_pct?;
+                Some(nvmlProcessUtilizationSample_t { pid: p.pid, timeStamp: now_us, smUtil: sm, memUtil: 0, encUtil: 0, decUtil: 0 })
+            })
+            .collect();
+        if list.is_empty() {
+            return Err(NOT_FOUND);
+        }
+        put_list(count, utilization, &list)
     })
 }
 

@@ -112,6 +112,12 @@ impl FakeNvml {
         })
     }
 
+    /// Restarts one GPU's energy counter from 0 mJ, as a driver reload or GPU reset does (the
+    /// counter goes backwards; power draw is unchanged).
+    pub fn reset_energy_counter(&self, gpu: usize) -> Result<(), StateError> {
+        self.update_gpu(gpu, |g| g.energy_mj = 0.0)
+    }
+
     pub fn set_processes(&self, gpu: usize, processes: Vec<GpuProcess>) -> Result<(), StateError> {
         self.update_gpu(gpu, |g| g.processes = processes)
     }

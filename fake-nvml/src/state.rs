@@ -18,7 +18,7 @@
 //! gpu.0.power_limit_mw = 300000
 //! gpu.0.energy_mj = 1234.567                # energy counter at energy_at_unix_ns
 //! gpu.0.energy_at_unix_ns = 1700000000000000000
-//! gpu.0.processes = 1234:1073741824 4321:2048   # pid:used_bytes, space separated
+//! gpu.0.processes = 1234:1073741824 4321:2048:35   # pid:used_bytes[:sm_util_pct], space separated
 //! ```
 //!
 //! The energy counter is stored lazily: a reader adds power x time since `energy_at_unix_ns`;
@@ -104,6 +104,33 @@ impl fmt::Display for FailRule {
 pub struct GpuProcess {
     pub pid: u32,
     pub used_memory_bytes: u64,
+    /// Its share of the GPU's SM time (%), as `nvmlDeviceGetProcessUtilization` reports it;
+    /// `None`: the driver reports no sample for it.
+    pub sm_util_pct: Option<u32>,
+}
+
+impl GpuProcess {
+    /// `pid:bytes` or `pid:bytes:sm_pct`.
+    pub fn parse(text: &str) -> Option<GpuProcess> {
+        let mut parts = text.split(':');
+        let pid = parts.next()?.parse().ok()?;
+        let used_memory_bytes = parts.next()?.parse().ok()?;
+        let sm_util_pct = match parts.next() {
+            Some(sm) => Some(sm.parse::<u32>().ok()?.min(100)),
+            None => None,
+        };
+        parts.next().is_none().then_some(GpuProcess { pid, used_memory_bytes, sm_util_pct })
+    }
+}
+
+impl std::fmt::Display for GpuProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.pid, self.used_memory_bytes)?;
+        match self.sm_util_pct {
+            Some(sm) => write!(f, ":{sm}"),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Mutable state of one GPU.
@@ -219,7 +246,7 @@ impl State {
             let procs: Vec<String> = g
                 .processes
                 .iter()
-                .map(|p| format!("{}:{}", p.pid, p.used_memory_bytes))
+                .map(ToString::to_string)
                 .collect();
             out.push_str(&format!(
                 "gpu.{i}.util_gpu_pct = {}\ngpu.{i}.util_memory_pct = {}\n\
@@ -300,12 +327,9 @@ impl State {
                         "processes" => {
                             gpu.processes = value
                                 .split_whitespace()
-                                .map(|p| {
-                                    let (pid, bytes) = p.split_once(':')?;
-                                    Some(GpuProcess { pid: pid.parse().ok()?, used_memory_bytes: bytes.parse().ok()? })
-                                })
+                                .map(GpuProcess::parse)
                                 .collect::<Option<Vec<_>>>()
-                                .ok_or_else(|| bad("expected pid:bytes ..."))?
+                                .ok_or_else(|| bad("expected pid:bytes[:sm_pct] ..."))?
                         }
                         _ => return Err(bad("unknown GPU field")),
                     }
@@ -418,7 +442,10 @@ mod tests {
         s.gpus[1].locked_clocks_mhz = Some((135, 900));
         s.gpus[1].util_gpu_pct = 70;
         s.gpus[1].energy_mj = 12.5;
-        s.gpus[3].processes = vec![GpuProcess { pid: 42, used_memory_bytes: 1 << 30 }];
+        s.gpus[3].processes = vec![
+            GpuProcess { pid: 42, used_memory_bytes: 1 << 30, sm_util_pct: None },
+            GpuProcess { pid: 43, used_memory_bytes: 2, sm_util_pct: Some(35) },
+        ];
         let back = State::parse(&s.to_text(), &config).unwrap();
         assert_eq!(back, s);
         let e = State::parse("gpu.0.bogus = 1", &config).unwrap_err();

@@ -34,6 +34,13 @@ pub struct GpuProcess {
     pub used_memory_bytes: Option<u64>,
 }
 
+/// One process's share of a GPU's SM time over the driver's recent samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessSmUtilPct {
+    pub pid: u32,
+    pub sm_pct: u32,
+}
+
 /// Power limit range the driver accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PowerLimitRangeMw {
@@ -95,4 +102,8 @@ pub trait GpuControl: Send + Sync {
     fn utilization_pct(&self, gpu: u32) -> Result<UtilizationPct, GpuError>;
     fn memory_used_total_bytes(&self, gpu: u32) -> Result<MemoryBytes, GpuError>;
     fn compute_processes(&self, gpu: u32) -> Result<Vec<GpuProcess>, GpuError>;
+    /// Per-process SM utilisation (`nvmlDeviceGetProcessUtilization`) over the driver's samples
+    /// taken after `since_unix_us` (0: all it keeps): each process's mean. Drivers without
+    /// per-process samples fail with `NotSupported` or `NotFound`.
+    fn process_sm_utilization_pct(&self, gpu: u32, since_unix_us: u64) -> Result<Vec<ProcessSmUtilPct>, GpuError>;
 }

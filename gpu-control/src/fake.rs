@@ -5,7 +5,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use crate::control::{AppClocksMhz, GpuControl, GpuProcess, MemoryBytes, PowerLimitRangeMw, UtilizationPct};
+use crate::control::{AppClocksMhz, GpuControl, GpuProcess, MemoryBytes, PowerLimitRangeMw, ProcessSmUtilPct, UtilizationPct};
 use crate::error::{GpuError, GpuErrorKind};
 
 /// One simulated GPU; fields are public so tests can set up any situation.
@@ -14,6 +14,8 @@ pub struct FakeGpu {
     pub name: String,
     pub uuid: String,
     pub pci_bus_id: String,
+    /// N of `/dev/nvidiaN`; the NVML index unless a test permutes it.
+    pub minor: u32,
     pub memory_clocks_mhz: Vec<u32>,
     pub graphics_clocks_mhz: Vec<u32>,
     pub default_clocks_mhz: AppClocksMhz,
@@ -24,6 +26,10 @@ pub struct FakeGpu {
     pub power_limit_mw: u32,
     pub utilization: UtilizationPct,
     pub memory: MemoryBytes,
+    /// Processes with a compute context.
+    pub processes: Vec<GpuProcess>,
+    /// Per-process SM samples; `None`: the driver has none (`NotSupported`).
+    pub process_sm_pct: Option<Vec<ProcessSmUtilPct>>,
 }
 
 impl FakeGpu {
@@ -35,6 +41,7 @@ impl FakeGpu {
             name: "Tesla V100-SXM2-32GB".into(),
             uuid: format!("GPU-fa4e0000-0000-4000-8000-{index:012x}"),
             pci_bus_id: format!("00000000:{:02X}:00.0", 0x10 + index),
+            minor: index,
             memory_clocks_mhz: vec![877],
             graphics_clocks_mhz: graphics,
             default_clocks_mhz: defaults,
@@ -45,6 +52,8 @@ impl FakeGpu {
             power_limit_mw: 300_000,
             utilization: UtilizationPct { gpu_pct: 0, memory_pct: 0 },
             memory: MemoryBytes { used_bytes: 0, total_bytes: 32 << 30 },
+            processes: Vec::new(),
+            process_sm_pct: None,
         }
     }
 }
@@ -97,7 +106,7 @@ impl GpuControl for FakeGpus {
         self.with_gpu(gpu, |g| g.pci_bus_id.clone())
     }
     fn minor_number(&self, gpu: u32) -> Result<u32, GpuError> {
-        self.with_gpu(gpu, |_| gpu)
+        self.with_gpu(gpu, |g| g.minor)
     }
     fn cpu_affinity(&self, gpu: u32) -> Result<Vec<u32>, GpuError> {
         self.with_gpu(gpu, |_| Vec::new())
@@ -168,7 +177,12 @@ impl GpuControl for FakeGpus {
         self.with_gpu(gpu, |g| g.memory)
     }
     fn compute_processes(&self, gpu: u32) -> Result<Vec<GpuProcess>, GpuError> {
-        self.with_gpu(gpu, |_| Vec::new())
+        self.with_gpu(gpu, |g| g.processes.clone())
+    }
+    fn process_sm_utilization_pct(&self, gpu: u32, _since_unix_us: u64) -> Result<Vec<ProcessSmUtilPct>, GpuError> {
+        self.with_gpu(gpu, |g| g.process_sm_pct.clone())?.ok_or_else(|| {
+            GpuError::new(Some(gpu), "nvmlDeviceGetProcessUtilization", GpuErrorKind::NotSupported, "no per-process samples")
+        })
     }
 }
 

@@ -7,6 +7,7 @@
 //! - [`FakeGpus`] (in `fake`): an in-memory implementation for unit tests.
 //! - [`gpu_freq`]: Slurm's `--gpu-freq` grammar and its resolution to clocks.
 //! - [`gres_type`]: the GRES type name Slurm gives a GPU found through NVML.
+//! - [`devmap`]: Slurm's GPU index to NVML index, from Slurm's own device files.
 //! - [`arbiter`]: clocks of GPUs shared between steps, with a crash-safe node-local ledger.
 //!
 //! Nothing here panics on data from NVML, files or users: every failure is a [`GpuError`]
@@ -14,6 +15,7 @@
 
 pub mod arbiter;
 mod control;
+pub mod devmap;
 mod error;
 mod fake;
 pub mod gpu_freq;
@@ -21,7 +23,7 @@ pub mod gres_type;
 mod nvml;
 mod nvml_clocks;
 
-pub use control::{AppClocksMhz, GpuControl, GpuProcess, MemoryBytes, PowerLimitRangeMw, UtilizationPct};
+pub use control::{AppClocksMhz, GpuControl, GpuProcess, MemoryBytes, PowerLimitRangeMw, ProcessSmUtilPct, UtilizationPct};
 pub use error::{GpuError, GpuErrorKind};
 pub use fake::{FakeGpu, FakeGpus};
 pub use nvml::NvmlGpu;

@@ -16,7 +16,7 @@ use nvml_wrapper::enums::device::{GpuLockedClocksSetting, UsedGpuMemory};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
-use crate::control::{AppClocksMhz, GpuControl, GpuProcess, MemoryBytes, PowerLimitRangeMw, UtilizationPct};
+use crate::control::{AppClocksMhz, GpuControl, GpuProcess, MemoryBytes, PowerLimitRangeMw, ProcessSmUtilPct, UtilizationPct};
 use crate::error::{GpuError, GpuErrorKind};
 use crate::nvml_clocks;
 
@@ -84,6 +84,23 @@ impl NvmlGpu {
             .device_by_index(gpu)
             .map_err(err(Some(gpu), "nvmlDeviceGetHandleByIndex_v2"))
     }
+}
+
+/// Several samples of one process (pid, SM %): their mean is its use over the period; first
+/// appearance order.
+fn mean_sm_by_pid(samples: &[(u32, u32)]) -> Vec<ProcessSmUtilPct> {
+    let mut sums: Vec<(u32, u64, u64)> = Vec::new();
+    for &(pid, sm) in samples {
+        let sm = u64::from(sm.min(100));
+        match sums.iter_mut().find(|(p, _, _)| *p == pid) {
+            Some(entry) => {
+                entry.1 += sm;
+                entry.2 += 1;
+            }
+            None => sums.push((pid, sm, 1)),
+        }
+    }
+    sums.into_iter().map(|(pid, sum, n)| ProcessSmUtilPct { pid, sm_pct: u32::try_from(sum / n.max(1)).unwrap_or(100) }).collect()
 }
 
 impl GpuControl for NvmlGpu {
@@ -258,6 +275,15 @@ impl GpuControl for NvmlGpu {
             .map_err(err(Some(gpu), "nvmlDeviceGetMemoryInfo_v2"))
     }
 
+    fn process_sm_utilization_pct(&self, gpu: u32, since_unix_us: u64) -> Result<Vec<ProcessSmUtilPct>, GpuError> {
+        let samples = self
+            .device(gpu)?
+            .process_utilization_stats(since_unix_us)
+            .map_err(err(Some(gpu), "nvmlDeviceGetProcessUtilization"))?;
+        let pairs: Vec<(u32, u32)> = samples.iter().map(|s| (s.pid, s.sm_util)).collect();
+        Ok(mean_sm_by_pid(&pairs))
+    }
+
     fn compute_processes(&self, gpu: u32) -> Result<Vec<GpuProcess>, GpuError> {
         let processes = self
             .device(gpu)?
@@ -273,5 +299,17 @@ impl GpuControl for NvmlGpu {
                 },
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_process_samples_average_over_the_period() {
+        let got = mean_sm_by_pid(&[(7, 80), (9, 10), (7, 40), (7, 60), (9, 250)]);
+        assert_eq!(got, vec![ProcessSmUtilPct { pid: 7, sm_pct: 60 }, ProcessSmUtilPct { pid: 9, sm_pct: 55 }]);
+        assert!(mean_sm_by_pid(&[]).is_empty());
     }
 }

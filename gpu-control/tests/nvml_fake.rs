@@ -146,11 +146,34 @@ fn utilization_processes_and_memory_set_by_the_test_read_back() {
 
     assert!(gpus.compute_processes(1).unwrap().is_empty());
     m.fake
-        .set_processes(1, vec![FakeProcess { pid: 4242, used_memory_bytes: 3 << 30 }, FakeProcess { pid: 7, used_memory_bytes: 1 << 30 }])
+        .set_processes(1, vec![
+            FakeProcess { pid: 4242, used_memory_bytes: 3 << 30, sm_util_pct: None },
+            FakeProcess { pid: 7, used_memory_bytes: 1 << 30, sm_util_pct: None },
+        ])
         .unwrap();
     let procs = gpus.compute_processes(1).unwrap();
     assert_eq!(procs.iter().map(|p| (p.pid, p.used_memory_bytes)).collect::<Vec<_>>(), [(4242, Some(3 << 30)), (7, Some(1 << 30))]);
     assert_eq!(gpus.memory_used_total_bytes(1).unwrap().used_bytes, 4 << 30);
+    // No per-process samples: what a driver without them answers.
+    assert_eq!(gpus.process_sm_utilization_pct(1, 0).unwrap_err().kind, GpuErrorKind::NotFound);
+}
+
+#[test]
+fn per_process_utilisation_through_nvml_wrapper() {
+    let m = FakeMachine::new("proc-util", "gpu_count = 2");
+    let gpus = m.open();
+    m.fake
+        .set_processes(0, vec![
+            FakeProcess { pid: 11, used_memory_bytes: 1, sm_util_pct: Some(60) },
+            FakeProcess { pid: 12, used_memory_bytes: 1, sm_util_pct: Some(25) },
+            FakeProcess { pid: 13, used_memory_bytes: 1, sm_util_pct: None },
+        ])
+        .unwrap();
+    let mut samples: Vec<(u32, u32)> = gpus.process_sm_utilization_pct(0, 0).unwrap().iter().map(|s| (s.pid, s.sm_pct)).collect();
+    samples.sort_unstable();
+    assert_eq!(samples, [(11, 60), (12, 25)]);
+    m.fake.inject_failure(fake_nvml::FailRule::parse("nvmlDeviceGetProcessUtilization:NOT_SUPPORTED").unwrap()).unwrap();
+    assert_eq!(gpus.process_sm_utilization_pct(0, 0).unwrap_err().kind, GpuErrorKind::NotSupported);
 }
 
 #[test]

@@ -10,10 +10,12 @@
 //! `libnvidia-ml.so`). The plugins only translate between Slurm's C records and these types.
 //!
 //! - [`nvml`]: the process's one NVML handle;
-//! - [`devmap`]: Slurm's GPU index (gres bitmap bit) to NVML index, by device minor number;
+//! - [`devmap`]: Slurm's GPU index (gres bitmap bit) to NVML index, from Slurm's device files;
 //! - [`detect`]: what autodetection reports (type name, device file, CPUs, links);
 //! - [`clocks`]: `--gpu-freq` applied to a step's GPUs and restored at its end;
 //! - [`energy`]: counter-based energy of a set of GPUs;
+//! - [`share`]: how a shared GPU's energy is split among the jobs on it (`gres/shard`);
+//! - [`share_ledger`]: the node-local books of shared GPUs that applies that split;
 //! - [`errors`]: NVML errors logged once per step, GPU and call.
 
 pub mod clocks;
@@ -22,6 +24,8 @@ pub mod devmap;
 pub mod energy;
 pub mod errors;
 pub mod nvml;
+pub mod share;
+pub mod share_ledger;
 
 /// Identity of the slurmstepd step we run in, from its process title
 /// (`slurmstepd: [123.0]`, `[123.batch]`), for log lines and clock ownership.

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 
 use gpu_control::arbiter::{Arbiter, Outcome, Source, StepKey};
 use gpu_control::{GpuControl, GpuError, GpuErrorKind, NvmlGpu};
+use gres_energy::devmap;
 
 use crate::clocks::{self, BATCH_STEP, Choice, ClockArgs, EXTERN_STEP, PolicyModel, StepEnv};
 use crate::{job_clock, log_error, log_info, lookup};
@@ -183,8 +184,8 @@ pub(crate) fn step_start(spank: *mut c_void, args: &ClockArgs) {
     for (k, v) in REMOTE_OPTIONS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
         env.set(k, v);
     }
-    let gpus = env.gpus(step_id);
-    if gpus.is_empty() {
+    let slurm_gpus: Vec<usize> = env.gpus(step_id).into_iter().map(|g| g as usize).collect();
+    if slurm_gpus.is_empty() {
         return;
     }
     let step_name = if step_id == BATCH_STEP { "batch".to_string() } else { step_id.to_string() };
@@ -200,6 +201,7 @@ pub(crate) fn step_start(spank: *mut c_void, args: &ClockArgs) {
         Err(e) if e.kind == GpuErrorKind::Library => return log_info(&format!("{label}: {e}; GPU clocks unchanged")),
         Err(e) => return log_once(e.gpu, e.call, &format!("{label}: {e}; GPU clocks unchanged")),
     };
+    let Some(gpus) = nvml_indices(&gpu, &slurm_gpus, &label) else { return };
     let arbiter = match Arbiter::open(&args.ledger_dir) {
         Ok(a) => a,
         Err(e) => return log_error(&format!("{label}: {e}; GPU clocks unchanged")),
@@ -244,6 +246,25 @@ pub(crate) fn step_start(spank: *mut c_void, args: &ClockArgs) {
         log_once(None, "SLURM_GPU_FREQ", &format!("{label}: {p}; using {}", choice.describe()));
     }
     *STEP.lock().unwrap_or_else(|e| e.into_inner()) = Some(ActiveStep { key, label, gpus });
+}
+
+/// The NVML devices of Slurm GPU indices, through the node's one mapping
+/// (`gres_energy::devmap`: Slurm's own device files matched to NVML minor numbers).
+fn nvml_indices(gpu: &dyn GpuControl, slurm_gpus: &[usize], label: &str) -> Option<Vec<u32>> {
+    let api = slurm_bindings::node_api::node_api().ok();
+    let (map, errors) = match devmap::build(gpu, api) {
+        Ok(m) => m,
+        Err(e) => {
+            log_once(e.gpu, e.call, &format!("{label}: {e}; GPU clocks unchanged"));
+            return None;
+        }
+    };
+    log_gpu_errors(label, &errors, "that GPU cannot be matched to Slurm's device files");
+    let (gpus, unknown) = map.nvml_indices(slurm_gpus);
+    if !unknown.is_empty() {
+        log_error(&format!("{label}: GPU indices {unknown:?} of the step have no NVML device ({}); their clocks are left alone", map.describe()));
+    }
+    (!gpus.is_empty()).then_some(gpus)
 }
 
 fn request(arbiter: &Arbiter, gpu: &dyn GpuControl, key: &StepKey, label: &str, gpus: &[u32], choice: &Choice, model: Option<&PolicyModel>) {

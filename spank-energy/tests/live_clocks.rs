@@ -437,3 +437,34 @@ fn an_unprivileged_user_touches_only_the_gpus_of_their_own_steps() {
     assert!(!evil_ledger.exists(), "the user's SLURM_ENERGY_CLOCK_LEDGER was used");
     assert_eq!(rig.ledger_requests(), 0);
 }
+
+/// The step's clock lands on the NVML device behind the device file Slurm gave the job, on a
+/// machine whose minor numbers are not in NVML's order: gres.conf names `nvidia0`/`nvidia1`
+/// (Slurm indices 0, 1 by file name), and the fake's NVML index 0 has minor 1. Taking Slurm's
+/// index as the NVML index (what the SPANK plugin did) would clock the other GPU.
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
+#[test]
+fn step_clock_lands_on_the_gpu_behind_slurms_device_file() {
+    if skip("step_clock_lands_on_the_gpu_behind_slurms_device_file") {
+        return;
+    }
+    const MINORS: [u32; 2] = [1, 0];
+    let mut rig = Rig::new("permuted-minors", 2);
+    let conf = rig.dir.join("lib").join("fake-nvml.conf");
+    let text = std::fs::read_to_string(&conf).expect("fake conf");
+    let extra: String = MINORS.iter().enumerate().map(|(i, m)| format!("minor_number.{i} = {m}\n")).collect();
+    std::fs::write(&conf, format!("{text}{extra}")).expect("fake conf");
+    let default_mhz = rig.nvml().default_application_clocks_mhz(0).expect("defaults").graphics_mhz;
+    let low_mhz = *rig.nvml().supported_graphics_clocks_mhz(0, 877).expect("clocks").iter().min().expect("clocks");
+    rig.start(2, 0);
+    let job = rig.sbatch(&["--gres=gpu:1", "--energy-gpu-freq=low", "--wrap", "echo GPUS=$SLURM_JOB_GPUS; sleep 6"]);
+    let during = rig.wait_clocks("batch step with --energy-gpu-freq=low", |c| c.contains(&low_mhz));
+    rig.wait_done(job);
+    let out = rig.cluster().job_output(job).unwrap_or_default();
+    let slurm_index: u32 = out.lines().find_map(|l| l.strip_prefix("GPUS=")).and_then(|g| g.trim().parse().ok()).expect("GPUS");
+    let nvml_index = MINORS.iter().position(|&m| m == slurm_index).expect("minor");
+    println!("  Slurm GPU {slurm_index} (file nvidia{slurm_index}) is NVML {nvml_index}; clocks during the step {during:?}");
+    assert_eq!(during[nvml_index], low_mhz, "{during:?}");
+    assert_eq!(during[1 - nvml_index], default_mhz, "the other GPU was clocked: {during:?}");
+    rig.wait_clocks("default after the job", |c| c.iter().all(|&m| m == default_mhz));
+}

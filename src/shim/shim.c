@@ -58,6 +58,39 @@ uint32_t energy_gres_conf_env_nvml(void)
 	return GRES_CONF_ENV_NVML;
 }
 
+int energy_gres_devices(const energy_node_api_t *api, energy_gres_device_t *out, int cap)
+{
+	List devices;
+	ListIterator it;
+	gres_device_t *dev;
+	int n = 0;
+
+	if (!api || !api->gres_g_get_devices)
+		return -1;
+	devices = api->gres_g_get_devices(NULL, true, 0, NULL, 0, 0);
+	if (!devices)
+		return -1;
+	it = api->list_iterator_create(devices);
+	while ((dev = api->list_next(it))) {
+		if (out && n < cap) {
+			energy_gres_device_t *o = &out[n];
+
+			memset(o, 0, sizeof(*o));
+			o->index = dev->index;
+			o->dev_num = dev->dev_num;
+			o->minor = dev->dev_desc.minor;
+			o->is_char = (dev->dev_desc.type == DEV_TYPE_CHAR);
+			if (dev->path)
+				snprintf(o->path, sizeof(o->path), "%s", dev->path);
+		}
+		n++;
+	}
+	api->list_iterator_destroy(it);
+	/* The list holds the plugins' records without owning them (list_create(NULL)). */
+	api->list_destroy(devices);
+	return n;
+}
+
 int energy_gres_step_data_bitmap(void)
 {
 	return GRES_STEP_DATA_BITMAP;

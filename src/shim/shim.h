@@ -147,6 +147,11 @@
 	X(running_in_slurmctld)              \
 	X(running_in_slurmd)                 \
 	X(running_in_slurmstepd)              \
+	X(gres_g_get_devices)                \
+	X(list_iterator_create)              \
+	X(list_next)                         \
+	X(list_iterator_destroy)             \
+	X(list_destroy)                      \
 	X(slurm_conf)
 
 typedef struct energy_node_api {
@@ -165,6 +170,31 @@ extern bool energy_log_ready(void);
 extern uint32_t energy_gres_conf_env_nvml(void);
 extern int energy_gres_step_data_bitmap(void);
 extern int energy_gres_job_data_bitmap(void);
+
+/*
+ * One device file of this node's GRES as Slurm numbers them (gres_device_t): `index` is the bit
+ * of the gres bitmaps (SLURM_JOB_GPUS, a step's usable GPUs), `path` the device file, `minor` its
+ * minor number as Slurm stat()ed it (valid when `is_char`), `dev_num` the number at the end of
+ * the file name (-1 if none). `path` is truncated (NUL-terminated) when longer than the buffer.
+ */
+typedef struct energy_gres_device {
+	int index;
+	int dev_num;
+	uint32_t minor;
+	bool is_char;
+	char path[256];
+} energy_gres_device_t;
+
+/*
+ * Slurm's own list of this node's GRES device files (gres_g_get_devices() without a job: every
+ * plugin's devices, one record per file), copied into `out` (at most `cap` records). Returns
+ * the number of records Slurm has (more than `cap`: the rest were left out), -1 if Slurm has
+ * no list. Lock-free once the GRES plugins are initialised, so it may be called from
+ * gpu_p_step_hardware_init (which runs under gres_context_lock). It clears the `alloc` flags of
+ * Slurm's records, which only a caller in the middle of its own gres_g_get_devices() reads:
+ * call it from the daemon's main thread, never concurrently with task/cgroup.
+ */
+extern int energy_gres_devices(const energy_node_api_t *api, energy_gres_device_t *out, int cap);
 
 /*
  * slurmstepd's step record (stepd_step_rec_t, src/slurmd/slurmstepd/slurmstepd_job.h), as

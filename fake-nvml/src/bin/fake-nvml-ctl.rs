@@ -20,7 +20,8 @@ commands:
   show                       one line per GPU: utilisation, clocks, power, energy
   dump                       the raw state file (format: see fake-nvml's state.rs)
   set-util GPU|all GPU_PCT [MEM_PCT]
-  set-procs GPU [PID:BYTES ...]
+  set-procs GPU [PID:BYTES[:SM_PCT] ...]   SM_PCT: the process's utilisation sample
+  reset-counter GPU          restart the GPU's energy counter from 0 (a driver reload/GPU reset)
   fail RULE                  add a fail rule: CALL[@GPU][:CODE], e.g.
                              nvmlDeviceSetGpuLockedClocks:NO_PERMISSION or '*:GPU_IS_LOST'
   clear-fail                 remove every fail rule
@@ -149,15 +150,11 @@ fn run(args: &[String]) -> Result<(), String> {
             let fake = open(lib_dir, config, state_dir)?;
             let procs = procs
                 .iter()
-                .map(|p| {
-                    let parsed = p.split_once(':').and_then(|(pid, bytes)| {
-                        Some(GpuProcess { pid: pid.parse().ok()?, used_memory_bytes: bytes.parse().ok()? })
-                    });
-                    parsed.ok_or_else(|| format!("bad process {p:?}: expected PID:BYTES"))
-                })
+                .map(|p| GpuProcess::parse(p).ok_or_else(|| format!("bad process {p:?}: expected PID:BYTES[:SM_PCT]")))
                 .collect::<Result<Vec<_>, _>>()?;
             fake.set_processes(gpu_index(gpu)?, procs).map_err(err)
         }
+        ("reset-counter", [gpu]) => open(lib_dir, config, state_dir)?.reset_energy_counter(gpu_index(gpu)?).map_err(err),
         ("fail", [rule]) => {
             let fake = open(lib_dir, config, state_dir)?;
             let rule = FailRule::parse(rule)

@@ -2,8 +2,8 @@
 //! NVML's total-energy counters, counted over **the step's own GPUs**.
 //!
 //! - slurmstepd: at `ENERGY_DATA_STEP_PTR` (before the tasks start) the step's GPU bitmap is
-//!   read from its gres list, mapped to NVML devices by minor number (as autodetection numbers
-//!   them), and their counters are read; every later `get_data` reads them again, so the
+//!   read from its gres list, mapped to NVML devices through Slurm's own device files
+//!   (`gres_energy::devmap`), and their counters are read; every later `get_data` reads them again, so the
 //!   energy of the step is the exact counter difference at the moment jobacct_gather asks —
 //!   including its final poll when the tasks end, so short steps are right too. No thread.
 //! - slurmd: the node's total over all its GPUs since slurmd started (registration messages,
@@ -19,8 +19,10 @@ use std::ffi::{c_int, c_void};
 use std::sync::{Mutex, MutexGuard};
 
 use gpu_control::GpuControl;
-use gres_energy::devmap::DeviceMap;
-use gres_energy::energy::{EnergyFields, EnergyMeter, unix_now_s};
+use gpu_control::arbiter::ledger_dir_from_env;
+use gres_energy::devmap;
+use gres_energy::energy::{EnergyFields, EnergyMeter, Totals, unix_now_s};
+use gres_energy::share_ledger::{ShareLedger, SharedMeter};
 use gres_energy::errors::ErrorOnce;
 use gres_energy::nvml;
 use slurm_bindings::node_api::{self, Daemon};
@@ -48,16 +50,56 @@ const SLURM_BATCH_SCRIPT: u32 = 0xffff_fffb;
 
 static LOG: Logger = Logger::new("acct_gather_energy/nvml");
 
+/// Why steps report no energy without `PrologFlags=Contain`.
+const NO_CONTAIN: &str = "PrologFlags=Contain is not set: GPU energy per job cannot be counted \
+    once without it (the batch step and the srun steps share the job's GPUs, and Slurm 22.05 drops \
+    the batch step's energy), so steps report it as unknown; set PrologFlags=Contain";
+
+/// How a step's GPUs are counted.
+#[derive(Debug)]
+enum Meter {
+    /// GPUs of its own (`gres/gpu`), or the whole node (slurmd): their counters.
+    Whole(EnergyMeter),
+    /// GPUs shared with other jobs (`gres/shard`): the job's part of each, from the node's books.
+    Shared(SharedMeter),
+}
+
+impl Meter {
+    fn read(&mut self, ctrl: &dyn GpuControl, errs: &mut ErrorOnce, ctx: &str) -> Totals {
+        match self {
+            Meter::Whole(m) => m.read(ctrl, errs, &LOG, ctx),
+            Meter::Shared(m) => m.read(ctrl, errs, &LOG, ctx),
+        }
+    }
+
+    fn totals(&self) -> Totals {
+        match self {
+            Meter::Whole(m) => m.totals(),
+            Meter::Shared(m) => m.totals(),
+        }
+    }
+
+    fn gpus(&self) -> &[u32] {
+        match self {
+            Meter::Whole(m) => m.gpus(),
+            Meter::Shared(m) => m.gpus(),
+        }
+    }
+}
+
 struct State {
     errors: ErrorOnce,
     /// Where log lines say we are (`step 12.0`, `slurmd`).
     ctx: String,
     /// slurmstepd: the step's GPUs; slurmd: all GPUs. `None`: nothing to count.
-    meter: Option<EnergyMeter>,
+    meter: Option<Meter>,
     /// The last report.
     last: EnergyFields,
     /// slurmd: the node meter was tried (do not retry NVML every call when it is absent).
     node_meter_tried: bool,
+    /// There are GPUs to count but no meter could be made (NVML missing or failing, GPUs
+    /// Slurm names that NVML does not have): report "unknown", not 0 J.
+    unknown: bool,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -66,6 +108,7 @@ static STATE: Mutex<State> = Mutex::new(State {
     meter: None,
     last: EnergyFields { ave_watts: 0, base_consumed_energy: 0, consumed_energy: 0, current_watts: 0, previous_consumed_energy: 0, poll_time: 0 },
     node_meter_tried: false,
+    unknown: false,
 });
 
 fn state() -> MutexGuard<'static, State> {
@@ -88,6 +131,7 @@ pub extern "C" fn init() -> c_int {
         st.meter = None;
         st.last = EnergyFields::default();
         st.node_meter_tried = false;
+        st.unknown = false;
         st.ctx = match daemon() {
             Daemon::Slurmd => "slurmd".into(),
             // The step's title is set later; STEP_PTR names the step.
@@ -95,6 +139,10 @@ pub extern "C" fn init() -> c_int {
             Daemon::Slurmctld => "slurmctld".into(),
             Daemon::Other => "energy".into(),
         };
+        let contain = node_api::node_api().ok().and_then(|a| a.prolog_flags_contain()).unwrap_or(true);
+        if !contain && matches!(daemon(), Daemon::Slurmd | Daemon::Slurmctld) {
+            LOG.error(&format!("{}: {NO_CONTAIN}", st.ctx));
+        }
         let line = format!("{}: loaded (GPU energy from NVML counters)", st.ctx);
         // One line per daemon start; per step only when asked for.
         if daemon() == Daemon::Slurmstepd { slurm_log!(LOG, verbose, "{line}") } else { LOG.info(&line) }
@@ -106,6 +154,13 @@ pub extern "C" fn init() -> c_int {
 pub extern "C" fn fini() -> c_int {
     LOG.guarded("fini", SLURM_SUCCESS, || {
         let mut st = state();
+        if let Some(Meter::Shared(mut m)) = st.meter.take() {
+            // The step lets go of its shared GPUs: the co-runners' books go on without it.
+            let ctx = st.ctx.clone();
+            if let Ok(nvml) = nvml::shared() {
+                m.finish(nvml.as_ref(), &mut st.errors, &LOG, &ctx);
+            }
+        }
         st.meter = None;
         drop(st);
         nvml::close();
@@ -124,6 +179,7 @@ fn ensure_node_meter(st: &mut State) {
         Ok(n) => n,
         Err(e) => {
             st.errors.report(&LOG, &ctx, &e);
+            st.unknown = true;
             return;
         }
     };
@@ -131,11 +187,12 @@ fn ensure_node_meter(st: &mut State) {
         Ok(c) => c,
         Err(e) => {
             st.errors.report(&LOG, &ctx, &e);
+            st.unknown = true;
             return;
         }
     };
     let all: Vec<u32> = (0..count).collect();
-    st.meter = Some(EnergyMeter::start(nvml.as_ref(), &all, &mut st.errors, &LOG, &ctx));
+    st.meter = Some(Meter::Whole(EnergyMeter::start(nvml.as_ref(), &all, &mut st.errors, &LOG, &ctx)));
     LOG.info(&format!("{ctx}: counting the energy of {count} GPU(s) of this node"));
 }
 
@@ -143,9 +200,14 @@ fn ensure_node_meter(st: &mut State) {
 fn poll(st: &mut State) -> EnergyFields {
     ensure_node_meter(st);
     let ctx = st.ctx.clone();
-    let Some(meter) = st.meter.as_mut() else { return st.last };
+    let Some(meter) = st.meter.as_mut() else {
+        if st.unknown {
+            st.last = EnergyFields::unknown(&st.last);
+        }
+        return st.last;
+    };
     let totals = match nvml::shared() {
-        Ok(nvml) => meter.read(nvml.as_ref(), &mut st.errors, &LOG, &ctx),
+        Ok(nvml) => meter.read(nvml.as_ref(), &mut st.errors, &ctx),
         Err(e) => {
             st.errors.report(&LOG, &ctx, &e);
             meter.totals()
@@ -224,17 +286,35 @@ fn start_step(st: &mut State, step: *const c_void) {
     let ctx = st.ctx.clone();
     // The batch and extern steps count the job's GPUs on this node (their credentials carry no
     // step gres). With `PrologFlags=Contain`, slurmctld adds only the extern step's energy to
-    // the job's `energy` TRES (step_mgr.c), so the job's total is its GPUs over its whole life;
-    // without it there is no extern step, and the job's total is the sum of its srun steps.
+    // the job's `energy` TRES (step_mgr.c), so the job's total is its GPUs over its whole life,
+    // once. Without it there is no extern step: the job's total would be its srun steps (the
+    // batch step's energy is dropped by 22.05), and the step lines would charge the job's GPUs
+    // to the batch step and to every srun step alike. So without Contain we refuse, visibly.
     let job_fallback = matches!(step_id, SLURM_BATCH_SCRIPT | SLURM_EXTERN_CONT);
     // SAFETY: as above.
-    let Some(indices) = (unsafe { api.step_gpu_indices(step, job_fallback) }) else {
-        slurm_log!(LOG, verbose, "{ctx}: no GPUs in this step of job {job_id}; no GPU energy");
-        return;
+    let whole = unsafe { api.step_gpu_indices(step, job_fallback) };
+    // SAFETY: as above.
+    let shared = || unsafe { api.step_gres_indices(step, "shard", job_fallback) };
+    let (indices, is_shared) = match whole.filter(|i| !i.is_empty()) {
+        Some(i) => (i, false),
+        None => match shared() {
+            Some(i) => (i, true),
+            None => {
+                slurm_log!(LOG, verbose, "{ctx}: no GPUs in this step of job {job_id}; no GPU energy");
+                return;
+            }
+        },
     };
     if indices.is_empty() {
         return;
     }
+    if !api.prolog_flags_contain().unwrap_or(true) {
+        st.unknown = true;
+        slurm_log!(LOG, verbose, "{ctx}: {NO_CONTAIN}");
+        return;
+    }
+    // From here on the step has GPUs: whatever fails makes its energy unknown, not 0 J.
+    st.unknown = true;
     let nvml = match nvml::shared() {
         Ok(n) => n,
         Err(e) => {
@@ -242,7 +322,7 @@ fn start_step(st: &mut State, step: *const c_void) {
             return;
         }
     };
-    let map = match DeviceMap::build(nvml.as_ref()) {
+    let map = match devmap::build(nvml.as_ref(), Some(api)) {
         Ok((map, errs)) => {
             for e in &errs {
                 st.errors.report(&LOG, &ctx, e);
@@ -256,12 +336,29 @@ fn start_step(st: &mut State, step: *const c_void) {
     };
     let (gpus, unknown) = map.nvml_indices(&indices);
     if !unknown.is_empty() {
-        LOG.error(&format!("{ctx}: GPU indices {unknown:?} of the step are not on this node; not counted"));
+        LOG.error(&format!("{ctx}: GPU indices {unknown:?} of the step have no NVML device ({}); the step's energy is unknown", map.describe()));
+        return;
     }
-    let meter = EnergyMeter::start(nvml.as_ref(), &gpus, &mut st.errors, &LOG, &ctx);
-    LOG.info(&format!(
-        "{ctx}: counting the energy of the step's GPU(s) {indices:?} (NVML {gpus:?}) from their counters"
-    ));
+    st.unknown = false;
+    let meter = if is_shared {
+        let ledger = match ShareLedger::open(&ledger_dir_from_env()) {
+            Ok(l) => l,
+            Err(e) => {
+                LOG.error(&format!("{ctx}: {e}; the step's energy is unknown"));
+                return;
+            }
+        };
+        LOG.info(&format!(
+            "{ctx}: counting job {job_id}'s part of the shared GPU(s) {indices:?} (NVML {gpus:?}) by measured use"
+        ));
+        Meter::Shared(SharedMeter::start(nvml.as_ref(), ledger, job_id, step_id, &gpus, &mut st.errors, &LOG, &ctx))
+    } else {
+        LOG.info(&format!(
+            "{ctx}: counting the energy of the step's GPU(s) {indices:?} (NVML {gpus:?}) from their counters"
+        ));
+        Meter::Whole(EnergyMeter::start(nvml.as_ref(), &gpus, &mut st.errors, &LOG, &ctx))
+    };
+    slurm_log!(LOG, verbose, "{ctx}: {}", map.describe());
     st.meter = Some(meter);
     st.last = EnergyFields { poll_time: unix_now_s(), ..EnergyFields::default() };
 }

@@ -18,8 +18,8 @@ use gpu_control::arbiter::{StepKey, ledger_dir_from_env};
 use gpu_control::{GpuControl, NvmlGpu};
 use gres_energy::clocks::{self, StepClocks};
 use gres_energy::detect::{self, GpuInfo};
-use gres_energy::devmap::DeviceMap;
-use gres_energy::energy::{EnergyFields, unix_now_s};
+use gres_energy::devmap::{self, DeviceMap};
+use gres_energy::energy::{CounterStep, CounterTrack, EnergyFields, unix_now_s};
 use gres_energy::errors::ErrorOnce;
 use gres_energy::{StepId, nvml};
 use slurm_bindings::node_api::{self, Daemon, DetectedGpu, NodeApi};
@@ -48,11 +48,12 @@ struct State {
     errors: ErrorOnce,
     devmap: Option<DeviceMap>,
     step: Option<StepClocks>,
-    /// `gpu_p_energy_read`: counter at the first read of each Slurm GPU index, mJ.
-    energy_start_mj: Vec<Option<u64>>,
+    /// `gpu_p_energy_read`: each Slurm GPU index's counter since its first read (rebased over
+    /// driver reloads and GPU resets).
+    energy: Vec<CounterTrack>,
 }
 
-static STATE: Mutex<State> = Mutex::new(State { errors: ErrorOnce::new(), devmap: None, step: None, energy_start_mj: Vec::new() });
+static STATE: Mutex<State> = Mutex::new(State { errors: ErrorOnce::new(), devmap: None, step: None, energy: Vec::new() });
 
 fn state() -> MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -83,11 +84,12 @@ fn open_nvml(errors: &mut ErrorOnce, ctx: &str) -> Option<Arc<NvmlGpu>> {
 
 fn devmap<'a>(st: &'a mut State, ctrl: &dyn GpuControl, ctx: &str) -> Option<&'a DeviceMap> {
     if st.devmap.is_none() {
-        match DeviceMap::build(ctrl) {
+        match devmap::build(ctrl, api()) {
             Ok((map, errs)) => {
                 for e in &errs {
                     st.errors.report(&LOG, ctx, e);
                 }
+                slurm_log!(LOG, verbose, "{ctx}: {}", map.describe());
                 st.devmap = Some(map);
             }
             Err(e) => {
@@ -107,7 +109,7 @@ pub extern "C" fn init() -> c_int {
             return SLURM_ERROR;
         }
         let mut st = state();
-        *st = State { errors: ErrorOnce::new(), devmap: None, step: None, energy_start_mj: Vec::new() };
+        *st = State { errors: ErrorOnce::new(), devmap: None, step: None, energy: Vec::new() };
         LOG.info(&format!(
             "loaded (slurm-energy {}, Slurm {}): NVML autodetection, --gpu-freq, energy counter",
             env!("CARGO_PKG_VERSION"),
@@ -226,7 +228,9 @@ pub unsafe extern "C" fn gpu_p_get_system_gpu_list(node_config: *mut sys::node_c
                     cpus_machine: if cpus_abs.is_some() { g.cpus.clone() } else { Vec::new() },
                     cpus_abs,
                     links: Some(g.links.clone()),
-                    unique_id: g.uuid.clone(),
+                    // Stock gives no UniqueId for a whole GPU; Slurm would put one into
+                    // CUDA_VISIBLE_DEVICES instead of the index that job scripts expect.
+                    unique_id: None,
                 }
             })
             .collect();
@@ -351,26 +355,32 @@ pub unsafe extern "C" fn gpu_p_energy_read(dv_ind: u32, gpu: *mut sys::gpu_statu
         let Some(index) = devmap(&mut st, nvml.as_ref(), &ctx).and_then(|m| m.nvml_index(dv_ind as usize)) else {
             return SLURM_ERROR;
         };
-        let energy_mj = match nvml.total_energy_mj(index) {
-            Ok(e) => e,
-            Err(e) => {
-                st.errors.report(&LOG, &ctx, &e);
-                return SLURM_ERROR;
-            }
-        };
         let power_mw = nvml.power_usage_mw(index).unwrap_or_else(|e| {
             st.errors.report(&LOG, &ctx, &e);
             0
         });
         let slot = dv_ind as usize;
-        if st.energy_start_mj.len() <= slot {
-            st.energy_start_mj.resize(slot + 1, None);
+        if slot >= 4096 {
+            return SLURM_ERROR;
         }
-        let start_mj = *st.energy_start_mj[slot].get_or_insert(energy_mj);
+        if st.energy.len() <= slot {
+            st.energy.resize(slot + 1, CounterTrack::default());
+        }
+        let energy_mj = match nvml.total_energy_mj(index) {
+            Ok(e) => e,
+            Err(e) => {
+                st.errors.report(&LOG, &ctx, &e);
+                st.energy[slot].failed();
+                return SLURM_ERROR;
+            }
+        };
+        if let CounterStep::Rebased { from_mj, to_mj } = st.energy[slot].good(energy_mj, power_mw, std::time::Instant::now()) {
+            LOG.info(&format!("{ctx}: GPU {index}: energy counter went back from {from_mj} to {to_mj} mJ (driver reload or GPU reset); counting on from the new value"));
+        }
         let now = unix_now_s();
         let e = &mut gpu.energy;
         let previous = EnergyFields { consumed_energy: e.consumed_energy, ..EnergyFields::default() };
-        let consumed_j = energy_mj.saturating_sub(start_mj) / 1000;
+        let consumed_j = st.energy[slot].counted_mj() / 1000;
         // Average power since the previous read, from the counter: what a caller that
         // integrates `last_update_watt` over time (stock acct_gather_energy/gpu) needs.
         let prev_time = gpu.last_update_time;
