@@ -30,24 +30,29 @@ fn replays_a_slice_of_philly_under_every_policy() {
     let out = simulate(&["--jobs", "1500", "--json", out_json.to_str().expect("utf8"), "--plots", plots.to_str().expect("utf8")]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let table = String::from_utf8_lossy(&out.stdout);
-    assert!(table.contains("ratios to slurm"), "{table}");
+    assert!(table.contains("ratios to slurm-powersave") && table.contains("ratios to slurm "), "{table}");
     let v = json(&out_json);
     let policies = v["policies"].as_object().expect("policies");
     for name in ["slurm", "slurm-powersave", "eaco", "powerflow", "greenflow", "synergy", "energy"] {
         let p = &policies[name];
-        assert_eq!(p["jobs"].as_u64(), Some(1500), "{name}: every job finishes");
-        let total = p["energy_kwh"].as_f64().expect("energy");
-        let parts = p["gpu_energy_kwh"].as_f64().expect("gpu") + p["idle_energy_kwh"].as_f64().expect("idle") + p["base_energy_kwh"].as_f64().expect("base");
+        let m = |k: &str| p[k]["mean"].as_f64().unwrap_or_else(|| panic!("{name}: {k}"));
+        assert_eq!(m("jobs"), 1500.0, "{name}: every job finishes");
+        assert!(p["jobs"]["ci95"].is_null(), "one seed has no interval");
+        let total = m("energy_kwh");
+        let parts = m("gpu_energy_kwh") + m("idle_energy_kwh") + m("base_energy_kwh");
         assert!((total - parts).abs() < 1e-6 * total.max(1.0), "{name}: categories add up");
-        assert!(p["mean_jct_s"].as_f64().expect("jct") >= p["mean_wait_s"].as_f64().expect("wait"));
-        let util = p["gpu_utilization"].as_f64().expect("util");
+        assert!(m("mean_jct_s") >= m("mean_wait_s"));
+        let util = m("gpu_utilization");
         assert!(util > 0.0 && util <= 1.0, "{name}: utilisation {util}");
-        assert!(p["carbon_kg"].as_f64().expect("carbon") > 0.0);
+        assert!(m("carbon_kg") > 0.0);
+        assert!(m("p50_slowdown") <= m("p90_slowdown") && m("p90_slowdown") <= m("p99_slowdown"), "{name}: slowdown percentiles");
     }
     // Power saving saves energy on a cluster that is often idle, and never more than it spent.
-    let e = |n: &str| policies[n]["energy_kwh"].as_f64().expect("energy");
+    let e = |n: &str| policies[n]["energy_kwh"]["mean"].as_f64().expect("energy");
     assert!(e("slurm-powersave") < e("slurm"));
-    assert!(policies["slurm"]["shared_starts"].as_u64() == Some(0));
+    assert!(policies["slurm"]["shared_starts"]["mean"].as_f64() == Some(0.0));
+    let r = v["vs_slurm-powersave"]["slurm"]["energy_kwh"]["ratio"]["mean"].as_f64().expect("paired ratio");
+    assert!((r - e("slurm") / e("slurm-powersave")).abs() < 1e-9, "one seed: the ratio of the two runs");
     for f in ["jct_cdf.svg", "energy_by_category.svg", "cluster_power.svg"] {
         let svg = std::fs::read_to_string(plots.join(f)).expect("plot written");
         assert!(svg.starts_with("<svg") && svg.contains("energy"), "{f}");
@@ -68,10 +73,48 @@ fn the_same_seed_gives_the_same_results() {
             o.remove("wall_s");
             o.remove("mean_cycle_us");
         }
+        for runs in v["per_seed"].as_object_mut().expect("per_seed").values_mut() {
+            for r in runs.as_array_mut().expect("runs") {
+                let o = r.as_object_mut().expect("object");
+                o.remove("wall_s");
+                o.remove("mean_cycle_us");
+            }
+        }
         v["run"].as_object_mut().expect("run").remove("simulate_s");
         v
     };
     assert_eq!(strip(json(&a)), strip(json(&b)));
+}
+
+#[test]
+fn seeds_give_means_with_intervals_and_paired_ratios() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out_json = dir.path().join("s.json");
+    let out = simulate(&["--jobs", "600", "--seeds", "3", "--policies", "slurm-powersave,powerflow", "--json", out_json.to_str().expect("utf8")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("means over 3 seed(s) [1, 2, 3]") && table.contains(" ± "), "{table}");
+    let v = json(&out_json);
+    assert_eq!(v["seeds"], serde_json::json!([1, 2, 3]));
+    let energy = |name: &str| -> Vec<f64> {
+        v["per_seed"][name].as_array().expect("runs").iter().map(|r| r["energy_kwh"].as_f64().expect("energy")).collect()
+    };
+    let (pf, ps) = (energy("powerflow"), energy("slurm-powersave"));
+    assert_eq!(pf.len(), 3);
+    assert!(ps.windows(2).any(|w| w[0] != w[1]), "seeds draw different jobs: {ps:?}");
+    // The summary is the mean of the seeds, with a Student-t interval (t(2) = 4.303).
+    let mean = pf.iter().sum::<f64>() / 3.0;
+    let sd = (pf.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 2.0).sqrt();
+    let est = &v["policies"]["powerflow"]["energy_kwh"];
+    assert!((est["mean"].as_f64().expect("mean") - mean).abs() < 1e-6 * mean);
+    assert!((est["ci95"].as_f64().expect("ci95") - 4.303 * sd / 3.0_f64.sqrt()).abs() < 1e-6 * mean);
+    // The ratio is paired: the mean of per-seed ratios, not a ratio of means.
+    let ratios: Vec<f64> = pf.iter().zip(&ps).map(|(a, b)| a / b).collect();
+    let paired = &v["vs_slurm-powersave"]["powerflow"]["energy_kwh"];
+    assert!((paired["ratio"]["mean"].as_f64().expect("ratio") - ratios.iter().sum::<f64>() / 3.0).abs() < 1e-12);
+    assert!(paired["ratio"]["ci95"].as_f64().expect("ci") >= 0.0);
+    assert!(paired["difference"]["mean"].as_f64().expect("difference") < 0.0, "clocks save energy");
+    assert!(v["policies"]["powerflow"]["p99_jct_s"]["mean"].as_f64().expect("p99") > 0.0);
 }
 
 #[test]

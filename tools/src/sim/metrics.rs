@@ -24,6 +24,7 @@ pub struct Accumulators {
     power_bins_j: Vec<f64>,
     jct_s: Vec<f64>,
     wait_s: Vec<f64>,
+    slowdown: Vec<f64>,
     per_job: Vec<JobRecord>,
     pub finished: u64,
     pub shared_starts: u64,
@@ -55,6 +56,10 @@ pub struct Metrics {
     pub gpu_utilization: f64,
     /// Mean of (runtime / runtime alone at default clock).
     pub mean_slowdown: f64,
+    /// Distribution of the same per-job slowdown: median, 90th and 99th percentile.
+    pub p50_slowdown: f64,
+    pub p90_slowdown: f64,
+    pub p99_slowdown: f64,
     pub shared_starts: u64,
     /// Shared runs separated by the early-stage check (the newcomer requeued).
     pub sharing_requeues: u64,
@@ -117,6 +122,7 @@ impl Accumulators {
             power_bins_j: Vec::new(),
             jct_s: Vec::new(),
             wait_s: Vec::new(),
+            slowdown: Vec::new(),
             per_job: Vec::new(),
             finished: 0,
             shared_starts: 0,
@@ -162,7 +168,9 @@ impl Accumulators {
         self.finished += 1;
         self.jct_s.push(end_s - job.submit_s);
         self.wait_s.push(ready_s - job.submit_s);
-        self.slowdown_sum += (end_s - ready_s) / job.duration_s;
+        let slowdown = (end_s - ready_s) / job.duration_s;
+        self.slowdown_sum += slowdown;
+        self.slowdown.push(slowdown);
         if end_s - ready_s > time_limit_s + 1e-6 {
             self.over_limit += 1;
         }
@@ -180,6 +188,7 @@ impl Accumulators {
 
     pub fn finish(mut self, name: &str, total_gpus: u32, wall_s: f64, carbon_used: bool) -> RunResult {
         self.jct_s.sort_by(f64::total_cmp);
+        self.slowdown.sort_by(f64::total_cmp);
         let n = self.jct_s.len().max(1) as f64;
         let makespan = self.last_end_s;
         let metrics = Metrics {
@@ -196,6 +205,9 @@ impl Accumulators {
             makespan_s: makespan,
             gpu_utilization: if total_gpus > 0 && makespan > 0.0 { self.busy_gpu_s / (total_gpus as f64 * makespan) } else { 0.0 },
             mean_slowdown: self.slowdown_sum / n,
+            p50_slowdown: percentile_sorted(&self.slowdown, 0.50),
+            p90_slowdown: percentile_sorted(&self.slowdown, 0.90),
+            p99_slowdown: percentile_sorted(&self.slowdown, 0.99),
             shared_starts: self.shared_starts,
             sharing_requeues: self.requeues,
             reclocks: self.reclocks,

@@ -6,6 +6,7 @@ pub mod metrics;
 pub mod policies;
 pub mod rng;
 pub mod spec;
+pub mod stats;
 pub mod truth;
 
 use std::path::{Path, PathBuf};
@@ -78,13 +79,20 @@ impl Workload {
         Ok(Workload { spec, trace_path: trace_path.to_path_buf(), trace, prepared, truth, predictor, carbon })
     }
 
+    /// Draw the jobs again under another seed (job types, time limits, hints); the trace, the
+    /// measured data and the fitted predictor stay.
+    pub fn reseed(&mut self, seed: u64) {
+        self.prepared = prepare(&self.trace, &self.spec, &self.truth, seed);
+    }
+
     pub fn run_one(&self, setup: &Setup, on_progress: impl FnMut(u64)) -> RunResult {
         let engine = Engine::new(setup, &self.spec, &self.truth, &self.prepared.jobs, self.predictor.clone(), self.carbon.clone());
         engine.run(on_progress)
     }
 
     /// Run every setup, `threads` at a time, with a progress bar per run on a terminal.
-    pub fn run_all(&self, setups: &[Setup], threads: usize, show_progress: bool) -> Vec<RunResult> {
+    /// `label` follows each bar's name (e.g. the seed).
+    pub fn run_all(&self, setups: &[Setup], threads: usize, show_progress: bool, label: &str) -> Vec<RunResult> {
         let multi = MultiProgress::with_draw_target(if show_progress { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() });
         let style = ProgressStyle::with_template("{prefix:>18} [{bar:40}] {pos}/{len} jobs {elapsed}").unwrap_or_else(|_| ProgressStyle::default_bar());
         // Longest runs first, so that the threads finish together: policies that share GPUs or
@@ -102,7 +110,7 @@ impl Workload {
                         let Some(setup) = setups.get(i) else { break };
                         let bar = multi.add(ProgressBar::new(total));
                         bar.set_style(style.clone());
-                        bar.set_prefix(setup.name.clone());
+                        bar.set_prefix(format!("{}{}", setup.name, label));
                         let r = self.run_one(setup, |done| bar.set_position(done));
                         bar.finish();
                         if let Ok(mut all) = results.lock() {
