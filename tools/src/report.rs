@@ -68,7 +68,7 @@ pub fn table(all: &SeededRuns) -> String {
     let _ = writeln!(
         out,
         "{:<20} {:>7} {:>15} {:>13} {:>11} {:>13} {:>15} {:>15} {:>15} {:>15} {:>13} {:>9} {:>15} {:>9}",
-        "policy", "jobs", "energy MWh", "GPU MWh", "idle MWh", "base MWh", "carbon t", "mean JCT h", "p99 JCT h", "mean wait h", "GPU util %", "shared", "slowdown p50/p99", "over limit"
+        "policy", "jobs", "energy MWh", "GPU MWh", "idle MWh", "base MWh", "carbon t", "mean JCT h", "p99 JCT h", "mean wait h", "GPU util %", "shared", "slowdown p50/p99", "killed"
     );
     for name in all.names() {
         let s = all.summary(&name);
@@ -90,7 +90,7 @@ pub fn table(all: &SeededRuns) -> String {
             get("shared_starts").mean,
             get("p50_slowdown").mean,
             get("p99_slowdown").mean,
-            get("over_time_limit").mean,
+            get("killed_at_time_limit").mean,
         );
     }
     for baseline in BASELINES {

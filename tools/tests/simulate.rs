@@ -118,6 +118,30 @@ fn seeds_give_means_with_intervals_and_paired_ratios() {
 }
 
 #[test]
+fn jobs_are_killed_at_their_time_limit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Users who ask for half of what their jobs need, on a limit ladder of 30 min: the 1-hour
+    // job gets 30 min and is killed, the 20-minute job gets 30 min and finishes.
+    let spec = dir.path().join("c.toml");
+    std::fs::write(
+        &spec,
+        "[cluster]\nnodes = 2\ngpus_per_node = 8\n[time_limits]\noverestimate_min = 0.5\noverestimate_max = 0.5\nround_up_to_s = [1800]\n[carbon]\nfile = \"\"\n",
+    )
+    .expect("write");
+    let trace = dir.path().join("t.csv");
+    std::fs::write(&trace, "submit_time_s,duration_s,num_gpus\n0,3600,1\n0,1200,1\n").expect("write");
+    let out_json = dir.path().join("k.json");
+    let out = simulate(&["--cluster", spec.to_str().expect("utf8"), "--trace", trace.to_str().expect("utf8"), "--policies", "slurm", "--json", out_json.to_str().expect("utf8")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = json(&out_json);
+    let m = |k: &str| v["policies"]["slurm"][k]["mean"].as_f64().unwrap_or_else(|| panic!("{k}"));
+    assert_eq!(m("jobs"), 2.0, "a killed job ends too");
+    assert_eq!(m("killed_at_time_limit"), 1.0);
+    assert!((m("killed_work_gpu_h") - 0.5).abs() < 1e-6, "half an hour of its work was left");
+    assert!((m("makespan_s") - 1800.0).abs() < 1e-6, "nothing runs past a limit");
+}
+
+#[test]
 fn a_corrupt_row_is_reported_with_its_line_and_the_run_stops() {
     let dir = tempfile::tempdir().expect("tempdir");
     let trace = dir.path().join("bad.csv");

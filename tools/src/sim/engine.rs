@@ -40,6 +40,8 @@ enum EventKind {
     SuspendCheck(usize, u64),
     NodeReady(usize),
     Observe(usize, usize),
+    /// The time limit of the job's `n`-th start (a requeued job starts again) is reached.
+    TimeLimit(usize, u32),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -95,6 +97,8 @@ pub struct Engine<'a> {
     now_s: f64,
     pending: Vec<PendingJob>,
     started: Vec<bool>,
+    /// How often each job was started (a requeue starts it again); ties limit events to a start.
+    start_count: Vec<u32>,
     wake_at: Vec<f64>,
     running: Vec<Option<Running>>,
     /// Jobs on each GPU of each node (at most two).
@@ -147,6 +151,7 @@ impl<'a> Engine<'a> {
             now_s: 0.0,
             pending: Vec::new(),
             started: vec![false; jobs.len()],
+            start_count: vec![0; jobs.len()],
             wake_at: vec![f64::NAN; jobs.len()],
             running: vec![None; jobs.len()],
             tenants: vec![vec![Vec::new(); g]; n],
@@ -178,6 +183,11 @@ impl<'a> Engine<'a> {
         let wall = Instant::now();
         let mut finished_reported = 0;
         while let Some(ev) = self.heap.pop() {
+            // An outdated finish or time-limit event changes nothing; integrating up to it would
+            // count idle power past the end of the replay.
+            if self.stale(ev.kind) {
+                continue;
+            }
             self.advance(ev.at_s);
             let mut replan = self.handle(ev.kind);
             while let Some(next) = self.heap.peek() {
@@ -199,6 +209,14 @@ impl<'a> Engine<'a> {
         let carbon_used = self.carbon.is_some();
         let total_gpus = self.spec.cluster.nodes * self.spec.cluster.gpus_per_node;
         self.acc.finish(&self.setup.name, total_gpus, wall.elapsed().as_secs_f64(), carbon_used)
+    }
+
+    fn stale(&self, kind: EventKind) -> bool {
+        match kind {
+            EventKind::Finish(i, version) => !self.running[i].as_ref().is_some_and(|r| r.version == version),
+            EventKind::TimeLimit(i, n) => self.start_count[i] != n || self.running[i].is_none(),
+            _ => false,
+        }
     }
 
     /// Integrate power from `now_s` to `t_s`.
@@ -231,6 +249,19 @@ impl<'a> Engine<'a> {
                 }
             }
             EventKind::Wake => true,
+            EventKind::TimeLimit(i, n) => {
+                if self.start_count[i] != n || self.running[i].is_none() {
+                    return false;
+                }
+                self.settle(i);
+                // A job whose last work ends at this very instant finished, it was not killed.
+                if self.running[i].as_ref().is_some_and(|r| r.remaining_work_s <= 1e-6 * self.jobs[i].duration_s.max(1.0)) {
+                    self.finish(i);
+                } else {
+                    self.kill(i);
+                }
+                true
+            }
             EventKind::SuspendCheck(node, epoch) => {
                 if self.idle_epoch[node] == epoch && self.view.nodes[node].is_idle() && self.node_power[node] == PowerState::On {
                     self.set_node_power(node, PowerState::Suspended);
@@ -364,6 +395,8 @@ impl<'a> Engine<'a> {
                 _ => self.now_s,
             })
             .fold(self.now_s, f64::max);
+        self.start_count[i] += 1;
+        self.push(ready_s + s.time_limit_s, EventKind::TimeLimit(i, self.start_count[i]));
         let job = &self.jobs[i];
         let mut partner = None;
         for a in &s.allocations {
@@ -450,6 +483,17 @@ impl<'a> Engine<'a> {
         let runtime = end_s - r.ready_s;
         self.pred.runtime.observe(job.user, runtime, job.time_limit_s);
         self.acc.record_finish(job, r.start_s, r.ready_s, end_s, r.time_limit_s);
+        self.vacate(i, &r);
+    }
+
+    /// Slurm's time limit: the job is killed with its work unfinished (state TIMEOUT). It is not
+    /// requeued (Slurm does not), and it counts as killed; its JCT ends at the kill.
+    fn kill(&mut self, i: usize) {
+        let Some(r) = self.running[i].take() else { return };
+        let job = &self.jobs[i];
+        let end_s = self.now_s;
+        self.pred.runtime.observe(job.user, end_s - r.ready_s, job.time_limit_s);
+        self.acc.record_kill(job, r.ready_s, end_s, r.remaining_work_s);
         self.vacate(i, &r);
     }
 

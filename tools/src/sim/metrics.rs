@@ -35,7 +35,8 @@ pub struct Accumulators {
     clock_sum_mhz: f64,
     starts: u64,
     wakes: u64,
-    over_limit: u64,
+    killed: u64,
+    killed_work_gpu_s: f64,
     slowdown_sum: f64,
     last_end_s: f64,
 }
@@ -67,8 +68,11 @@ pub struct Metrics {
     pub reclocks: u64,
     pub mean_clock_mhz: f64,
     pub node_resumes: u64,
-    /// Jobs that ran past their (possibly extended) time limit: Slurm would have killed them.
-    pub over_time_limit: u64,
+    /// Jobs killed at their (possibly extended) time limit, as Slurm does (state TIMEOUT). They
+    /// count in `jobs` and in the JCT figures (ending at the kill).
+    pub killed_at_time_limit: u64,
+    /// Work those jobs had left, in GPU hours at full speed: lost to the users.
+    pub killed_work_gpu_h: f64,
     pub planner_cycles: u64,
     pub mean_cycle_us: f64,
     pub wall_s: f64,
@@ -133,7 +137,8 @@ impl Accumulators {
             clock_sum_mhz: 0.0,
             starts: 0,
             wakes: 0,
-            over_limit: 0,
+            killed: 0,
+            killed_work_gpu_s: 0.0,
             slowdown_sum: 0.0,
             last_end_s: 0.0,
         }
@@ -171,9 +176,6 @@ impl Accumulators {
         let slowdown = (end_s - ready_s) / job.duration_s;
         self.slowdown_sum += slowdown;
         self.slowdown.push(slowdown);
-        if end_s - ready_s > time_limit_s + 1e-6 {
-            self.over_limit += 1;
-        }
         self.last_end_s = self.last_end_s.max(end_s);
         self.per_job.push(JobRecord {
             job: job.id.0,
@@ -184,6 +186,14 @@ impl Accumulators {
             duration_alone_s: job.duration_s,
             time_limit_s,
         });
+    }
+
+    /// A job killed at its time limit with `remaining_work_s` of work (at full speed) left.
+    pub fn record_kill(&mut self, job: &SimJob, ready_s: f64, end_s: f64, remaining_work_s: f64) {
+        self.killed += 1;
+        self.killed_work_gpu_s += remaining_work_s * job.total_gpus() as f64;
+        let limit = end_s - ready_s;
+        self.record_finish(job, ready_s, ready_s, end_s, limit);
     }
 
     pub fn finish(mut self, name: &str, total_gpus: u32, wall_s: f64, carbon_used: bool) -> RunResult {
@@ -213,7 +223,8 @@ impl Accumulators {
             reclocks: self.reclocks,
             mean_clock_mhz: if self.starts > 0 { self.clock_sum_mhz / self.starts as f64 } else { 0.0 },
             node_resumes: self.wakes,
-            over_time_limit: self.over_limit,
+            killed_at_time_limit: self.killed,
+            killed_work_gpu_h: self.killed_work_gpu_s / 3600.0,
             planner_cycles: self.cycles,
             mean_cycle_us: if self.cycles > 0 { self.cycle_time_s / self.cycles as f64 * 1e6 } else { 0.0 },
             wall_s,

@@ -165,3 +165,16 @@ impl Setup {
         Some(s)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn power_saving_is_on_for_every_policy_but_slurm() {
+        let spec = ClusterSpec::default();
+        for p in ALL {
+            assert_eq!(Setup::for_policy(p, &spec).power_saving, p != Policy::Slurm, "{}", p.name());
+        }
+    }
+}

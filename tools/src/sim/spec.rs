@@ -76,7 +76,8 @@ impl Default for PowerSection {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TimeLimitSection {
-    /// Users over-estimate: limit = runtime x a factor drawn log-uniformly from this range ...
+    /// Users over-estimate: limit = runtime x a factor drawn log-uniformly from this range (a
+    /// factor below 1 is a user who under-estimates: Slurm kills the job at its limit) ...
     pub overestimate_min: f64,
     pub overestimate_max: f64,
     /// ... rounded up to the next of these popular values (s).
@@ -209,8 +210,8 @@ impl ClusterSpec {
             }
         }
         let t = &self.time_limits;
-        if !(t.overestimate_min >= 1.0 && t.overestimate_max >= t.overestimate_min) {
-            return Err("time_limits: need 1 <= overestimate_min <= overestimate_max".into());
+        if !(t.overestimate_min > 0.0 && t.overestimate_max >= t.overestimate_min && t.overestimate_max.is_finite()) {
+            return Err("time_limits: need 0 < overestimate_min <= overestimate_max".into());
         }
         if t.round_up_to_s.is_empty() || t.round_up_to_s.windows(2).any(|w| w[0] >= w[1]) {
             return Err("time_limits.round_up_to_s must be a non-empty ascending list".into());
