@@ -213,7 +213,7 @@ impl<'a> Engine<'a> {
 
     fn stale(&self, kind: EventKind) -> bool {
         match kind {
-            EventKind::Finish(i, version) => !self.running[i].as_ref().is_some_and(|r| r.version == version),
+            EventKind::Finish(i, version) => self.running[i].as_ref().is_none_or(|r| r.version != version),
             EventKind::TimeLimit(i, n) => self.start_count[i] != n || self.running[i].is_none(),
             _ => false,
         }
