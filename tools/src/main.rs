@@ -195,6 +195,10 @@ struct SimulateArgs {
     /// Also run the `energy` policy with each of its ideas switched off in turn.
     #[arg(long)]
     ablation: bool,
+    /// Ground truth of two jobs sharing a GPU: Gavel's "physical" cluster measurements or its
+    /// "simulated" table. Default: the spec's [truth] colocation (physical).
+    #[arg(long)]
+    colocation_truth: Option<String>,
     /// Replay only the first N jobs (by submit time).
     #[arg(long)]
     jobs: Option<usize>,
@@ -225,7 +229,10 @@ struct SimulateArgs {
 fn simulate(a: SimulateArgs) -> Result<(), String> {
     let data_dir = a.data.unwrap_or_else(default_data_dir);
     let trace_path = a.trace.unwrap_or_else(|| data_dir.join("traces").join("philly.csv"));
-    let spec = ClusterSpec::load(a.cluster.as_deref()).map_err(|e| e.to_string())?;
+    let mut spec = ClusterSpec::load(a.cluster.as_deref()).map_err(|e| e.to_string())?;
+    if let Some(c) = &a.colocation_truth {
+        spec.truth.colocation = tools::sim::spec::Colocation::parse(c)?;
+    }
     let policies: Vec<Policy> = if a.policies.is_empty() {
         ALL.to_vec()
     } else {

@@ -142,6 +142,35 @@ fn jobs_are_killed_at_their_time_limit() {
 }
 
 #[test]
+fn a_pair_gavel_could_not_co_run_fails_instead_of_sharing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // One GPU: the second job can only start by sharing it. Gavel could not run two
+    // Transformer (batch size 256) jobs on one V100 ([0, 0] in both files); with seed 2 both
+    // carry their tag and the planner's family-level prediction lets them share.
+    let spec = dir.path().join("c.toml");
+    std::fs::write(&spec, "[cluster]\nnodes = 1\ngpus_per_node = 1\ncpus_per_node = 8\njob_mem_gb_per_gpu = 48.0\n[carbon]\nfile = \"\"\n").expect("write");
+    let trace = dir.path().join("t.csv");
+    std::fs::write(&trace, "submit_time_s,duration_s,num_gpus,job_type\n0,3600,1,Transformer (batch size 256)\n10,600,1,Transformer (batch size 256)\n").expect("write");
+    let out_json = dir.path().join("p.json");
+    for truth in ["physical", "simulated"] {
+        let out = simulate(&[
+            "--cluster", spec.to_str().expect("utf8"), "--trace", trace.to_str().expect("utf8"), "--policies", "eaco", "--seed", "2",
+            "--colocation-truth", truth, "--jobs-csv", dir.path().to_str().expect("utf8"), "--json", out_json.to_str().expect("utf8"),
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v = json(&out_json);
+        let m = |k: &str| v["policies"]["eaco"][k]["mean"].as_f64().unwrap_or_else(|| panic!("{k}"));
+        assert_eq!(m("jobs"), 2.0, "{truth}");
+        assert_eq!(m("shared_starts"), 0.0, "{truth}: the pair never ran together");
+        assert_eq!(m("colocation_failures"), 1.0, "{truth}: the planner tried, the start failed, the job ran alone later");
+        // Whatever the planner tried, the second job ran only after the first.
+        let csv = std::fs::read_to_string(dir.path().join("eaco.jobs.csv")).expect("csv");
+        let rows: Vec<Vec<f64>> = csv.lines().skip(1).map(|l| l.split(',').map(|x| x.parse().expect("number")).collect()).collect();
+        assert!(rows[1][3] >= rows[0][4] - 1e-6, "{truth}: {csv}");
+    }
+}
+
+#[test]
 fn a_corrupt_row_is_reported_with_its_line_and_the_run_stops() {
     let dir = tempfile::tempdir().expect("tempdir");
     let trace = dir.path().join("bad.csv");

@@ -21,6 +21,7 @@ use model::types::{GpuType, Hints, Node, NodeAllocation, NodeIdx, PendingJob, Po
 use super::jobs::SimJob;
 use super::metrics::{Accumulators, RunResult};
 use super::policies::{HintRule, Setup};
+use super::rng::Rng;
 use super::spec::ClusterSpec;
 use super::truth::Truth;
 
@@ -29,6 +30,9 @@ use super::truth::Truth;
 pub const EARLY_OBSERVATION_S: f64 = 600.0;
 /// Slack on the slowdown bounds before the early check separates a pair.
 pub const SHARING_TOLERANCE: f64 = 0.05;
+/// What the planner records for a pair that failed to share a GPU (the pair is learnt as far
+/// worse than any sharing bound).
+pub const FAILED_PAIR_SLOWDOWN: f64 = 4.0;
 /// Integration step boundary (s): carbon intensity and the power series change only here.
 const SLICE_S: f64 = 1800.0;
 
@@ -106,11 +110,16 @@ pub struct Engine<'a> {
     gpu_power_w: Vec<Vec<f64>>,
     node_power: Vec<PowerState>,
     idle_epoch: Vec<u64>,
+    /// Jobs that failed to share a GPU with a partner Gavel could not co-run: resubmitted
+    /// without sharing.
+    no_share: Vec<bool>,
+    /// Measurement noise of early-stage observations.
+    noise: Rng,
     acc: Accumulators,
 }
 
 impl<'a> Engine<'a> {
-    pub fn new(setup: &'a Setup, spec: &'a ClusterSpec, truth: &'a Truth, jobs: &'a [SimJob], pred: Predictor, carbon: Option<CarbonSignal>) -> Engine<'a> {
+    pub fn new(setup: &'a Setup, spec: &'a ClusterSpec, truth: &'a Truth, jobs: &'a [SimJob], seed: u64, pred: Predictor, carbon: Option<CarbonSignal>) -> Engine<'a> {
         let c = &spec.cluster;
         let gpu_type = GpuType {
             name: c.gpu_type.clone(),
@@ -158,6 +167,8 @@ impl<'a> Engine<'a> {
             gpu_power_w: vec![vec![spec.gpu.idle_power_w; g]; n],
             node_power: vec![PowerState::On; n],
             idle_epoch: vec![0; n],
+            no_share: vec![false; jobs.len()],
+            noise: Rng::derive(seed, 10),
             acc: Accumulators::new(n),
         };
         e.acc.idle_w = spec.gpu.idle_power_w * (n * g) as f64;
@@ -282,8 +293,11 @@ impl<'a> Engine<'a> {
                 if !still {
                     return false;
                 }
-                // The first minutes of a shared run, measured (EaCO's early-stage observation).
-                let (na, nb) = self.truth.pair(&self.jobs[a].truth, &self.jobs[b].truth);
+                // The first minutes of a shared run, measured (EaCO's early-stage observation)
+                // as a profiler measures them: with noise, never the truth itself.
+                let Some((na, nb)) = self.truth.pair(&self.jobs[a].truth, &self.jobs[b].truth) else { return false };
+                let sd = self.spec.truth.observation_noise;
+                let (na, nb) = (na * self.noise.lognormal(sd), nb * self.noise.lognormal(sd));
                 let (ja, jb) = (&self.jobs[a], &self.jobs[b]);
                 if let (Some(fa), Some(fb)) = (&ja.user_hints.tag, &jb.user_hints.tag) {
                     self.pred.interference.observe(fa, fb, 1.0 / na, 1.0 / nb);
@@ -308,11 +322,16 @@ impl<'a> Engine<'a> {
         self.handle(EventKind::Arrival(i));
     }
 
-    fn hints_for(&self, j: &SimJob) -> Hints {
-        match &self.setup.hints {
+    fn hints_for(&self, i: usize) -> Hints {
+        let j = &self.jobs[i];
+        let mut h = match &self.setup.hints {
             HintRule::Users => j.user_hints.clone(),
             HintRule::Fixed(h) => Hints { tag: j.user_hints.tag.clone(), ..h.clone() },
+        };
+        if self.no_share[i] {
+            h.share_allowed = false;
         }
+        h
     }
 
     fn pending_job(&self, i: usize) -> PendingJob {
@@ -329,7 +348,7 @@ impl<'a> Engine<'a> {
             submit_time_s: j.submit_s,
             request: Request { nodes: j.nodes, gpus_per_node: j.gpus_per_node, cpus_per_node: j.cpus_per_node, mem_mb_per_node: j.mem_mb_per_node },
             time_limit_s: j.time_limit_s,
-            hints: self.hints_for(j),
+            hints: self.hints_for(i),
             cpus_range,
             eligible: Vec::new(),
             placed_by_slurm: false,
@@ -380,13 +399,17 @@ impl<'a> Engine<'a> {
 
     fn start(&mut self, s: StartDecision) {
         let i = s.job.0 as usize - 1;
-        self.started[i] = true;
         for w in &s.wakes {
             let node = w.0 as usize;
             let ready = self.now_s + self.spec.power.resume_s;
             self.set_node_power(node, PowerState::Resuming { ready_at_s: ready });
             self.push(ready, EventKind::NodeReady(node));
         }
+        if let Some(other) = self.cannot_share_with(i, &s) {
+            self.fail_colocation(i, other);
+            return;
+        }
+        self.started[i] = true;
         let ready_s = s
             .allocations
             .iter()
@@ -443,6 +466,31 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// A tenant of one of the job's GPUs that Gavel could not run together with it.
+    fn cannot_share_with(&self, i: usize, s: &StartDecision) -> Option<usize> {
+        s.allocations.iter().flat_map(|a| a.gpu_indices.iter().map(move |g| (a.node.0 as usize, *g as usize))).find_map(|(node, g)| {
+            self.tenants[node][g].iter().copied().find(|&t| self.truth.pair(&self.jobs[i].truth, &self.jobs[t].truth).is_none())
+        })
+    }
+
+    /// The job started next to a partner it cannot run with (in Gavel's experiments the pair
+    /// did not fit on one GPU): it fails at once and its user resubmits it without sharing. The
+    /// planner learns the pair as one far past any sharing bound.
+    fn fail_colocation(&mut self, i: usize, other: usize) {
+        self.view.remove_job(self.jobs[i].id);
+        self.acc.colocation_failures += 1;
+        self.no_share[i] = true;
+        if let (Some(fa), Some(fb)) = (&self.jobs[i].user_hints.tag, &self.jobs[other].user_hints.tag) {
+            self.pred.interference.observe(fa, fb, FAILED_PAIR_SLOWDOWN, FAILED_PAIR_SLOWDOWN);
+        }
+        let hints = self.hints_for(i);
+        if let Some(p) = self.pending.iter_mut().find(|p| p.id == self.jobs[i].id) {
+            p.hints = hints;
+        }
+        // Let the next cycle place it (no event may come soon on a quiet cluster).
+        self.push(self.now_s, EventKind::Wake);
+    }
+
     /// Bring a running job's remaining work up to now.
     fn settle(&mut self, i: usize) {
         let now = self.now_s;
@@ -459,7 +507,8 @@ impl<'a> Engine<'a> {
         let Some(r) = self.running[i].as_ref() else { return };
         let job = &self.jobs[i];
         let (limit_w, share) = match r.partner.and_then(|p| self.running[p].as_ref().map(|pr| (p, pr))) {
-            Some((p, pr)) => (r.power_limit_w.max(pr.power_limit_w), self.truth.pair(&job.truth, &self.jobs[p].truth).0),
+            // A pair that cannot share never starts (see `start`), so there is always a pair.
+            Some((p, pr)) => (r.power_limit_w.max(pr.power_limit_w), self.truth.pair(&job.truth, &self.jobs[p].truth).map_or(1.0, |n| n.0)),
             None => (r.power_limit_w, 1.0),
         };
         let (time_ratio, _) = self.truth.alone(&job.truth, limit_w);
@@ -572,7 +621,8 @@ impl<'a> Engine<'a> {
                 let limit = la.max(lb);
                 let (ja, jb) = (&self.jobs[*a].truth, &self.jobs[*b].truth);
                 let p = (self.truth.alone(ja, limit).1, self.truth.alone(jb, limit).1);
-                (self.truth.shared_power_w(p, self.truth.pair(ja, jb), limit), true)
+                let n = self.truth.pair(ja, jb).unwrap_or((1.0, 1.0));
+                (self.truth.shared_power_w(p, n, limit), true)
             }
         };
         if was_busy {

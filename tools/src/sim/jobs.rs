@@ -55,6 +55,8 @@ impl SimJob {
 /// counted, as Slurm would reject them at submission.
 pub struct PreparedJobs {
     pub jobs: Vec<SimJob>,
+    /// The seed the jobs were drawn with; the runs draw their own noise from it too.
+    pub seed: u64,
     pub rejected: usize,
 }
 
@@ -133,7 +135,7 @@ pub fn prepare(trace: &Trace, spec: &ClusterSpec, truth: &Truth, seed: u64) -> P
     }
     // Slurm's priority order: higher priority first, then submit order (FIFO).
     jobs.sort_by(|a, b| a.submit_s.total_cmp(&b.submit_s).then(a.id.cmp(&b.id)));
-    PreparedJobs { jobs, rejected }
+    PreparedJobs { jobs, seed, rejected }
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ pub struct Accumulators {
     pub finished: u64,
     pub shared_starts: u64,
     pub requeues: u64,
+    pub colocation_failures: u64,
     pub reclocks: u64,
     pub cycles: u64,
     pub cycle_time_s: f64,
@@ -64,6 +65,9 @@ pub struct Metrics {
     pub shared_starts: u64,
     /// Shared runs separated by the early-stage check (the newcomer requeued).
     pub sharing_requeues: u64,
+    /// Starts next to a partner Gavel could not co-run: the job failed and was resubmitted
+    /// without sharing.
+    pub colocation_failures: u64,
     /// Running jobs raised back to the default clock when the queue built up.
     pub reclocks: u64,
     pub mean_clock_mhz: f64,
@@ -131,6 +135,7 @@ impl Accumulators {
             finished: 0,
             shared_starts: 0,
             requeues: 0,
+            colocation_failures: 0,
             reclocks: 0,
             cycles: 0,
             cycle_time_s: 0.0,
@@ -220,6 +225,7 @@ impl Accumulators {
             p99_slowdown: percentile_sorted(&self.slowdown, 0.99),
             shared_starts: self.shared_starts,
             sharing_requeues: self.requeues,
+            colocation_failures: self.colocation_failures,
             reclocks: self.reclocks,
             mean_clock_mhz: if self.starts > 0 { self.clock_sum_mhz / self.starts as f64 } else { 0.0 },
             node_resumes: self.wakes,

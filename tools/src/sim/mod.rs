@@ -60,7 +60,7 @@ fn carbon_offset_s(trace: &Trace, carbon_start_unix_s: i64) -> f64 {
 impl Workload {
     pub fn load(spec: ClusterSpec, data_dir: &Path, trace_path: &Path, carbon_path: Option<&Path>, max_jobs: Option<usize>, seed: u64) -> Result<Workload, String> {
         let trace = load_trace(trace_path, max_jobs).map_err(|e| e.to_string())?;
-        let truth = Truth::load(data_dir, &spec.cluster.gpu_type, spec.gpu.idle_power_w).map_err(|e| e.to_string())?;
+        let truth = Truth::load(data_dir, &spec.cluster.gpu_type, spec.gpu.idle_power_w, spec.truth.colocation).map_err(|e| e.to_string())?;
         let predictor = Predictor::from_data_dir(data_dir, &spec.cluster.gpu_type).map_err(|e| e.to_string())?;
         let carbon_file = match carbon_path {
             Some(p) => Some(p.to_path_buf()),
@@ -86,7 +86,7 @@ impl Workload {
     }
 
     pub fn run_one(&self, setup: &Setup, on_progress: impl FnMut(u64)) -> RunResult {
-        let engine = Engine::new(setup, &self.spec, &self.truth, &self.prepared.jobs, self.predictor.clone(), self.carbon.clone());
+        let engine = Engine::new(setup, &self.spec, &self.truth, &self.prepared.jobs, self.prepared.seed, self.predictor.clone(), self.carbon.clone());
         engine.run(on_progress)
     }
 

@@ -134,6 +134,54 @@ impl Default for CarbonSection {
     }
 }
 
+/// Which of Gavel's two throughput files is the ground truth of co-location.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Colocation {
+    /// `physical_cluster_throughputs.json`: measured on Gavel's physical cluster (median pair
+    /// sum 1.09 on V100).
+    #[default]
+    Physical,
+    /// `simulation_throughputs.json`: the table Gavel's simulator uses (median pair sum 1.37).
+    Simulated,
+}
+
+impl Colocation {
+    pub fn parse(s: &str) -> Result<Colocation, String> {
+        match s {
+            "physical" => Ok(Colocation::Physical),
+            "simulated" => Ok(Colocation::Simulated),
+            _ => Err(format!("unknown co-location truth '{s}': allowed are physical, simulated")),
+        }
+    }
+
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Colocation::Physical => "physical_cluster_throughputs.json",
+            Colocation::Simulated => "simulation_throughputs.json",
+        }
+    }
+}
+
+/// How the simulator's ground truth is kept apart from the planner's predictions.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TruthSection {
+    pub colocation: Colocation,
+    /// Relative noise (standard deviation of a log-normal factor) of the slowdowns the planner
+    /// observes in the first minutes of a shared run.
+    pub observation_noise: f64,
+    /// Spread (standard deviation of a log-normal factor) of a job's own CPU sensitivity
+    /// around its model's Synergy profile: the gain from extra CPUs differs per job.
+    pub cpu_sensitivity_noise: f64,
+}
+
+impl Default for TruthSection {
+    fn default() -> Self {
+        TruthSection { colocation: Colocation::Physical, observation_noise: 0.05, cpu_sensitivity_noise: 0.3 }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterSpec {
@@ -143,6 +191,7 @@ pub struct ClusterSpec {
     pub time_limits: TimeLimitSection,
     pub hints: HintMix,
     pub carbon: CarbonSection,
+    pub truth: TruthSection,
     /// Planner configuration of the `energy` policy (the same tables as `energy.toml`).
     pub planner: PlannerConfig,
 }
@@ -207,6 +256,12 @@ impl ClusterSpec {
         for (k, v) in [("power.node_base_w", p.node_base_w), ("power.node_suspended_w", p.node_suspended_w), ("power.resume_s", p.resume_s), ("power.suspend_after_idle_s", p.suspend_after_idle_s)] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{k} must be a finite number >= 0"));
+            }
+        }
+        let tr = &self.truth;
+        for (k, v) in [("truth.observation_noise", tr.observation_noise), ("truth.cpu_sensitivity_noise", tr.cpu_sensitivity_noise)] {
+            if !(v.is_finite() && (0.0..=1.0).contains(&v)) {
+                return Err(format!("{k} must be in 0..=1"));
             }
         }
         let t = &self.time_limits;

@@ -3,8 +3,11 @@
 //!
 //! - alone, at a power limit: the Zeus sweep drawn for the job (time per epoch and average
 //!   power at that limit, relative to the sweep's highest limit);
-//! - sharing a GPU: Gavel's measured pair throughputs for the two exact job types (batch sizes
-//!   included), normalised to each job's isolated throughput;
+//! - sharing a GPU: Gavel's pair throughputs for the two exact job types (batch sizes
+//!   included), normalised to each job's isolated throughput, from its physical-cluster
+//!   measurements by default (`[truth] colocation = "simulated"` takes its simulator's table);
+//!   a pair Gavel could not run together (`[0, 0]`) or never measured cannot share a GPU: the
+//!   newcomer fails at start;
 //! - power of a shared GPU: idle power plus each tenant's active power above idle, weighted by
 //!   its normalised throughput in the pair (which reproduces the V100 co-location logs: APS
 //!   102 W and LSTM 188 W alone, 139 W together, for a throughput split near 0.43/0.57);
@@ -24,6 +27,7 @@ use model::data::DataError;
 use model::workloads::{synergy_model, zeus_network};
 
 use super::rng::Rng;
+use super::spec::Colocation;
 
 /// The measured behaviour assigned to one job.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,7 +54,7 @@ pub struct Truth {
 pub const UNMEASURED_PAIR: (f64, f64) = (0.5, 0.5);
 
 impl Truth {
-    pub fn load(data_dir: &Path, gpu: &str, idle_gpu_w: f64) -> Result<Truth, DataError> {
+    pub fn load(data_dir: &Path, gpu: &str, idle_gpu_w: f64, colocation: Colocation) -> Result<Truth, DataError> {
         let zeus_path = data_dir.join("zeus").join(format!("summary_power_{gpu}.csv"));
         let sweeps = zeus_sweeps(&load_zeus(&zeus_path)?);
         if sweeps.is_empty() {
@@ -60,7 +64,7 @@ impl Truth {
         for (i, s) in sweeps.iter().enumerate() {
             sweeps_by_network.entry(s.network.clone()).or_default().push(i);
         }
-        let gavel_path = data_dir.join("gavel").join("simulation_throughputs.json");
+        let gavel_path = data_dir.join("gavel").join(colocation.file_name());
         let gavel = load_gavel(&gavel_path)?;
         let gavel_types = gavel.job_types(gpu);
         if gavel_types.is_empty() {
@@ -104,12 +108,10 @@ impl Truth {
         }
     }
 
-    /// Measured normalised throughputs (each relative to running alone) of two jobs sharing.
-    pub fn pair(&self, a: &JobTruth, b: &JobTruth) -> (f64, f64) {
-        match self.gavel.pair_normalised(&self.gpu, &a.job_type, &b.job_type) {
-            Some((na, nb)) if na > 0.0 && nb > 0.0 => (na, nb),
-            _ => UNMEASURED_PAIR,
-        }
+    /// Measured normalised throughputs (each relative to running alone) of two jobs sharing;
+    /// `None` when they cannot share a GPU (Gavel could not run them together, or never did).
+    pub fn pair(&self, a: &JobTruth, b: &JobTruth) -> Option<(f64, f64)> {
+        self.gavel.pair_normalised(&self.gpu, &a.job_type, &b.job_type).filter(|(na, nb)| *na > 0.0 && *nb > 0.0)
     }
 
     /// Power of a GPU shared by tenants with alone powers `p` and pair throughputs `n`, held
