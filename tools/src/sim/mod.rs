@@ -6,6 +6,7 @@ pub mod metrics;
 pub mod policies;
 pub mod rng;
 pub mod spec;
+pub mod split;
 pub mod stats;
 pub mod truth;
 
@@ -61,7 +62,7 @@ impl Workload {
     pub fn load(spec: ClusterSpec, data_dir: &Path, trace_path: &Path, carbon_path: Option<&Path>, max_jobs: Option<usize>, seed: u64) -> Result<Workload, String> {
         let trace = load_trace(trace_path, max_jobs).map_err(|e| e.to_string())?;
         let truth = Truth::load(data_dir, &spec.cluster.gpu_type, spec.gpu.idle_power_w, spec.truth.colocation).map_err(|e| e.to_string())?;
-        let predictor = Predictor::from_data_dir(data_dir, &spec.cluster.gpu_type).map_err(|e| e.to_string())?;
+        let predictor = truth.planner_predictor(data_dir).map_err(|e| e.to_string())?;
         let carbon_file = match carbon_path {
             Some(p) => Some(p.to_path_buf()),
             None if spec.carbon.file.is_empty() => None,

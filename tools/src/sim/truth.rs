@@ -15,12 +15,17 @@
 //!   share.
 //!
 //! Nothing here calls the planner's fitted models (`model::perf_power`, `model::interference`,
-//! `model::sensitivity`): the planner is scored against data, not against itself.
+//! `model::sensitivity`): the planner is scored against data, not against itself. And the data
+//! is split ([`Split`]): jobs are drawn only among the Zeus sweeps and Gavel job types held out
+//! from the planner's fits ([`Truth::planner_predictor`] fits on the rest).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use model::data::gavel::{GavelThroughputs, load_gavel};
+use model::interference::InterferenceModel;
+use model::perf_power::{GpuCurves, ZEUS_GPUS};
+use model::predictor::Predictor;
 use model::data::synergy::{SynergyTable, load_synergy};
 use model::data::zeus::{ZeusPoint, ZeusSweep, load_zeus, zeus_sweeps};
 use model::data::DataError;
@@ -28,6 +33,7 @@ use model::workloads::{synergy_model, zeus_network};
 
 use super::rng::Rng;
 use super::spec::Colocation;
+use super::split::Split;
 
 /// The measured behaviour assigned to one job.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,9 +49,14 @@ pub struct Truth {
     pub gpu: String,
     pub idle_gpu_w: f64,
     sweeps: Vec<ZeusSweep>,
+    /// The truth's sweeps (held out from the planner) of each network.
     sweeps_by_network: BTreeMap<String, Vec<usize>>,
     gavel: GavelThroughputs,
+    /// Every job type Gavel measured on this GPU (a trace may name any).
     gavel_types: Vec<String>,
+    /// The job types held out from the planner: jobs of traces without types are drawn here.
+    truth_types: Vec<String>,
+    split: Split,
     synergy: Option<SynergyTable>,
 }
 
@@ -60,31 +71,60 @@ impl Truth {
         if sweeps.is_empty() {
             return Err(DataError::file(&zeus_path, "no power sweeps for this GPU type"));
         }
-        let mut sweeps_by_network: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-        for (i, s) in sweeps.iter().enumerate() {
-            sweeps_by_network.entry(s.network.clone()).or_default().push(i);
-        }
         let gavel_path = data_dir.join("gavel").join(colocation.file_name());
         let gavel = load_gavel(&gavel_path)?;
         let gavel_types = gavel.job_types(gpu);
         if gavel_types.is_empty() {
             return Err(DataError::file(&gavel_path, format!("no job types measured on {gpu}")));
         }
+        let split = Split::new(&sweeps, &gavel_types);
+        let mut sweeps_by_network: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, s) in sweeps.iter().enumerate().filter(|(_, s)| split.truth_sweep(s)) {
+            sweeps_by_network.entry(s.network.clone()).or_default().push(i);
+        }
+        let truth_types: Vec<String> = gavel_types.iter().filter(|t| split.truth_type(t)).cloned().collect();
+        if truth_types.is_empty() || sweeps_by_network.is_empty() {
+            return Err(DataError::file(&gavel_path, "nothing left for the truth after holding out the planner's half"));
+        }
         let synergy_path = data_dir.join("synergy").join("cpu_mem_sensitivity.csv");
         let synergy = if synergy_path.exists() { Some(load_synergy(&synergy_path)?) } else { None };
-        Ok(Truth { gpu: gpu.to_string(), idle_gpu_w, sweeps, sweeps_by_network, gavel, gavel_types, synergy })
+        Ok(Truth { gpu: gpu.to_string(), idle_gpu_w, sweeps, sweeps_by_network, gavel, gavel_types, truth_types, split, synergy })
     }
 
+    pub fn split(&self) -> &Split {
+        &self.split
+    }
+
+    /// The planner's predictor for this GPU type, fitted only on the planner's half of the data:
+    /// clock/power curves on the Zeus sweeps not held out, the co-location table on the Gavel
+    /// job types not held out (from Gavel's simulator table, what a site would have at hand).
+    /// Everything else (other GPU types, CPU sensitivity) as [`Predictor::from_data_dir`].
+    pub fn planner_predictor(&self, data_dir: &Path) -> Result<Predictor, DataError> {
+        let mut pred = Predictor::from_data_dir(data_dir, &self.gpu)?;
+        let planner_sweeps: Vec<ZeusSweep> = self.sweeps.iter().filter(|s| !self.split.truth_sweep(s)).cloned().collect();
+        let max_clock_mhz = ZEUS_GPUS.iter().find(|(g, _)| *g == self.gpu).map_or(1530, |(_, c)| *c);
+        let zeus_path = data_dir.join("zeus").join(format!("summary_power_{}.csv", self.gpu));
+        let curves = GpuCurves::fit(&self.gpu, &planner_sweeps, max_clock_mhz).ok_or_else(|| DataError::file(&zeus_path, "the planner's half of the sweeps fits no curve"))?;
+        pred.perf.gpus.retain(|c| c.gpu != self.gpu);
+        pred.perf.gpus.push(curves);
+        let gavel = load_gavel(&data_dir.join("gavel").join(Colocation::Simulated.file_name()))?;
+        pred.interference = InterferenceModel::from_gavel(&gavel.retain_job_types(|t| !self.split.truth_type(t)), &self.gpu);
+        Ok(pred)
+    }
+
+    /// The job types jobs are drawn from when a trace does not name one.
     pub fn job_types(&self) -> &[String] {
-        &self.gavel_types
+        &self.truth_types
     }
 
-    /// Assign measured behaviour to a job of `job_type` (or a type drawn from Gavel's when the
-    /// trace does not say, or names a type Gavel did not measure).
+    /// Assign measured behaviour to a job of `job_type` (or a type drawn among the held-out
+    /// Gavel types when the trace does not say, or names a type Gavel did not measure). A type
+    /// the trace names is kept even when it is on the planner's side; its sweep is always drawn
+    /// among the held-out ones.
     pub fn assign(&self, job_type: Option<&str>, rng: &mut Rng) -> JobTruth {
         let job_type = match job_type {
             Some(t) if self.gavel_types.iter().any(|g| g == t) => t.to_string(),
-            _ => self.gavel_types[rng.below(self.gavel_types.len())].clone(),
+            _ => self.truth_types[rng.below(self.truth_types.len())].clone(),
         };
         let sweep = match zeus_network(&job_type).and_then(|n| self.sweeps_by_network.get(n)) {
             Some(list) if !list.is_empty() => list[rng.below(list.len())],
