@@ -199,6 +199,10 @@ struct SimulateArgs {
     /// "simulated" table. Default: the spec's [truth] colocation (physical).
     #[arg(long)]
     colocation_truth: Option<String>,
+    /// Idle host power of a powered-on node in W (overrides the spec's power.node_base_w; for
+    /// the sensitivity of the results to it).
+    #[arg(long)]
+    node_base_w: Option<f64>,
     /// Replay only the first N jobs (by submit time).
     #[arg(long)]
     jobs: Option<usize>,
@@ -230,6 +234,12 @@ fn simulate(a: SimulateArgs) -> Result<(), String> {
     let data_dir = a.data.unwrap_or_else(default_data_dir);
     let trace_path = a.trace.unwrap_or_else(|| data_dir.join("traces").join("philly.csv"));
     let mut spec = ClusterSpec::load(a.cluster.as_deref()).map_err(|e| e.to_string())?;
+    if let Some(w) = a.node_base_w {
+        if !(w.is_finite() && w >= 0.0) {
+            return Err(format!("--node-base-w {w}: must be a finite number >= 0"));
+        }
+        spec.power.node_base_w = w;
+    }
     if let Some(c) = &a.colocation_truth {
         spec.truth.colocation = tools::sim::spec::Colocation::parse(c)?;
     }

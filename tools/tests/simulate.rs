@@ -39,7 +39,8 @@ fn replays_a_slice_of_philly_under_every_policy() {
         assert_eq!(m("jobs"), 1500.0, "{name}: every job finishes");
         assert!(p["jobs"]["ci95"].is_null(), "one seed has no interval");
         let total = m("energy_kwh");
-        let parts = m("gpu_energy_kwh") + m("idle_energy_kwh") + m("base_energy_kwh");
+        let parts = m("gpu_energy_kwh") + m("idle_energy_kwh") + m("base_energy_kwh") + m("cpu_energy_kwh");
+        assert!(m("cpu_energy_kwh") > 0.0, "{name}: busy cores draw power");
         assert!((total - parts).abs() < 1e-6 * total.max(1.0), "{name}: categories add up");
         assert!(m("mean_jct_s") >= m("mean_wait_s"));
         let util = m("gpu_utilization");

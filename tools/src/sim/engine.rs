@@ -83,6 +83,8 @@ struct Running {
     time_limit_s: f64,
     remaining_work_s: f64,
     rate: f64,
+    /// Speed from the job's CPUs (1.0 at the proportional share), which its GPU power follows.
+    cpu_speed: f64,
     last_s: f64,
     version: u64,
     partner: Option<usize>,
@@ -424,6 +426,7 @@ impl<'a> Engine<'a> {
         let mut partner = None;
         for a in &s.allocations {
             let node = a.node.0 as usize;
+            self.acc.cpu_w += a.cpus as f64 * self.spec.power.cpu_w_per_busy_core;
             self.idle_epoch[node] += 1;
             for &g in &a.gpu_indices {
                 let t = &mut self.tenants[node][g as usize];
@@ -442,6 +445,7 @@ impl<'a> Engine<'a> {
             time_limit_s: s.time_limit_s,
             remaining_work_s: job.duration_s,
             rate: 1.0,
+            cpu_speed: 1.0,
             last_s: ready_s,
             version: 0,
             partner,
@@ -517,9 +521,14 @@ impl<'a> Engine<'a> {
         let rate = (share * cpu / time_ratio).max(1e-6);
         let finish_at = r.last_s.max(r.ready_s) + r.remaining_work_s / rate;
         let version = r.version + 1;
+        let cpu_changed = self.running[i].as_ref().is_some_and(|r| r.cpu_speed != cpu);
         if let Some(r) = self.running[i].as_mut() {
             r.rate = rate;
+            r.cpu_speed = cpu;
             r.version = version;
+        }
+        if cpu_changed {
+            self.refresh_job_gpus(i);
         }
         self.push(finish_at, EventKind::Finish(i, version));
     }
@@ -552,6 +561,7 @@ impl<'a> Engine<'a> {
         self.view.remove_job(self.jobs[i].id);
         for a in &r.allocations {
             let node = a.node.0 as usize;
+            self.acc.cpu_w -= a.cpus as f64 * self.spec.power.cpu_w_per_busy_core;
             for &g in &a.gpu_indices {
                 self.tenants[node][g as usize].retain(|t| *t != i);
                 self.refresh_gpu(node, g as usize);
@@ -612,17 +622,17 @@ impl<'a> Engine<'a> {
         let (power, busy) = match tenants.as_slice() {
             [] => (if Self::powered(self.node_power[node]) { self.truth.idle_gpu_w } else { 0.0 }, false),
             [a] => {
-                let limit = self.running[*a].as_ref().map_or(0.0, |r| r.power_limit_w);
-                (self.truth.alone(&self.jobs[*a].truth, limit).1, true)
+                let (limit, speed) = self.running[*a].as_ref().map_or((0.0, 1.0), |r| (r.power_limit_w, r.cpu_speed));
+                (self.truth.power_at_speed_w(self.truth.alone(&self.jobs[*a].truth, limit).1, speed, limit), true)
             }
             [a, b, ..] => {
-                let la = self.running[*a].as_ref().map_or(0.0, |r| r.power_limit_w);
-                let lb = self.running[*b].as_ref().map_or(0.0, |r| r.power_limit_w);
+                let (la, sa) = self.running[*a].as_ref().map_or((0.0, 1.0), |r| (r.power_limit_w, r.cpu_speed));
+                let (lb, sb) = self.running[*b].as_ref().map_or((0.0, 1.0), |r| (r.power_limit_w, r.cpu_speed));
                 let limit = la.max(lb);
                 let (ja, jb) = (&self.jobs[*a].truth, &self.jobs[*b].truth);
                 let p = (self.truth.alone(ja, limit).1, self.truth.alone(jb, limit).1);
                 let n = self.truth.pair(ja, jb).unwrap_or((1.0, 1.0));
-                (self.truth.shared_power_w(p, n, limit), true)
+                (self.truth.shared_power_w(p, (n.0 * sa, n.1 * sb), limit), true)
             }
         };
         if was_busy {

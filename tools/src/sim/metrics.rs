@@ -14,11 +14,14 @@ pub struct Accumulators {
     pub active_w: f64,
     pub idle_w: f64,
     pub base_w: f64,
+    /// Power of the CPU cores allocated to running jobs (W).
+    pub cpu_w: f64,
     pub busy_gpus: f64,
     pub gpu_busy: Vec<bool>,
     active_j: f64,
     idle_j: f64,
     base_j: f64,
+    cpu_j: f64,
     carbon_g: f64,
     busy_gpu_s: f64,
     power_bins_j: Vec<f64>,
@@ -48,7 +51,10 @@ pub struct Metrics {
     pub energy_kwh: f64,
     pub gpu_energy_kwh: f64,
     pub idle_energy_kwh: f64,
+    /// Powered-on nodes at their idle host power.
     pub base_energy_kwh: f64,
+    /// CPU cores allocated to running jobs, above idle.
+    pub cpu_energy_kwh: f64,
     pub carbon_kg: f64,
     pub mean_jct_s: f64,
     pub p50_jct_s: f64,
@@ -120,11 +126,13 @@ impl Accumulators {
             active_w: 0.0,
             idle_w: 0.0,
             base_w: 0.0,
+            cpu_w: 0.0,
             busy_gpus: 0.0,
             gpu_busy: vec![false; nodes * 64],
             active_j: 0.0,
             idle_j: 0.0,
             base_j: 0.0,
+            cpu_j: 0.0,
             carbon_g: 0.0,
             busy_gpu_s: 0.0,
             power_bins_j: Vec::new(),
@@ -155,10 +163,11 @@ impl Accumulators {
         if dt_s <= 0.0 {
             return;
         }
-        let total_w = self.active_w + self.idle_w + self.base_w;
+        let total_w = self.active_w + self.idle_w + self.base_w + self.cpu_w;
         self.active_j += self.active_w * dt_s;
         self.idle_j += self.idle_w * dt_s;
         self.base_j += self.base_w * dt_s;
+        self.cpu_j += self.cpu_w * dt_s;
         self.carbon_g += total_w * dt_s / J_PER_KWH * g_per_kwh;
         self.busy_gpu_s += self.busy_gpus * dt_s;
         let bin = (t_s / BIN_S).floor().max(0.0) as usize;
@@ -208,10 +217,11 @@ impl Accumulators {
         let makespan = self.last_end_s;
         let metrics = Metrics {
             jobs: self.finished,
-            energy_kwh: (self.active_j + self.idle_j + self.base_j) / J_PER_KWH,
+            energy_kwh: (self.active_j + self.idle_j + self.base_j + self.cpu_j) / J_PER_KWH,
             gpu_energy_kwh: self.active_j / J_PER_KWH,
             idle_energy_kwh: self.idle_j / J_PER_KWH,
             base_energy_kwh: self.base_j / J_PER_KWH,
+            cpu_energy_kwh: self.cpu_j / J_PER_KWH,
             carbon_kg: if carbon_used { self.carbon_g / 1000.0 } else { 0.0 },
             mean_jct_s: self.jct_s.iter().sum::<f64>() / n,
             p50_jct_s: percentile_sorted(&self.jct_s, 0.50),

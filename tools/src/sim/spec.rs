@@ -60,7 +60,10 @@ impl Default for GpuSection {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PowerSection {
+    /// A powered-on node with no busy core: CPUs idle, memory, fans, NICs (W).
     pub node_base_w: f64,
+    /// Added per CPU core allocated to a running job (W).
+    pub cpu_w_per_busy_core: f64,
     pub node_suspended_w: f64,
     pub resume_s: f64,
     /// Slurm's `SuspendTime`: idle time after which power saving suspends a node.
@@ -69,7 +72,7 @@ pub struct PowerSection {
 
 impl Default for PowerSection {
     fn default() -> Self {
-        PowerSection { node_base_w: 250.0, node_suspended_w: 10.0, resume_s: 300.0, suspend_after_idle_s: 600.0 }
+        PowerSection { node_base_w: 250.0, cpu_w_per_busy_core: 5.0, node_suspended_w: 10.0, resume_s: 300.0, suspend_after_idle_s: 600.0 }
     }
 }
 
@@ -253,7 +256,7 @@ impl ClusterSpec {
             return Err("gpu: need 0 <= idle_power_w < max_power_w".into());
         }
         let p = &self.power;
-        for (k, v) in [("power.node_base_w", p.node_base_w), ("power.node_suspended_w", p.node_suspended_w), ("power.resume_s", p.resume_s), ("power.suspend_after_idle_s", p.suspend_after_idle_s)] {
+        for (k, v) in [("power.node_base_w", p.node_base_w), ("power.cpu_w_per_busy_core", p.cpu_w_per_busy_core), ("power.node_suspended_w", p.node_suspended_w), ("power.resume_s", p.resume_s), ("power.suspend_after_idle_s", p.suspend_after_idle_s)] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{k} must be a finite number >= 0"));
             }

@@ -12,7 +12,11 @@
 //!   its normalised throughput in the pair (which reproduces the V100 co-location logs: APS
 //!   102 W and LSTM 188 W alone, 139 W together, for a throughput split near 0.43/0.57);
 //! - CPUs: Synergy's measured throughput at the job's CPU count, relative to the proportional
-//!   share.
+//!   share, with the gain scaled by a factor of the job's own (drawn per job, unknown to the
+//!   planner, which reads the profile only);
+//! - a GPU's active power (above idle) follows the job's actual speed: a job sped up by extra
+//!   CPUs keeps its GPU busier and draws more, up to the power limit; one starved of CPUs draws
+//!   less.
 //!
 //! Nothing here calls the planner's fitted models (`model::perf_power`, `model::interference`,
 //! `model::sensitivity`): the planner is scored against data, not against itself. And the data
@@ -43,6 +47,10 @@ pub struct JobTruth {
     /// Index of the Zeus sweep that stands for this job's clock/power response.
     pub sweep: usize,
     pub synergy_model: Option<&'static str>,
+    /// This job's own CPU sensitivity relative to its model's Synergy profile: the gain (or
+    /// loss) from CPUs other than the proportional share is the profile's times this factor.
+    /// The planner sees the profile only.
+    pub cpu_gain: f64,
 }
 
 pub struct Truth {
@@ -63,6 +71,9 @@ pub struct Truth {
 /// Normalised throughputs assumed for a pair Gavel could not run together (`[0, 0]`) or
 /// never measured: plain time slicing with no overlap, each job at half speed.
 pub const UNMEASURED_PAIR: (f64, f64) = (0.5, 0.5);
+
+/// A job starved of CPUs still progresses (Synergy's lowest measured levels stay above this).
+const MIN_CPU_FACTOR: f64 = 0.05;
 
 impl Truth {
     pub fn load(data_dir: &Path, gpu: &str, idle_gpu_w: f64, colocation: Colocation) -> Result<Truth, DataError> {
@@ -130,7 +141,7 @@ impl Truth {
             Some(list) if !list.is_empty() => list[rng.below(list.len())],
             _ => rng.below(self.sweeps.len()),
         };
-        JobTruth { synergy_model: synergy_model(&job_type), job_type, sweep }
+        JobTruth { synergy_model: synergy_model(&job_type), job_type, sweep, cpu_gain: 1.0 }
     }
 
     fn point(&self, sweep: usize, power_limit_w: f64) -> Option<(&ZeusPoint, &ZeusPoint)> {
@@ -173,6 +184,15 @@ impl Truth {
         let level = |c: u32| ((c as f64 * scale).floor() as u32).max(1);
         let lookup = |c: u32| table.throughput(model, key, level(c), 1.0e6).unwrap_or(1.0);
         let base = lookup(proportional_cpus);
-        if base > 0.0 { lookup(cpus) / base } else { 1.0 }
+        let profile = if base > 0.0 { lookup(cpus) / base } else { 1.0 };
+        (1.0 + (profile - 1.0) * jt.cpu_gain).max(MIN_CPU_FACTOR)
+    }
+
+    /// Power of a GPU running one job alone, whose active power above idle `alone_w` was
+    /// measured at the proportional CPU share, now running `speed` times as fast because of
+    /// its CPUs, held under the limit.
+    pub fn power_at_speed_w(&self, alone_w: f64, speed: f64, limit_w: f64) -> f64 {
+        let idle = self.idle_gpu_w;
+        (idle + (alone_w - idle).max(0.0) * speed).min(limit_w.max(idle))
     }
 }
