@@ -102,6 +102,16 @@ impl Truth {
         Ok(Truth { gpu: gpu.to_string(), idle_gpu_w, sweeps, sweeps_by_network, gavel, gavel_types, truth_types, split, synergy })
     }
 
+    /// The Zeus sweep that is a job's clock/power truth.
+    pub fn sweep_of(&self, jt: &JobTruth) -> Option<&ZeusSweep> {
+        self.sweeps.get(jt.sweep)
+    }
+
+    /// Every Zeus sweep of this GPU type, both halves.
+    pub fn all_sweeps(&self) -> &[ZeusSweep] {
+        &self.sweeps
+    }
+
     pub fn split(&self) -> &Split {
         &self.split
     }
