@@ -189,7 +189,8 @@ struct SimulateArgs {
     #[arg(long)]
     data: Option<PathBuf>,
     /// Policies to run, comma-separated: slurm, slurm-powersave, eaco, powerflow, greenflow,
-    /// synergy, energy. Default: all.
+    /// synergy, energy, and oracle (the lower bound under the same truth: every job at its
+    /// energy-optimal clock, no waiting, hosts on only while busy). Default: all.
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,
     /// Also run the `energy` policy with each of its ideas switched off in turn.
@@ -248,7 +249,8 @@ fn simulate(a: SimulateArgs) -> Result<(), String> {
     } else {
         a.policies.iter().map(|p| Policy::parse(p.trim())).collect::<Result<_, _>>()?
     };
-    let mut setups: Vec<Setup> = policies.iter().map(|p| Setup::for_policy(*p, &spec)).collect();
+    let mut setups: Vec<Setup> = policies.iter().filter_map(|p| Setup::for_policy(*p, &spec)).collect();
+    let with_oracle = policies.contains(&Policy::Oracle);
     if a.ablation {
         setups.extend(IDEAS.iter().filter_map(|idea| Setup::energy_without(idea, &spec)));
     }
@@ -276,7 +278,11 @@ fn simulate(a: SimulateArgs) -> Result<(), String> {
             workload.reseed(seed);
         }
         let label = if seeds.len() > 1 { format!(" s{seed}") } else { String::new() };
-        runs.push(workload.run_all(&setups, a.threads, std::io::stderr().is_terminal(), &label));
+        let mut results = workload.run_all(&setups, a.threads, std::io::stderr().is_terminal(), &label);
+        if with_oracle {
+            results.push(workload.oracle());
+        }
+        runs.push(results);
     }
     let run_s = run_start.elapsed().as_secs_f64();
     let all = report::SeededRuns { seeds, runs };

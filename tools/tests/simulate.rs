@@ -33,7 +33,7 @@ fn replays_a_slice_of_philly_under_every_policy() {
     assert!(table.contains("ratios to slurm-powersave") && table.contains("ratios to slurm "), "{table}");
     let v = json(&out_json);
     let policies = v["policies"].as_object().expect("policies");
-    for name in ["slurm", "slurm-powersave", "eaco", "powerflow", "greenflow", "synergy", "energy"] {
+    for name in ["slurm", "slurm-powersave", "eaco", "powerflow", "greenflow", "synergy", "energy", "oracle"] {
         let p = &policies[name];
         let m = |k: &str| p[k]["mean"].as_f64().unwrap_or_else(|| panic!("{name}: {k}"));
         assert_eq!(m("jobs"), 1500.0, "{name}: every job finishes");
@@ -51,6 +51,13 @@ fn replays_a_slice_of_philly_under_every_policy() {
     // Power saving saves energy on a cluster that is often idle, and never more than it spent.
     let e = |n: &str| policies[n]["energy_kwh"]["mean"].as_f64().expect("energy");
     assert!(e("slurm-powersave") < e("slurm"));
+    // The oracle bound: no policy uses less energy. (Its JCT is no bound: its jobs never wait
+    // but run at their energy-optimal clock.)
+    for name in ["slurm", "slurm-powersave", "eaco", "powerflow", "greenflow", "synergy", "energy"] {
+        assert!(e("oracle") <= e(name), "oracle {} > {name} {}", e("oracle"), e(name));
+    }
+    assert_eq!(policies["oracle"]["mean_wait_s"]["mean"].as_f64(), Some(0.0));
+    assert_eq!(policies["oracle"]["idle_energy_kwh"]["mean"].as_f64(), Some(0.0));
     assert!(policies["slurm"]["shared_starts"]["mean"].as_f64() == Some(0.0));
     let r = v["vs_slurm-powersave"]["slurm"]["energy_kwh"]["ratio"]["mean"].as_f64().expect("paired ratio");
     assert!((r - e("slurm") / e("slurm-powersave")).abs() < 1e-9, "one seed: the ratio of the two runs");

@@ -3,6 +3,7 @@
 pub mod engine;
 pub mod jobs;
 pub mod metrics;
+pub mod oracle;
 pub mod policies;
 pub mod rng;
 pub mod spec;
@@ -89,6 +90,11 @@ impl Workload {
     pub fn run_one(&self, setup: &Setup, on_progress: impl FnMut(u64)) -> RunResult {
         let engine = Engine::new(setup, &self.spec, &self.truth, &self.prepared.jobs, self.prepared.seed, self.predictor.clone(), self.carbon.clone());
         engine.run(on_progress)
+    }
+
+    /// The `oracle` lower bound for the current jobs.
+    pub fn oracle(&self) -> RunResult {
+        oracle::run_oracle(&self.prepared.jobs, &self.truth, &self.spec, self.carbon.as_ref())
     }
 
     /// Run every setup, `threads` at a time, with a progress bar per run on a terminal.
