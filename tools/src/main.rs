@@ -193,6 +193,11 @@ struct SimulateArgs {
     /// energy-optimal clock, no waiting, hosts on only while busy). Default: all.
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,
+    /// Run each policy over a sweep of its own knobs (slowdown bound, power cap on/off, sharing
+    /// bound) instead of one setting each, and report energy vs mean JCT and p99 JCT frontiers,
+    /// and the best mean JCT of each policy within energy budgets. --policies filters the sweep.
+    #[arg(long)]
+    frontier: bool,
     /// Also run the `energy` policy with each of its ideas switched off in turn.
     #[arg(long)]
     ablation: bool,
@@ -249,7 +254,16 @@ fn simulate(a: SimulateArgs) -> Result<(), String> {
     } else {
         a.policies.iter().map(|p| Policy::parse(p.trim())).collect::<Result<_, _>>()?
     };
-    let mut setups: Vec<Setup> = policies.iter().filter_map(|p| Setup::for_policy(*p, &spec)).collect();
+    let points: Vec<tools::sim::frontier::Point> = if a.frontier {
+        tools::sim::frontier::sweep(&spec).into_iter().filter(|p| policies.iter().any(|q| q.name() == p.policy)).collect()
+    } else {
+        Vec::new()
+    };
+    let mut setups: Vec<Setup> = if a.frontier {
+        points.iter().map(|p| p.setup.clone()).collect()
+    } else {
+        policies.iter().filter_map(|p| Setup::for_policy(*p, &spec)).collect()
+    };
     let with_oracle = policies.contains(&Policy::Oracle);
     if a.ablation {
         setups.extend(IDEAS.iter().filter_map(|idea| Setup::energy_without(idea, &spec)));
@@ -287,6 +301,9 @@ fn simulate(a: SimulateArgs) -> Result<(), String> {
     let run_s = run_start.elapsed().as_secs_f64();
     let all = report::SeededRuns { seeds, runs };
     print!("{}", report::table(&all));
+    if a.frontier {
+        print!("{}", report::frontier_table(&all, &points));
+    }
     println!("\nload {load_s:.2} s, simulate {run_s:.2} s ({} threads)", a.threads);
     if let Some(path) = a.json {
         let extra = serde_json::json!({
@@ -298,7 +315,11 @@ fn simulate(a: SimulateArgs) -> Result<(), String> {
             "gpu_type": gpu_type,
             "simulate_s": run_s,
         });
-        let text = serde_json::to_string_pretty(&report::json(&all, extra)).map_err(|e| e.to_string())?;
+        let mut doc = report::json(&all, extra);
+        if a.frontier {
+            doc["frontier"] = report::frontier_json(&all, &points);
+        }
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
         std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     let first: &[tools::sim::metrics::RunResult] = all.runs.first().map_or(&[], |r| r.as_slice());
@@ -306,7 +327,10 @@ fn simulate(a: SimulateArgs) -> Result<(), String> {
         report::write_job_csvs(first, &dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
     if let Some(dir) = a.plots {
-        let files = report::write_plots(first, &dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut files = report::write_plots(first, &dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        if a.frontier {
+            files.extend(report::write_frontier_plots(&all, &points, &dir).map_err(|e| format!("{}: {e}", dir.display()))?);
+        }
         for f in files {
             eprintln!("slurm-energy: wrote {}", f.display());
         }

@@ -8,6 +8,7 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::plots::{Series, downsample, line_chart_svg, stacked_bar_svg};
+use crate::sim::frontier::Point;
 use crate::sim::metrics::RunResult;
 use crate::sim::stats::{Estimate, paired};
 
@@ -67,7 +68,7 @@ pub fn table(all: &SeededRuns) -> String {
     let _ = writeln!(out, "means over {n} seed(s) {:?}{}", all.seeds, if n > 1 { ", ± half-width of the 95 % confidence interval (Student t)" } else { "" });
     let _ = writeln!(
         out,
-        "{:<20} {:>7} {:>15} {:>13} {:>11} {:>13} {:>15} {:>15} {:>15} {:>15} {:>13} {:>9} {:>15} {:>9}",
+        "{:<34} {:>7} {:>15} {:>13} {:>11} {:>13} {:>15} {:>15} {:>15} {:>15} {:>13} {:>9} {:>15} {:>9}",
         "policy", "jobs", "energy MWh", "GPU MWh", "idle MWh", "host MWh", "carbon t", "mean JCT h", "p99 JCT h", "mean wait h", "GPU util %", "shared", "slowdown p50/p99", "killed"
     );
     for name in all.names() {
@@ -75,7 +76,7 @@ pub fn table(all: &SeededRuns) -> String {
         let get = |m: &str| s.get(m).copied().unwrap_or(Estimate { mean: f64::NAN, ci95: None });
         let _ = writeln!(
             out,
-            "{:<20} {:>7.0} {:>15} {:>13} {:>11} {:>13} {:>15} {:>15} {:>15} {:>15} {:>13} {:>9.0} {:>7.3}/{:<7.3} {:>9.1}",
+            "{:<34} {:>7.0} {:>15} {:>13} {:>11} {:>13} {:>15} {:>15} {:>15} {:>15} {:>13} {:>9.0} {:>7.3}/{:<7.3} {:>9.1}",
             name,
             get("jobs").mean,
             get("energy_kwh").scaled(1e-3).show(1),
@@ -98,12 +99,12 @@ pub fn table(all: &SeededRuns) -> String {
             continue;
         }
         let _ = writeln!(out, "\nratios to {baseline} (paired by seed):");
-        let _ = writeln!(out, "{:<20} {:>15} {:>15} {:>15} {:>15} {:>15} {:>15}", "policy", "energy", "carbon", "mean JCT", "p99 JCT", "mean wait", "makespan");
+        let _ = writeln!(out, "{:<34} {:>15} {:>15} {:>15} {:>15} {:>15} {:>15}", "policy", "energy", "carbon", "mean JCT", "p99 JCT", "mean wait", "makespan");
         for name in all.names() {
             let cell = |m: &str| all.paired(&name, baseline, m).map_or_else(|| "-".to_string(), |(r, _)| r.show(3));
             let _ = writeln!(
                 out,
-                "{:<20} {:>15} {:>15} {:>15} {:>15} {:>15} {:>15}",
+                "{:<34} {:>15} {:>15} {:>15} {:>15} {:>15} {:>15}",
                 name,
                 cell("energy_kwh"),
                 cell("carbon_kg"),
@@ -217,4 +218,154 @@ pub fn write_job_csvs(results: &[RunResult], dir: &Path) -> std::io::Result<()> 
         std::fs::write(dir.join(format!("{}.jobs.csv", r.name)), out)?;
     }
     Ok(())
+}
+
+/// Budgets of the budget table, as fractions of `slurm-powersave`'s mean energy.
+pub const BUDGETS: [f64; 4] = [0.85, 0.90, 0.95, 1.00];
+
+/// Mean (energy MWh, mean JCT h, p99 JCT h) of each frontier point.
+fn frontier_means(all: &SeededRuns, points: &[Point]) -> Vec<(f64, f64, f64)> {
+    points
+        .iter()
+        .map(|p| {
+            let s = all.summary(&p.setup.name);
+            let m = |k: &str| s.get(k).map_or(f64::NAN, |e| e.mean);
+            (m("energy_kwh") / 1000.0, m("mean_jct_s") / 3600.0, m("p99_jct_s") / 3600.0)
+        })
+        .collect()
+}
+
+/// Policies of the sweep in order of appearance.
+fn frontier_policies(points: &[Point]) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for p in points {
+        if !out.contains(&p.policy) {
+            out.push(p.policy);
+        }
+    }
+    out
+}
+
+/// Every point of the sweep (Pareto-optimal ones in energy vs mean JCT marked `*`), then the
+/// budget table: at each cluster energy, the best mean JCT of each policy within it.
+pub fn frontier_table(all: &SeededRuns, points: &[Point]) -> String {
+    let mut out = String::new();
+    let means = frontier_means(all, points);
+    let _ = writeln!(out, "\nfrontier points (means over {} seed(s); ratios paired by seed; * = on the policy's energy vs mean JCT frontier)", all.seeds.len());
+    let _ = writeln!(
+        out,
+        "{:<16} {:<26} {:>15} {:>15} {:>15} {:>15} {:>15} {:>15} {:>7}",
+        "policy", "knobs", "energy MWh", "energy / ps", "mean JCT h", "JCT / ps", "p99 JCT h", "p99 / ps", "killed"
+    );
+    for policy in frontier_policies(points) {
+        let idx: Vec<usize> = (0..points.len()).filter(|&i| points[i].policy == policy).collect();
+        let xy: Vec<(f64, f64)> = idx.iter().map(|&i| (means[i].1, means[i].0)).collect();
+        let on: Vec<usize> = crate::sim::frontier::pareto(&xy).into_iter().map(|k| idx[k]).collect();
+        for &i in &idx {
+            let name = &points[i].setup.name;
+            let s = all.summary(name);
+            let get = |m: &str| s.get(m).copied().unwrap_or(Estimate { mean: f64::NAN, ci95: None });
+            let ratio = |m: &str| all.paired(name, BASELINES[0], m).map_or_else(|| "-".to_string(), |(r, _)| r.show(3));
+            let _ = writeln!(
+                out,
+                "{:<16} {:<26} {:>15} {:>15} {:>15} {:>15} {:>15} {:>15} {:>7.1}",
+                format!("{}{}", policy, if on.contains(&i) { " *" } else { "" }),
+                points[i].knobs,
+                get("energy_kwh").scaled(1e-3).show(1),
+                ratio("energy_kwh"),
+                get("mean_jct_s").scaled(1.0 / 3600.0).show(2),
+                ratio("mean_jct_s"),
+                get("p99_jct_s").scaled(1.0 / 3600.0).show(1),
+                ratio("p99_jct_s"),
+                get("killed_at_time_limit").mean,
+            );
+        }
+    }
+    out.push_str(&budget_table(all, points));
+    out
+}
+
+/// At equal cluster energy: for each budget (a fraction of `slurm-powersave`'s energy), each
+/// policy's best mean JCT among its points within the budget, with the knobs that reach it.
+pub fn budget_table(all: &SeededRuns, points: &[Point]) -> String {
+    let mut out = String::new();
+    let means = frontier_means(all, points);
+    let Some(base) = points.iter().position(|p| p.setup.name == BASELINES[0]).map(|i| means[i].0) else { return out };
+    let _ = writeln!(out, "\nbudget: best mean JCT (h) within an energy budget ({} energy = {:.1} MWh)", BASELINES[0], base);
+    let _ = write!(out, "{:<16}", "policy");
+    for b in BUDGETS {
+        let _ = write!(out, " {:>34}", format!("<= {:.2} x ({:.1} MWh)", b, b * base));
+    }
+    let _ = writeln!(out);
+    for policy in frontier_policies(points) {
+        let idx: Vec<usize> = (0..points.len()).filter(|&i| points[i].policy == policy).collect();
+        let ej: Vec<(f64, f64)> = idx.iter().map(|&i| (means[i].0, means[i].1)).collect();
+        let _ = write!(out, "{:<16}", policy);
+        for b in BUDGETS {
+            let cell = match crate::sim::frontier::best_within(&ej, b * base) {
+                Some((k, jct)) => format!("{jct:.2} [{}]", points[idx[k]].knobs),
+                None => "-".to_string(),
+            };
+            let _ = write!(out, " {cell:>34}");
+        }
+        let _ = writeln!(out);
+    }
+    out
+}
+
+/// JSON of the sweep: per policy its points (knobs, run name, on the frontier or not) and the
+/// budget table.
+pub fn frontier_json(all: &SeededRuns, points: &[Point]) -> serde_json::Value {
+    let means = frontier_means(all, points);
+    let mut policies = serde_json::Map::new();
+    let base = points.iter().position(|p| p.setup.name == BASELINES[0]).map(|i| means[i].0);
+    let mut budget = serde_json::Map::new();
+    for policy in frontier_policies(points) {
+        let idx: Vec<usize> = (0..points.len()).filter(|&i| points[i].policy == policy).collect();
+        let xy: Vec<(f64, f64)> = idx.iter().map(|&i| (means[i].1, means[i].0)).collect();
+        let on: Vec<usize> = crate::sim::frontier::pareto(&xy).into_iter().map(|k| idx[k]).collect();
+        let list: Vec<serde_json::Value> = idx.iter().map(|&i| json!({ "run": points[i].setup.name, "knobs": points[i].knobs, "on_frontier": on.contains(&i) })).collect();
+        policies.insert(policy.to_string(), serde_json::Value::Array(list));
+        if let Some(base) = base {
+            let ej: Vec<(f64, f64)> = idx.iter().map(|&i| (means[i].0, means[i].1)).collect();
+            let cells: Vec<serde_json::Value> = BUDGETS
+                .iter()
+                .map(|b| match crate::sim::frontier::best_within(&ej, b * base) {
+                    Some((k, jct)) => json!({ "budget_fraction": b, "mean_jct_h": jct, "knobs": points[idx[k]].knobs }),
+                    None => json!({ "budget_fraction": b, "mean_jct_h": null }),
+                })
+                .collect();
+            budget.insert(policy.to_string(), serde_json::Value::Array(cells));
+        }
+    }
+    json!({ "points": policies, "budget": budget })
+}
+
+/// Energy vs mean JCT and energy vs p99 JCT: each policy's frontier (its Pareto-optimal points
+/// in that plane, from the means over seeds).
+pub fn write_frontier_plots(all: &SeededRuns, points: &[Point], dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let means = frontier_means(all, points);
+    let series = |pick: fn(&(f64, f64, f64)) -> f64| -> Vec<Series> {
+        frontier_policies(points)
+            .into_iter()
+            .map(|policy| {
+                let idx: Vec<usize> = (0..points.len()).filter(|&i| points[i].policy == policy).collect();
+                let xy: Vec<(f64, f64)> = idx.iter().map(|&i| (pick(&means[i]), means[i].0)).collect();
+                let pts = crate::sim::frontier::pareto(&xy).into_iter().map(|k| xy[k]).collect();
+                Series { name: policy.to_string(), points: pts }
+            })
+            .collect()
+    };
+    let files = [
+        ("frontier_energy_jct.svg", line_chart_svg("Energy vs mean JCT (each policy's frontier)", "mean JCT (h)", "energy (MWh)", &series(|m| m.1), false)),
+        ("frontier_energy_p99.svg", line_chart_svg("Energy vs p99 JCT (each policy's frontier)", "p99 JCT (h)", "energy (MWh)", &series(|m| m.2), false)),
+    ];
+    let mut written = Vec::new();
+    for (name, svg) in files {
+        let path = dir.join(name);
+        std::fs::write(&path, svg)?;
+        written.push(path);
+    }
+    Ok(written)
 }

@@ -179,6 +179,37 @@ fn a_pair_gavel_could_not_co_run_fails_instead_of_sharing() {
 }
 
 #[test]
+fn frontier_sweeps_each_policys_knobs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out_json = dir.path().join("f.json");
+    let plots = dir.path().join("plots");
+    let out = simulate(&[
+        "--jobs", "400", "--frontier", "--policies", "slurm-powersave,powerflow,eaco",
+        "--json", out_json.to_str().expect("utf8"), "--plots", plots.to_str().expect("utf8"),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("frontier points") && table.contains("budget: best mean JCT"), "{table}");
+    let v = json(&out_json);
+    let points = v["frontier"]["points"].as_object().expect("points");
+    assert_eq!(points.keys().cloned().collect::<Vec<_>>(), vec!["eaco", "powerflow", "slurm-powersave"]);
+    assert_eq!(points["powerflow"].as_array().expect("list").len(), 8, "4 slowdown bounds x cap on/off");
+    assert_eq!(points["eaco"].as_array().expect("list").len(), 4);
+    for p in points["powerflow"].as_array().expect("list") {
+        let run = p["run"].as_str().expect("run");
+        assert!(v["policies"][run]["energy_kwh"]["mean"].as_f64().is_some(), "{run} was run");
+    }
+    assert!(points["powerflow"].as_array().expect("list").iter().any(|p| p["on_frontier"] == true));
+    // The baseline is within its own budget at 1.00.
+    let budget = v["frontier"]["budget"]["slurm-powersave"].as_array().expect("budget");
+    assert!(budget.iter().any(|c| c["budget_fraction"] == 1.0 && c["mean_jct_h"].as_f64().is_some()));
+    for f in ["frontier_energy_jct.svg", "frontier_energy_p99.svg"] {
+        let svg = std::fs::read_to_string(plots.join(f)).expect("plot written");
+        assert!(svg.starts_with("<svg") && svg.contains("powerflow"), "{f}");
+    }
+}
+
+#[test]
 fn a_corrupt_row_is_reported_with_its_line_and_the_run_stops() {
     let dir = tempfile::tempdir().expect("tempdir");
     let trace = dir.path().join("bad.csv");

@@ -16,7 +16,7 @@ use model::interference::keep_sharing;
 use model::planner::plan;
 use model::predictor::Predictor;
 use model::state::ClusterView;
-use model::types::{GpuType, Hints, Node, NodeAllocation, NodeIdx, PendingJob, PowerState, Request};
+use model::types::{EnergyPolicy, GpuType, Hints, Node, NodeAllocation, NodeIdx, PendingJob, PowerState, Request};
 
 use super::jobs::SimJob;
 use super::metrics::{Accumulators, RunResult};
@@ -332,6 +332,13 @@ impl<'a> Engine<'a> {
         };
         if self.no_share[i] {
             h.share_allowed = false;
+        }
+        if let (HintRule::Users, Some((balanced, efficiency))) = (&self.setup.hints, self.setup.user_slowdowns) {
+            match h.policy {
+                EnergyPolicy::Balanced => h.max_slowdown = balanced,
+                EnergyPolicy::Efficiency => h.max_slowdown = efficiency,
+                EnergyPolicy::Performance => {}
+            }
         }
         h
     }

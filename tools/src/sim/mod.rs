@@ -1,6 +1,7 @@
 //! `slurm-energy simulate`: replay a trace through the planner under several policies.
 
 pub mod engine;
+pub mod frontier;
 pub mod jobs;
 pub mod metrics;
 pub mod oracle;

@@ -80,6 +80,9 @@ pub struct Setup {
     pub hints: HintRule,
     /// Jobs may get CPUs other than their request (within bounds) when the spec says so.
     pub cpu_flexible: bool,
+    /// Under [`HintRule::Users`]: the slowdown bounds of `balanced` and `efficiency` jobs
+    /// instead of the spec's (a knob of the frontier sweep).
+    pub user_slowdowns: Option<(f64, f64)>,
 }
 
 /// Ideas of the `energy` policy that the ablation switches off one at a time.
@@ -139,7 +142,7 @@ impl Setup {
             }
             Policy::Oracle => return None,
         };
-        Some(Setup { name: p.name().to_string(), planner, power_saving, hints: rule, cpu_flexible })
+        Some(Setup { name: p.name().to_string(), planner, power_saving, hints: rule, cpu_flexible, user_slowdowns: None })
     }
 
     /// The `energy` setup with one idea switched off.
