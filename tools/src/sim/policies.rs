@@ -104,6 +104,8 @@ impl Setup {
             carbon_aware_clocks: false,
             cpu_by_sensitivity: false,
             extend_time_limits: true,
+            // The `energy` site's cap is its own: each paper's policy sets its own or none.
+            power_cap_w: 0.0,
             ..spec.planner.clone()
         };
         let hints = |policy, max_slowdown, share_allowed, defer_max_s| HintRule::Fixed(Hints { policy, max_slowdown, share_allowed, defer_max_s, tag: None });
@@ -177,6 +179,18 @@ impl Setup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_powerflow_greenflow_and_the_sites_energy_config_cap_power() {
+        let mut spec = ClusterSpec::default();
+        spec.planner.power_cap_w = 1000.0;
+        for p in ALL {
+            if let Some(s) = Setup::for_policy(p, &spec) {
+                let capped = matches!(p, Policy::Powerflow | Policy::Greenflow | Policy::Energy);
+                assert_eq!(s.planner.power_cap_w > 0.0, capped, "{}", p.name());
+            }
+        }
+    }
 
     #[test]
     fn power_saving_is_on_for_every_policy_but_slurm() {
