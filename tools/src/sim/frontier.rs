@@ -66,10 +66,11 @@ pub fn sweep(spec: &ClusterSpec) -> Vec<Point> {
         }
     }
     let spec_bound = spec.planner.hints.balanced_max_slowdown;
+    let spec_cap = if spec.planner.power_cap_w > 0.0 { ", cap" } else { "" };
     for bound in [1.3, 2.0] {
         if let Some(mut s) = Setup::for_policy(Policy::Energy, spec) {
             s.planner.sharing_max_slowdown = bound;
-            out.push(point(Policy::Energy, format!("slowdown {spec_bound:.2}, share {bound:.1}"), s));
+            out.push(point(Policy::Energy, format!("slowdown {spec_bound:.2}{spec_cap}, share {bound:.1}"), s));
         }
     }
     out
