@@ -201,22 +201,43 @@ struct SimulateArgs {
     #[arg(long)]
     data: Option<PathBuf>,
     /// Policies to run, comma-separated: slurm, slurm-powersave, eaco, powerflow, greenflow,
-    /// synergy, energy. Default: all.
+    /// synergy, energy, and oracle (the lower bound under the same truth: every job at its
+    /// energy-optimal clock, no waiting, hosts on only while busy). Default: all.
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,
+    /// Run each policy over a sweep of its own knobs (slowdown bound, power cap on/off, sharing
+    /// bound) instead of one setting each, and report energy vs mean JCT and p99 JCT frontiers,
+    /// and the best mean JCT of each policy within energy budgets. --policies filters the sweep.
+    #[arg(long)]
+    frontier: bool,
     /// Also run the `energy` policy with each of its ideas switched off in turn.
     #[arg(long)]
     ablation: bool,
+    /// Ground truth of two jobs sharing a GPU: Gavel's "physical" cluster measurements or its
+    /// "simulated" table. Default: the spec's [truth] colocation (physical).
+    #[arg(long)]
+    colocation_truth: Option<String>,
+    /// Idle host power of a powered-on node in W (overrides the spec's power.node_base_w; for
+    /// the sensitivity of the results to it).
+    #[arg(long)]
+    node_base_w: Option<f64>,
     /// Replay only the first N jobs (by submit time).
     #[arg(long)]
     jobs: Option<usize>,
-    /// Seed for every random draw (job types, time limits, hints).
+    /// Seed for every random draw (job types, time limits, hints); with --seeds, the first seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Run every policy under this many seeds (seed, seed+1, ...): the table and --json give
+    /// each metric as a mean with its 95 % confidence interval, and ratios to slurm-powersave
+    /// and slurm paired by seed. Plots and --jobs-csv show the first seed.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    seeds: u64,
     /// Worker threads (one policy per thread).
     #[arg(long, default_value_t = 2)]
     threads: usize,
-    /// Write the results as JSON (one object per policy under "policies").
+    /// Write the results as JSON: under "policies" each metric of each policy as
+    /// {"mean": .., "ci95": ..}; under "vs_slurm-powersave" and "vs_slurm" the paired ratio and
+    /// difference of the main metrics; under "per_seed" every run's raw metrics.
     #[arg(long)]
     json: Option<PathBuf>,
     /// Write SVG plots into this directory (JCT CDF, energy by category, cluster power).
@@ -230,22 +251,42 @@ struct SimulateArgs {
 fn simulate(a: SimulateArgs) -> Result<(), String> {
     let data_dir = a.data.unwrap_or_else(default_data_dir);
     let trace_path = a.trace.unwrap_or_else(|| data_dir.join("traces").join("philly.csv"));
-    let spec = ClusterSpec::load(a.cluster.as_deref()).map_err(|e| e.to_string())?;
+    let mut spec = ClusterSpec::load(a.cluster.as_deref()).map_err(|e| e.to_string())?;
+    if let Some(w) = a.node_base_w {
+        if !(w.is_finite() && w >= 0.0) {
+            return Err(format!("--node-base-w {w}: must be a finite number >= 0"));
+        }
+        spec.power.node_base_w = w;
+    }
+    if let Some(c) = &a.colocation_truth {
+        spec.truth.colocation = tools::sim::spec::Colocation::parse(c)?;
+    }
     let policies: Vec<Policy> = if a.policies.is_empty() {
         ALL.to_vec()
     } else {
         a.policies.iter().map(|p| Policy::parse(p.trim())).collect::<Result<_, _>>()?
     };
-    let mut setups: Vec<Setup> = policies.iter().map(|p| Setup::for_policy(*p, &spec)).collect();
+    let points: Vec<tools::sim::frontier::Point> = if a.frontier {
+        tools::sim::frontier::sweep(&spec).into_iter().filter(|p| policies.iter().any(|q| q.name() == p.policy)).collect()
+    } else {
+        Vec::new()
+    };
+    let mut setups: Vec<Setup> = if a.frontier {
+        points.iter().map(|p| p.setup.clone()).collect()
+    } else {
+        policies.iter().filter_map(|p| Setup::for_policy(*p, &spec)).collect()
+    };
+    let with_oracle = policies.contains(&Policy::Oracle);
     if a.ablation {
         setups.extend(IDEAS.iter().filter_map(|idea| Setup::energy_without(idea, &spec)));
     }
     let load_start = std::time::Instant::now();
-    let workload = Workload::load(spec, &data_dir, &trace_path, a.carbon.as_deref(), a.jobs, a.seed)?;
+    let mut workload = Workload::load(spec, &data_dir, &trace_path, a.carbon.as_deref(), a.jobs, a.seed)?;
     let load_s = load_start.elapsed().as_secs_f64();
     let c = &workload.spec.cluster;
+    let seeds: Vec<u64> = (0..a.seeds).map(|k| a.seed + k).collect();
     eprintln!(
-        "slurm-energy: {} jobs from {} ({} rejected: larger than the cluster), cluster {} x {} {} GPUs, {} policies, seed {}",
+        "slurm-energy: {} jobs from {} ({} rejected: larger than the cluster), cluster {} x {} {} GPUs, {} policies, seeds {:?}",
         workload.prepared.jobs.len(),
         trace_path.display(),
         workload.prepared.rejected,
@@ -253,31 +294,55 @@ fn simulate(a: SimulateArgs) -> Result<(), String> {
         c.gpus_per_node,
         c.gpu_type,
         setups.len(),
-        a.seed
+        seeds
     );
+    let (nodes, gpus_per_node, gpu_type) = (c.nodes, c.gpus_per_node, c.gpu_type.clone());
     let run_start = std::time::Instant::now();
-    let results = workload.run_all(&setups, a.threads, std::io::stderr().is_terminal());
+    let mut runs = Vec::with_capacity(seeds.len());
+    for (k, &seed) in seeds.iter().enumerate() {
+        if k > 0 {
+            workload.reseed(seed);
+        }
+        let label = if seeds.len() > 1 { format!(" s{seed}") } else { String::new() };
+        let mut results = workload.run_all(&setups, a.threads, std::io::stderr().is_terminal(), &label);
+        if with_oracle {
+            results.push(workload.oracle());
+        }
+        runs.push(results);
+    }
     let run_s = run_start.elapsed().as_secs_f64();
-    print!("{}", report::table(&results, "slurm"));
+    let all = report::SeededRuns { seeds, runs };
+    print!("{}", report::table(&all));
+    if a.frontier {
+        print!("{}", report::frontier_table(&all, &points));
+    }
     println!("\nload {load_s:.2} s, simulate {run_s:.2} s ({} threads)", a.threads);
     if let Some(path) = a.json {
         let extra = serde_json::json!({
             "trace": trace_path.display().to_string(),
             "jobs_in_trace": workload.trace.jobs.len(),
-            "seed": a.seed,
-            "nodes": c.nodes,
-            "gpus_per_node": c.gpus_per_node,
-            "gpu_type": c.gpu_type,
+            "seeds": all.seeds,
+            "nodes": nodes,
+            "gpus_per_node": gpus_per_node,
+            "gpu_type": gpu_type,
             "simulate_s": run_s,
         });
-        let text = serde_json::to_string_pretty(&report::json(&results, extra)).map_err(|e| e.to_string())?;
+        let mut doc = report::json(&all, extra);
+        if a.frontier {
+            doc["frontier"] = report::frontier_json(&all, &points);
+        }
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
         std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     }
+    let first: &[tools::sim::metrics::RunResult] = all.runs.first().map_or(&[], |r| r.as_slice());
     if let Some(dir) = a.jobs_csv {
-        report::write_job_csvs(&results, &dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        report::write_job_csvs(first, &dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
     if let Some(dir) = a.plots {
-        let files = report::write_plots(&results, &dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut files = report::write_plots(first, &dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        if a.frontier {
+            files.extend(report::write_frontier_plots(&all, &points, &dir).map_err(|e| format!("{}: {e}", dir.display()))?);
+        }
         for f in files {
             eprintln!("slurm-energy: wrote {}", f.display());
         }

@@ -20,6 +20,8 @@ const PLOT_TOP: f64 = 44.0;
 const PLOT_BOTTOM: f64 = 364.0;
 const LEGEND_LEFT: f64 = 554.0;
 const LEGEND_MAX_CHARS: usize = 19;
+/// Series of at most this many points get a marker at each point.
+const MARKED_POINTS_MAX: usize = 16;
 
 /// Okabe-Ito, without the yellow that vanishes on white paper.
 const PALETTE: [&str; 7] = [
@@ -95,6 +97,13 @@ pub fn line_chart_svg(
                     let _ = write!(svg, "{sep}{x:.1},{y:.1}");
                 }
                 let _ = writeln!(svg, "\">{title}</polyline>");
+                // A short series is a set of measured points (a frontier): mark each one.
+                if points.len() <= MARKED_POINTS_MAX {
+                    for p in points {
+                        let (x, y) = px(p);
+                        let _ = writeln!(svg, "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"2.5\" fill=\"{colour}\"/>");
+                    }
+                }
             }
         }
     }

@@ -30,24 +30,37 @@ fn replays_a_slice_of_philly_under_every_policy() {
     let out = simulate(&["--jobs", "1500", "--json", out_json.to_str().expect("utf8"), "--plots", plots.to_str().expect("utf8")]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let table = String::from_utf8_lossy(&out.stdout);
-    assert!(table.contains("ratios to slurm"), "{table}");
+    assert!(table.contains("ratios to slurm-powersave") && table.contains("ratios to slurm "), "{table}");
     let v = json(&out_json);
     let policies = v["policies"].as_object().expect("policies");
-    for name in ["slurm", "slurm-powersave", "eaco", "powerflow", "greenflow", "synergy", "energy"] {
+    for name in ["slurm", "slurm-powersave", "eaco", "powerflow", "greenflow", "synergy", "energy", "oracle"] {
         let p = &policies[name];
-        assert_eq!(p["jobs"].as_u64(), Some(1500), "{name}: every job finishes");
-        let total = p["energy_kwh"].as_f64().expect("energy");
-        let parts = p["gpu_energy_kwh"].as_f64().expect("gpu") + p["idle_energy_kwh"].as_f64().expect("idle") + p["base_energy_kwh"].as_f64().expect("base");
+        let m = |k: &str| p[k]["mean"].as_f64().unwrap_or_else(|| panic!("{name}: {k}"));
+        assert_eq!(m("jobs"), 1500.0, "{name}: every job finishes");
+        assert!(p["jobs"]["ci95"].is_null(), "one seed has no interval");
+        let total = m("energy_kwh");
+        let parts = m("gpu_energy_kwh") + m("idle_energy_kwh") + m("base_energy_kwh") + m("cpu_energy_kwh");
+        assert!(m("cpu_energy_kwh") > 0.0, "{name}: busy cores draw power");
         assert!((total - parts).abs() < 1e-6 * total.max(1.0), "{name}: categories add up");
-        assert!(p["mean_jct_s"].as_f64().expect("jct") >= p["mean_wait_s"].as_f64().expect("wait"));
-        let util = p["gpu_utilization"].as_f64().expect("util");
+        assert!(m("mean_jct_s") >= m("mean_wait_s"));
+        let util = m("gpu_utilization");
         assert!(util > 0.0 && util <= 1.0, "{name}: utilisation {util}");
-        assert!(p["carbon_kg"].as_f64().expect("carbon") > 0.0);
+        assert!(m("carbon_kg") > 0.0);
+        assert!(m("p50_slowdown") <= m("p90_slowdown") && m("p90_slowdown") <= m("p99_slowdown"), "{name}: slowdown percentiles");
     }
     // Power saving saves energy on a cluster that is often idle, and never more than it spent.
-    let e = |n: &str| policies[n]["energy_kwh"].as_f64().expect("energy");
+    let e = |n: &str| policies[n]["energy_kwh"]["mean"].as_f64().expect("energy");
     assert!(e("slurm-powersave") < e("slurm"));
-    assert!(policies["slurm"]["shared_starts"].as_u64() == Some(0));
+    // The oracle bound: no policy uses less energy. (Its JCT is no bound: its jobs never wait
+    // but run at their energy-optimal clock.)
+    for name in ["slurm", "slurm-powersave", "eaco", "powerflow", "greenflow", "synergy", "energy"] {
+        assert!(e("oracle") <= e(name), "oracle {} > {name} {}", e("oracle"), e(name));
+    }
+    assert_eq!(policies["oracle"]["mean_wait_s"]["mean"].as_f64(), Some(0.0));
+    assert_eq!(policies["oracle"]["idle_energy_kwh"]["mean"].as_f64(), Some(0.0));
+    assert!(policies["slurm"]["shared_starts"]["mean"].as_f64() == Some(0.0));
+    let r = v["vs_slurm-powersave"]["slurm"]["energy_kwh"]["ratio"]["mean"].as_f64().expect("paired ratio");
+    assert!((r - e("slurm") / e("slurm-powersave")).abs() < 1e-9, "one seed: the ratio of the two runs");
     for f in ["jct_cdf.svg", "energy_by_category.svg", "cluster_power.svg"] {
         let svg = std::fs::read_to_string(plots.join(f)).expect("plot written");
         assert!(svg.starts_with("<svg") && svg.contains("energy"), "{f}");
@@ -68,10 +81,132 @@ fn the_same_seed_gives_the_same_results() {
             o.remove("wall_s");
             o.remove("mean_cycle_us");
         }
+        for runs in v["per_seed"].as_object_mut().expect("per_seed").values_mut() {
+            for r in runs.as_array_mut().expect("runs") {
+                let o = r.as_object_mut().expect("object");
+                o.remove("wall_s");
+                o.remove("mean_cycle_us");
+            }
+        }
         v["run"].as_object_mut().expect("run").remove("simulate_s");
         v
     };
     assert_eq!(strip(json(&a)), strip(json(&b)));
+}
+
+#[test]
+fn seeds_give_means_with_intervals_and_paired_ratios() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out_json = dir.path().join("s.json");
+    let out = simulate(&["--jobs", "600", "--seeds", "3", "--policies", "slurm-powersave,powerflow", "--json", out_json.to_str().expect("utf8")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("means over 3 seed(s) [1, 2, 3]") && table.contains(" ± "), "{table}");
+    let v = json(&out_json);
+    assert_eq!(v["seeds"], serde_json::json!([1, 2, 3]));
+    let energy = |name: &str| -> Vec<f64> {
+        v["per_seed"][name].as_array().expect("runs").iter().map(|r| r["energy_kwh"].as_f64().expect("energy")).collect()
+    };
+    let (pf, ps) = (energy("powerflow"), energy("slurm-powersave"));
+    assert_eq!(pf.len(), 3);
+    assert!(ps.windows(2).any(|w| w[0] != w[1]), "seeds draw different jobs: {ps:?}");
+    // The summary is the mean of the seeds, with a Student-t interval (t(2) = 4.303).
+    let mean = pf.iter().sum::<f64>() / 3.0;
+    let sd = (pf.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 2.0).sqrt();
+    let est = &v["policies"]["powerflow"]["energy_kwh"];
+    assert!((est["mean"].as_f64().expect("mean") - mean).abs() < 1e-6 * mean);
+    assert!((est["ci95"].as_f64().expect("ci95") - 4.303 * sd / 3.0_f64.sqrt()).abs() < 1e-6 * mean);
+    // The ratio is paired: the mean of per-seed ratios, not a ratio of means.
+    let ratios: Vec<f64> = pf.iter().zip(&ps).map(|(a, b)| a / b).collect();
+    let paired = &v["vs_slurm-powersave"]["powerflow"]["energy_kwh"];
+    assert!((paired["ratio"]["mean"].as_f64().expect("ratio") - ratios.iter().sum::<f64>() / 3.0).abs() < 1e-12);
+    assert!(paired["ratio"]["ci95"].as_f64().expect("ci") >= 0.0);
+    assert!(paired["difference"]["mean"].as_f64().expect("difference") < 0.0, "clocks save energy");
+    assert!(v["policies"]["powerflow"]["p99_jct_s"]["mean"].as_f64().expect("p99") > 0.0);
+}
+
+#[test]
+fn jobs_are_killed_at_their_time_limit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Users who ask for half of what their jobs need, on a limit ladder of 30 min: the 1-hour
+    // job gets 30 min and is killed, the 20-minute job gets 30 min and finishes.
+    let spec = dir.path().join("c.toml");
+    std::fs::write(
+        &spec,
+        "[cluster]\nnodes = 2\ngpus_per_node = 8\n[time_limits]\noverestimate_min = 0.5\noverestimate_max = 0.5\nround_up_to_s = [1800]\n[carbon]\nfile = \"\"\n",
+    )
+    .expect("write");
+    let trace = dir.path().join("t.csv");
+    std::fs::write(&trace, "submit_time_s,duration_s,num_gpus\n0,3600,1\n0,1200,1\n").expect("write");
+    let out_json = dir.path().join("k.json");
+    let out = simulate(&["--cluster", spec.to_str().expect("utf8"), "--trace", trace.to_str().expect("utf8"), "--policies", "slurm", "--json", out_json.to_str().expect("utf8")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = json(&out_json);
+    let m = |k: &str| v["policies"]["slurm"][k]["mean"].as_f64().unwrap_or_else(|| panic!("{k}"));
+    assert_eq!(m("jobs"), 2.0, "a killed job ends too");
+    assert_eq!(m("killed_at_time_limit"), 1.0);
+    assert!((m("killed_work_gpu_h") - 0.5).abs() < 1e-6, "half an hour of its work was left");
+    assert!((m("makespan_s") - 1800.0).abs() < 1e-6, "nothing runs past a limit");
+}
+
+#[test]
+fn a_pair_gavel_could_not_co_run_fails_instead_of_sharing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // One GPU: the second job can only start by sharing it. Gavel could not run two
+    // Transformer (batch size 256) jobs on one V100 ([0, 0] in both files); with seed 2 both
+    // carry their tag and the planner's family-level prediction lets them share.
+    let spec = dir.path().join("c.toml");
+    std::fs::write(&spec, "[cluster]\nnodes = 1\ngpus_per_node = 1\ncpus_per_node = 8\njob_mem_gb_per_gpu = 48.0\n[carbon]\nfile = \"\"\n").expect("write");
+    let trace = dir.path().join("t.csv");
+    std::fs::write(&trace, "submit_time_s,duration_s,num_gpus,job_type\n0,3600,1,Transformer (batch size 256)\n10,600,1,Transformer (batch size 256)\n").expect("write");
+    let out_json = dir.path().join("p.json");
+    for truth in ["physical", "simulated"] {
+        let out = simulate(&[
+            "--cluster", spec.to_str().expect("utf8"), "--trace", trace.to_str().expect("utf8"), "--policies", "eaco", "--seed", "2",
+            "--colocation-truth", truth, "--jobs-csv", dir.path().to_str().expect("utf8"), "--json", out_json.to_str().expect("utf8"),
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v = json(&out_json);
+        let m = |k: &str| v["policies"]["eaco"][k]["mean"].as_f64().unwrap_or_else(|| panic!("{k}"));
+        assert_eq!(m("jobs"), 2.0, "{truth}");
+        assert_eq!(m("shared_starts"), 0.0, "{truth}: the pair never ran together");
+        assert_eq!(m("colocation_failures"), 1.0, "{truth}: the planner tried, the start failed, the job ran alone later");
+        // Whatever the planner tried, the second job ran only after the first.
+        let csv = std::fs::read_to_string(dir.path().join("eaco.jobs.csv")).expect("csv");
+        let rows: Vec<Vec<f64>> = csv.lines().skip(1).map(|l| l.split(',').map(|x| x.parse().expect("number")).collect()).collect();
+        assert!(rows[1][3] >= rows[0][4] - 1e-6, "{truth}: {csv}");
+    }
+}
+
+#[test]
+fn frontier_sweeps_each_policys_knobs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out_json = dir.path().join("f.json");
+    let plots = dir.path().join("plots");
+    let out = simulate(&[
+        "--jobs", "400", "--frontier", "--policies", "slurm-powersave,powerflow,eaco",
+        "--json", out_json.to_str().expect("utf8"), "--plots", plots.to_str().expect("utf8"),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("frontier points") && table.contains("budget: best mean JCT"), "{table}");
+    let v = json(&out_json);
+    let points = v["frontier"]["points"].as_object().expect("points");
+    assert_eq!(points.keys().cloned().collect::<Vec<_>>(), vec!["eaco", "powerflow", "slurm-powersave"]);
+    assert_eq!(points["powerflow"].as_array().expect("list").len(), 8, "4 slowdown bounds x cap on/off");
+    assert_eq!(points["eaco"].as_array().expect("list").len(), 4);
+    for p in points["powerflow"].as_array().expect("list") {
+        let run = p["run"].as_str().expect("run");
+        assert!(v["policies"][run]["energy_kwh"]["mean"].as_f64().is_some(), "{run} was run");
+    }
+    assert!(points["powerflow"].as_array().expect("list").iter().any(|p| p["on_frontier"] == true));
+    // The baseline is within its own budget at 1.00.
+    let budget = v["frontier"]["budget"]["slurm-powersave"].as_array().expect("budget");
+    assert!(budget.iter().any(|c| c["budget_fraction"] == 1.0 && c["mean_jct_h"].as_f64().is_some()));
+    for f in ["frontier_energy_jct.svg", "frontier_energy_p99.svg"] {
+        let svg = std::fs::read_to_string(plots.join(f)).expect("plot written");
+        assert!(svg.starts_with("<svg") && svg.contains("powerflow"), "{f}");
+    }
 }
 
 #[test]

@@ -141,6 +141,27 @@ impl GavelThroughputs {
         (t_a > 0.0 || t_b > 0.0).then_some((t_a, t_b))
     }
 
+    /// A copy with only the job types that `keep` accepts, and only their pairs with each other,
+    /// on every worker type: for fitting a model on part of the data and scoring it on the rest.
+    pub fn retain_job_types(&self, keep: impl Fn(&str) -> bool) -> GavelThroughputs {
+        let workers = self
+            .workers
+            .iter()
+            .map(|(worker, jobs)| {
+                let kept = jobs
+                    .iter()
+                    .filter(|((name, _), _)| keep(name))
+                    .map(|(key, entry)| {
+                        let pairs = entry.pairs.iter().filter(|((other, _), _)| keep(other)).map(|(k, v)| (k.clone(), *v)).collect();
+                        (key.clone(), JobEntry { isolated: entry.isolated, pairs })
+                    })
+                    .collect();
+                (worker.clone(), kept)
+            })
+            .collect();
+        GavelThroughputs { workers }
+    }
+
     /// [`Self::pair`] divided by each job's isolated throughput: the share of its solo speed
     /// each job keeps while sharing.
     pub fn pair_normalised(&self, gpu: &str, a: &str, b: &str) -> Option<(f64, f64)> {
@@ -203,5 +224,24 @@ mod tests {
         );
         assert_eq!(parse_job_key("ResNet-50"), None);
         assert_eq!(parse_job_key("('A3C', x)"), None);
+    }
+
+    #[test]
+    fn retained_types_keep_only_their_own_pairs() {
+        let text = r#"{"v100": {
+            "('A', 1)": {"null": 10.0, "('A', 1)": [5.0, 5.0], "('B', 1)": [6.0, 3.0]},
+            "('B', 1)": {"null": 4.0, "('A', 1)": [3.0, 6.0]}
+        }}"#;
+        let dir = std::env::temp_dir().join(format!("gavel-retain-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("t.json");
+        std::fs::write(&path, text).expect("write");
+        let all = load_gavel(&path).expect("parses");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(all.pair("v100", "A", "B").is_some());
+        let only_a = all.retain_job_types(|t| t == "A");
+        assert_eq!(only_a.job_types("v100"), vec!["A".to_string()]);
+        assert_eq!(only_a.pair("v100", "A", "A"), Some((5.0, 5.0)));
+        assert_eq!(only_a.pair("v100", "A", "B"), None, "a pair with a left-out type is gone");
     }
 }

@@ -16,11 +16,12 @@ use model::interference::keep_sharing;
 use model::planner::plan;
 use model::predictor::Predictor;
 use model::state::ClusterView;
-use model::types::{GpuType, Hints, Node, NodeAllocation, NodeIdx, PendingJob, PowerState, Request};
+use model::types::{EnergyPolicy, GpuType, Hints, Node, NodeAllocation, NodeIdx, PendingJob, PowerState, Request};
 
 use super::jobs::SimJob;
 use super::metrics::{Accumulators, RunResult};
 use super::policies::{HintRule, Setup};
+use super::rng::Rng;
 use super::spec::ClusterSpec;
 use super::truth::Truth;
 
@@ -29,6 +30,9 @@ use super::truth::Truth;
 pub const EARLY_OBSERVATION_S: f64 = 600.0;
 /// Slack on the slowdown bounds before the early check separates a pair.
 pub const SHARING_TOLERANCE: f64 = 0.05;
+/// What the planner records for a pair that failed to share a GPU (the pair is learnt as far
+/// worse than any sharing bound).
+pub const FAILED_PAIR_SLOWDOWN: f64 = 4.0;
 /// Integration step boundary (s): carbon intensity and the power series change only here.
 const SLICE_S: f64 = 1800.0;
 
@@ -40,6 +44,8 @@ enum EventKind {
     SuspendCheck(usize, u64),
     NodeReady(usize),
     Observe(usize, usize),
+    /// The time limit of the job's `n`-th start (a requeued job starts again) is reached.
+    TimeLimit(usize, u32),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -77,6 +83,8 @@ struct Running {
     time_limit_s: f64,
     remaining_work_s: f64,
     rate: f64,
+    /// Speed from the job's CPUs (1.0 at the proportional share), which its GPU power follows.
+    cpu_speed: f64,
     last_s: f64,
     version: u64,
     partner: Option<usize>,
@@ -95,6 +103,8 @@ pub struct Engine<'a> {
     now_s: f64,
     pending: Vec<PendingJob>,
     started: Vec<bool>,
+    /// How often each job was started (a requeue starts it again); ties limit events to a start.
+    start_count: Vec<u32>,
     wake_at: Vec<f64>,
     running: Vec<Option<Running>>,
     /// Jobs on each GPU of each node (at most two).
@@ -102,11 +112,16 @@ pub struct Engine<'a> {
     gpu_power_w: Vec<Vec<f64>>,
     node_power: Vec<PowerState>,
     idle_epoch: Vec<u64>,
+    /// Jobs that failed to share a GPU with a partner Gavel could not co-run: resubmitted
+    /// without sharing.
+    no_share: Vec<bool>,
+    /// Measurement noise of early-stage observations.
+    noise: Rng,
     acc: Accumulators,
 }
 
 impl<'a> Engine<'a> {
-    pub fn new(setup: &'a Setup, spec: &'a ClusterSpec, truth: &'a Truth, jobs: &'a [SimJob], pred: Predictor, carbon: Option<CarbonSignal>) -> Engine<'a> {
+    pub fn new(setup: &'a Setup, spec: &'a ClusterSpec, truth: &'a Truth, jobs: &'a [SimJob], seed: u64, pred: Predictor, carbon: Option<CarbonSignal>) -> Engine<'a> {
         let c = &spec.cluster;
         let gpu_type = GpuType {
             name: c.gpu_type.clone(),
@@ -147,12 +162,15 @@ impl<'a> Engine<'a> {
             now_s: 0.0,
             pending: Vec::new(),
             started: vec![false; jobs.len()],
+            start_count: vec![0; jobs.len()],
             wake_at: vec![f64::NAN; jobs.len()],
             running: vec![None; jobs.len()],
             tenants: vec![vec![Vec::new(); g]; n],
             gpu_power_w: vec![vec![spec.gpu.idle_power_w; g]; n],
             node_power: vec![PowerState::On; n],
             idle_epoch: vec![0; n],
+            no_share: vec![false; jobs.len()],
+            noise: Rng::derive(seed, 10),
             acc: Accumulators::new(n),
         };
         e.acc.idle_w = spec.gpu.idle_power_w * (n * g) as f64;
@@ -178,6 +196,11 @@ impl<'a> Engine<'a> {
         let wall = Instant::now();
         let mut finished_reported = 0;
         while let Some(ev) = self.heap.pop() {
+            // An outdated finish or time-limit event changes nothing; integrating up to it would
+            // count idle power past the end of the replay.
+            if self.stale(ev.kind) {
+                continue;
+            }
             self.advance(ev.at_s);
             let mut replan = self.handle(ev.kind);
             while let Some(next) = self.heap.peek() {
@@ -199,6 +222,14 @@ impl<'a> Engine<'a> {
         let carbon_used = self.carbon.is_some();
         let total_gpus = self.spec.cluster.nodes * self.spec.cluster.gpus_per_node;
         self.acc.finish(&self.setup.name, total_gpus, wall.elapsed().as_secs_f64(), carbon_used)
+    }
+
+    fn stale(&self, kind: EventKind) -> bool {
+        match kind {
+            EventKind::Finish(i, version) => self.running[i].as_ref().is_none_or(|r| r.version != version),
+            EventKind::TimeLimit(i, n) => self.start_count[i] != n || self.running[i].is_none(),
+            _ => false,
+        }
     }
 
     /// Integrate power from `now_s` to `t_s`.
@@ -231,6 +262,19 @@ impl<'a> Engine<'a> {
                 }
             }
             EventKind::Wake => true,
+            EventKind::TimeLimit(i, n) => {
+                if self.start_count[i] != n || self.running[i].is_none() {
+                    return false;
+                }
+                self.settle(i);
+                // A job whose last work ends at this very instant finished, it was not killed.
+                if self.running[i].as_ref().is_some_and(|r| r.remaining_work_s <= 1e-6 * self.jobs[i].duration_s.max(1.0)) {
+                    self.finish(i);
+                } else {
+                    self.kill(i);
+                }
+                true
+            }
             EventKind::SuspendCheck(node, epoch) => {
                 if self.idle_epoch[node] == epoch && self.view.nodes[node].is_idle() && self.node_power[node] == PowerState::On {
                     self.set_node_power(node, PowerState::Suspended);
@@ -251,8 +295,11 @@ impl<'a> Engine<'a> {
                 if !still {
                     return false;
                 }
-                // The first minutes of a shared run, measured (EaCO's early-stage observation).
-                let (na, nb) = self.truth.pair(&self.jobs[a].truth, &self.jobs[b].truth);
+                // The first minutes of a shared run, measured (EaCO's early-stage observation)
+                // as a profiler measures them: with noise, never the truth itself.
+                let Some((na, nb)) = self.truth.pair(&self.jobs[a].truth, &self.jobs[b].truth) else { return false };
+                let sd = self.spec.truth.observation_noise;
+                let (na, nb) = (na * self.noise.lognormal(sd), nb * self.noise.lognormal(sd));
                 let (ja, jb) = (&self.jobs[a], &self.jobs[b]);
                 if let (Some(fa), Some(fb)) = (&ja.user_hints.tag, &jb.user_hints.tag) {
                     self.pred.interference.observe(fa, fb, 1.0 / na, 1.0 / nb);
@@ -277,11 +324,23 @@ impl<'a> Engine<'a> {
         self.handle(EventKind::Arrival(i));
     }
 
-    fn hints_for(&self, j: &SimJob) -> Hints {
-        match &self.setup.hints {
+    fn hints_for(&self, i: usize) -> Hints {
+        let j = &self.jobs[i];
+        let mut h = match &self.setup.hints {
             HintRule::Users => j.user_hints.clone(),
             HintRule::Fixed(h) => Hints { tag: j.user_hints.tag.clone(), ..h.clone() },
+        };
+        if self.no_share[i] {
+            h.share_allowed = false;
         }
+        if let (HintRule::Users, Some((balanced, efficiency))) = (&self.setup.hints, self.setup.user_slowdowns) {
+            match h.policy {
+                EnergyPolicy::Balanced => h.max_slowdown = balanced,
+                EnergyPolicy::Efficiency => h.max_slowdown = efficiency,
+                EnergyPolicy::Performance => {}
+            }
+        }
+        h
     }
 
     fn pending_job(&self, i: usize) -> PendingJob {
@@ -298,7 +357,7 @@ impl<'a> Engine<'a> {
             submit_time_s: j.submit_s,
             request: Request { nodes: j.nodes, gpus_per_node: j.gpus_per_node, cpus_per_node: j.cpus_per_node, mem_mb_per_node: j.mem_mb_per_node },
             time_limit_s: j.time_limit_s,
-            hints: self.hints_for(j),
+            hints: self.hints_for(i),
             cpus_range,
             eligible: Vec::new(),
             placed_by_slurm: false,
@@ -349,13 +408,17 @@ impl<'a> Engine<'a> {
 
     fn start(&mut self, s: StartDecision) {
         let i = s.job.0 as usize - 1;
-        self.started[i] = true;
         for w in &s.wakes {
             let node = w.0 as usize;
             let ready = self.now_s + self.spec.power.resume_s;
             self.set_node_power(node, PowerState::Resuming { ready_at_s: ready });
             self.push(ready, EventKind::NodeReady(node));
         }
+        if let Some(other) = self.cannot_share_with(i, &s) {
+            self.fail_colocation(i, other);
+            return;
+        }
+        self.started[i] = true;
         let ready_s = s
             .allocations
             .iter()
@@ -364,10 +427,13 @@ impl<'a> Engine<'a> {
                 _ => self.now_s,
             })
             .fold(self.now_s, f64::max);
+        self.start_count[i] += 1;
+        self.push(ready_s + s.time_limit_s, EventKind::TimeLimit(i, self.start_count[i]));
         let job = &self.jobs[i];
         let mut partner = None;
         for a in &s.allocations {
             let node = a.node.0 as usize;
+            self.acc.cpu_w += a.cpus as f64 * self.spec.power.cpu_w_per_busy_core;
             self.idle_epoch[node] += 1;
             for &g in &a.gpu_indices {
                 let t = &mut self.tenants[node][g as usize];
@@ -386,6 +452,7 @@ impl<'a> Engine<'a> {
             time_limit_s: s.time_limit_s,
             remaining_work_s: job.duration_s,
             rate: 1.0,
+            cpu_speed: 1.0,
             last_s: ready_s,
             version: 0,
             partner,
@@ -410,6 +477,31 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// A tenant of one of the job's GPUs that Gavel could not run together with it.
+    fn cannot_share_with(&self, i: usize, s: &StartDecision) -> Option<usize> {
+        s.allocations.iter().flat_map(|a| a.gpu_indices.iter().map(move |g| (a.node.0 as usize, *g as usize))).find_map(|(node, g)| {
+            self.tenants[node][g].iter().copied().find(|&t| self.truth.pair(&self.jobs[i].truth, &self.jobs[t].truth).is_none())
+        })
+    }
+
+    /// The job started next to a partner it cannot run with (in Gavel's experiments the pair
+    /// did not fit on one GPU): it fails at once and its user resubmits it without sharing. The
+    /// planner learns the pair as one far past any sharing bound.
+    fn fail_colocation(&mut self, i: usize, other: usize) {
+        self.view.remove_job(self.jobs[i].id);
+        self.acc.colocation_failures += 1;
+        self.no_share[i] = true;
+        if let (Some(fa), Some(fb)) = (&self.jobs[i].user_hints.tag, &self.jobs[other].user_hints.tag) {
+            self.pred.interference.observe(fa, fb, FAILED_PAIR_SLOWDOWN, FAILED_PAIR_SLOWDOWN);
+        }
+        let hints = self.hints_for(i);
+        if let Some(p) = self.pending.iter_mut().find(|p| p.id == self.jobs[i].id) {
+            p.hints = hints;
+        }
+        // Let the next cycle place it (no event may come soon on a quiet cluster).
+        self.push(self.now_s, EventKind::Wake);
+    }
+
     /// Bring a running job's remaining work up to now.
     fn settle(&mut self, i: usize) {
         let now = self.now_s;
@@ -426,7 +518,8 @@ impl<'a> Engine<'a> {
         let Some(r) = self.running[i].as_ref() else { return };
         let job = &self.jobs[i];
         let (limit_w, share) = match r.partner.and_then(|p| self.running[p].as_ref().map(|pr| (p, pr))) {
-            Some((p, pr)) => (r.power_limit_w.max(pr.power_limit_w), self.truth.pair(&job.truth, &self.jobs[p].truth).0),
+            // A pair that cannot share never starts (see `start`), so there is always a pair.
+            Some((p, pr)) => (r.power_limit_w.max(pr.power_limit_w), self.truth.pair(&job.truth, &self.jobs[p].truth).map_or(1.0, |n| n.0)),
             None => (r.power_limit_w, 1.0),
         };
         let (time_ratio, _) = self.truth.alone(&job.truth, limit_w);
@@ -435,9 +528,14 @@ impl<'a> Engine<'a> {
         let rate = (share * cpu / time_ratio).max(1e-6);
         let finish_at = r.last_s.max(r.ready_s) + r.remaining_work_s / rate;
         let version = r.version + 1;
+        let cpu_changed = self.running[i].as_ref().is_some_and(|r| r.cpu_speed != cpu);
         if let Some(r) = self.running[i].as_mut() {
             r.rate = rate;
+            r.cpu_speed = cpu;
             r.version = version;
+        }
+        if cpu_changed {
+            self.refresh_job_gpus(i);
         }
         self.push(finish_at, EventKind::Finish(i, version));
     }
@@ -453,12 +551,24 @@ impl<'a> Engine<'a> {
         self.vacate(i, &r);
     }
 
+    /// Slurm's time limit: the job is killed with its work unfinished (state TIMEOUT). It is not
+    /// requeued (Slurm does not), and it counts as killed; its JCT ends at the kill.
+    fn kill(&mut self, i: usize) {
+        let Some(r) = self.running[i].take() else { return };
+        let job = &self.jobs[i];
+        let end_s = self.now_s;
+        self.pred.runtime.observe(job.user, end_s - r.ready_s, job.time_limit_s);
+        self.acc.record_kill(job, r.ready_s, end_s, r.remaining_work_s);
+        self.vacate(i, &r);
+    }
+
     /// Take job `i` (already out of `running`) off its GPUs: the view forgets it, its GPUs'
     /// power changes, an emptied node starts its suspend timer, a co-tenant runs alone again.
     fn vacate(&mut self, i: usize, r: &Running) {
         self.view.remove_job(self.jobs[i].id);
         for a in &r.allocations {
             let node = a.node.0 as usize;
+            self.acc.cpu_w -= a.cpus as f64 * self.spec.power.cpu_w_per_busy_core;
             for &g in &a.gpu_indices {
                 self.tenants[node][g as usize].retain(|t| *t != i);
                 self.refresh_gpu(node, g as usize);
@@ -519,16 +629,17 @@ impl<'a> Engine<'a> {
         let (power, busy) = match tenants.as_slice() {
             [] => (if Self::powered(self.node_power[node]) { self.truth.idle_gpu_w } else { 0.0 }, false),
             [a] => {
-                let limit = self.running[*a].as_ref().map_or(0.0, |r| r.power_limit_w);
-                (self.truth.alone(&self.jobs[*a].truth, limit).1, true)
+                let (limit, speed) = self.running[*a].as_ref().map_or((0.0, 1.0), |r| (r.power_limit_w, r.cpu_speed));
+                (self.truth.power_at_speed_w(self.truth.alone(&self.jobs[*a].truth, limit).1, speed, limit), true)
             }
             [a, b, ..] => {
-                let la = self.running[*a].as_ref().map_or(0.0, |r| r.power_limit_w);
-                let lb = self.running[*b].as_ref().map_or(0.0, |r| r.power_limit_w);
+                let (la, sa) = self.running[*a].as_ref().map_or((0.0, 1.0), |r| (r.power_limit_w, r.cpu_speed));
+                let (lb, sb) = self.running[*b].as_ref().map_or((0.0, 1.0), |r| (r.power_limit_w, r.cpu_speed));
                 let limit = la.max(lb);
                 let (ja, jb) = (&self.jobs[*a].truth, &self.jobs[*b].truth);
                 let p = (self.truth.alone(ja, limit).1, self.truth.alone(jb, limit).1);
-                (self.truth.shared_power_w(p, self.truth.pair(ja, jb), limit), true)
+                let n = self.truth.pair(ja, jb).unwrap_or((1.0, 1.0));
+                (self.truth.shared_power_w(p, (n.0 * sa, n.1 * sb), limit), true)
             }
         };
         if was_busy {

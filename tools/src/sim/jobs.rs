@@ -55,6 +55,8 @@ impl SimJob {
 /// counted, as Slurm would reject them at submission.
 pub struct PreparedJobs {
     pub jobs: Vec<SimJob>,
+    /// The seed the jobs were drawn with; the runs draw their own noise from it too.
+    pub seed: u64,
     pub rejected: usize,
 }
 
@@ -76,6 +78,7 @@ pub fn prepare(trace: &Trace, spec: &ClusterSpec, truth: &Truth, seed: u64) -> P
     let mut truth_rng = Rng::derive(seed, 1);
     let mut limit_rng = Rng::derive(seed, 2);
     let mut hint_rng = Rng::derive(seed, 3);
+    let mut cpu_rng = Rng::derive(seed, 4);
     let mix = &spec.hints;
     let defaults = &spec.planner.hints;
     let (lo, hi) = (spec.time_limits.overestimate_min.ln(), spec.time_limits.overestimate_max.ln());
@@ -90,7 +93,8 @@ pub fn prepare(trace: &Trace, spec: &ClusterSpec, truth: &Truth, seed: u64) -> P
         let gpus_per_node = t.num_gpus.div_ceil(nodes);
         let cpus_per_node = t.num_cpus.map_or(spec.cluster.job_cpus_per_gpu * gpus_per_node, |c| c.div_ceil(nodes).clamp(1, spec.cluster.cpus_per_node));
         let mem_gb = t.mem_gb.map_or(spec.cluster.job_mem_gb_per_gpu * gpus_per_node as f64, |m| (m / nodes as f64).min(spec.cluster.mem_gb_per_node));
-        let truth_of = truth.assign(t.job_type.as_deref(), &mut truth_rng);
+        let mut truth_of = truth.assign(t.job_type.as_deref(), &mut truth_rng);
+        truth_of.cpu_gain = cpu_rng.lognormal(spec.truth.cpu_sensitivity_noise);
         let factor = (lo + (hi - lo) * limit_rng.unit()).exp();
         let limit = time_limit_s(t.duration_s, factor, &spec.time_limits.round_up_to_s);
         // Hints: one draw per decision, always made, so that changing one fraction does not
@@ -133,7 +137,7 @@ pub fn prepare(trace: &Trace, spec: &ClusterSpec, truth: &Truth, seed: u64) -> P
     }
     // Slurm's priority order: higher priority first, then submit order (FIFO).
     jobs.sort_by(|a, b| a.submit_s.total_cmp(&b.submit_s).then(a.id.cmp(&b.id)));
-    PreparedJobs { jobs, rejected }
+    PreparedJobs { jobs, seed, rejected }
 }
 
 #[cfg(test)]

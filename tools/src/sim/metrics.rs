@@ -14,27 +14,33 @@ pub struct Accumulators {
     pub active_w: f64,
     pub idle_w: f64,
     pub base_w: f64,
+    /// Power of the CPU cores allocated to running jobs (W).
+    pub cpu_w: f64,
     pub busy_gpus: f64,
     pub gpu_busy: Vec<bool>,
     active_j: f64,
     idle_j: f64,
     base_j: f64,
+    cpu_j: f64,
     carbon_g: f64,
     busy_gpu_s: f64,
     power_bins_j: Vec<f64>,
     jct_s: Vec<f64>,
     wait_s: Vec<f64>,
+    slowdown: Vec<f64>,
     per_job: Vec<JobRecord>,
     pub finished: u64,
     pub shared_starts: u64,
     pub requeues: u64,
+    pub colocation_failures: u64,
     pub reclocks: u64,
     pub cycles: u64,
     pub cycle_time_s: f64,
     clock_sum_mhz: f64,
     starts: u64,
     wakes: u64,
-    over_limit: u64,
+    killed: u64,
+    killed_work_gpu_s: f64,
     slowdown_sum: f64,
     last_end_s: f64,
 }
@@ -45,7 +51,10 @@ pub struct Metrics {
     pub energy_kwh: f64,
     pub gpu_energy_kwh: f64,
     pub idle_energy_kwh: f64,
+    /// Powered-on nodes at their idle host power.
     pub base_energy_kwh: f64,
+    /// CPU cores allocated to running jobs, above idle.
+    pub cpu_energy_kwh: f64,
     pub carbon_kg: f64,
     pub mean_jct_s: f64,
     pub p50_jct_s: f64,
@@ -55,15 +64,25 @@ pub struct Metrics {
     pub gpu_utilization: f64,
     /// Mean of (runtime / runtime alone at default clock).
     pub mean_slowdown: f64,
+    /// Distribution of the same per-job slowdown: median, 90th and 99th percentile.
+    pub p50_slowdown: f64,
+    pub p90_slowdown: f64,
+    pub p99_slowdown: f64,
     pub shared_starts: u64,
     /// Shared runs separated by the early-stage check (the newcomer requeued).
     pub sharing_requeues: u64,
+    /// Starts next to a partner Gavel could not co-run: the job failed and was resubmitted
+    /// without sharing.
+    pub colocation_failures: u64,
     /// Running jobs raised back to the default clock when the queue built up.
     pub reclocks: u64,
     pub mean_clock_mhz: f64,
     pub node_resumes: u64,
-    /// Jobs that ran past their (possibly extended) time limit: Slurm would have killed them.
-    pub over_time_limit: u64,
+    /// Jobs killed at their (possibly extended) time limit, as Slurm does (state TIMEOUT). They
+    /// count in `jobs` and in the JCT figures (ending at the kill).
+    pub killed_at_time_limit: u64,
+    /// Work those jobs had left, in GPU hours at full speed: lost to the users.
+    pub killed_work_gpu_h: f64,
     pub planner_cycles: u64,
     pub mean_cycle_us: f64,
     pub wall_s: f64,
@@ -107,27 +126,32 @@ impl Accumulators {
             active_w: 0.0,
             idle_w: 0.0,
             base_w: 0.0,
+            cpu_w: 0.0,
             busy_gpus: 0.0,
             gpu_busy: vec![false; nodes * 64],
             active_j: 0.0,
             idle_j: 0.0,
             base_j: 0.0,
+            cpu_j: 0.0,
             carbon_g: 0.0,
             busy_gpu_s: 0.0,
             power_bins_j: Vec::new(),
             jct_s: Vec::new(),
             wait_s: Vec::new(),
+            slowdown: Vec::new(),
             per_job: Vec::new(),
             finished: 0,
             shared_starts: 0,
             requeues: 0,
+            colocation_failures: 0,
             reclocks: 0,
             cycles: 0,
             cycle_time_s: 0.0,
             clock_sum_mhz: 0.0,
             starts: 0,
             wakes: 0,
-            over_limit: 0,
+            killed: 0,
+            killed_work_gpu_s: 0.0,
             slowdown_sum: 0.0,
             last_end_s: 0.0,
         }
@@ -139,10 +163,11 @@ impl Accumulators {
         if dt_s <= 0.0 {
             return;
         }
-        let total_w = self.active_w + self.idle_w + self.base_w;
+        let total_w = self.active_w + self.idle_w + self.base_w + self.cpu_w;
         self.active_j += self.active_w * dt_s;
         self.idle_j += self.idle_w * dt_s;
         self.base_j += self.base_w * dt_s;
+        self.cpu_j += self.cpu_w * dt_s;
         self.carbon_g += total_w * dt_s / J_PER_KWH * g_per_kwh;
         self.busy_gpu_s += self.busy_gpus * dt_s;
         let bin = (t_s / BIN_S).floor().max(0.0) as usize;
@@ -162,10 +187,9 @@ impl Accumulators {
         self.finished += 1;
         self.jct_s.push(end_s - job.submit_s);
         self.wait_s.push(ready_s - job.submit_s);
-        self.slowdown_sum += (end_s - ready_s) / job.duration_s;
-        if end_s - ready_s > time_limit_s + 1e-6 {
-            self.over_limit += 1;
-        }
+        let slowdown = (end_s - ready_s) / job.duration_s;
+        self.slowdown_sum += slowdown;
+        self.slowdown.push(slowdown);
         self.last_end_s = self.last_end_s.max(end_s);
         self.per_job.push(JobRecord {
             job: job.id.0,
@@ -178,16 +202,26 @@ impl Accumulators {
         });
     }
 
+    /// A job killed at its time limit with `remaining_work_s` of work (at full speed) left.
+    pub fn record_kill(&mut self, job: &SimJob, ready_s: f64, end_s: f64, remaining_work_s: f64) {
+        self.killed += 1;
+        self.killed_work_gpu_s += remaining_work_s * job.total_gpus() as f64;
+        let limit = end_s - ready_s;
+        self.record_finish(job, ready_s, ready_s, end_s, limit);
+    }
+
     pub fn finish(mut self, name: &str, total_gpus: u32, wall_s: f64, carbon_used: bool) -> RunResult {
         self.jct_s.sort_by(f64::total_cmp);
+        self.slowdown.sort_by(f64::total_cmp);
         let n = self.jct_s.len().max(1) as f64;
         let makespan = self.last_end_s;
         let metrics = Metrics {
             jobs: self.finished,
-            energy_kwh: (self.active_j + self.idle_j + self.base_j) / J_PER_KWH,
+            energy_kwh: (self.active_j + self.idle_j + self.base_j + self.cpu_j) / J_PER_KWH,
             gpu_energy_kwh: self.active_j / J_PER_KWH,
             idle_energy_kwh: self.idle_j / J_PER_KWH,
             base_energy_kwh: self.base_j / J_PER_KWH,
+            cpu_energy_kwh: self.cpu_j / J_PER_KWH,
             carbon_kg: if carbon_used { self.carbon_g / 1000.0 } else { 0.0 },
             mean_jct_s: self.jct_s.iter().sum::<f64>() / n,
             p50_jct_s: percentile_sorted(&self.jct_s, 0.50),
@@ -196,12 +230,17 @@ impl Accumulators {
             makespan_s: makespan,
             gpu_utilization: if total_gpus > 0 && makespan > 0.0 { self.busy_gpu_s / (total_gpus as f64 * makespan) } else { 0.0 },
             mean_slowdown: self.slowdown_sum / n,
+            p50_slowdown: percentile_sorted(&self.slowdown, 0.50),
+            p90_slowdown: percentile_sorted(&self.slowdown, 0.90),
+            p99_slowdown: percentile_sorted(&self.slowdown, 0.99),
             shared_starts: self.shared_starts,
             sharing_requeues: self.requeues,
+            colocation_failures: self.colocation_failures,
             reclocks: self.reclocks,
             mean_clock_mhz: if self.starts > 0 { self.clock_sum_mhz / self.starts as f64 } else { 0.0 },
             node_resumes: self.wakes,
-            over_time_limit: self.over_limit,
+            killed_at_time_limit: self.killed,
+            killed_work_gpu_h: self.killed_work_gpu_s / 3600.0,
             planner_cycles: self.cycles,
             mean_cycle_us: if self.cycles > 0 { self.cycle_time_s / self.cycles as f64 * 1e6 } else { 0.0 },
             wall_s,

@@ -1,11 +1,15 @@
 //! `slurm-energy simulate`: replay a trace through the planner under several policies.
 
 pub mod engine;
+pub mod frontier;
 pub mod jobs;
 pub mod metrics;
+pub mod oracle;
 pub mod policies;
 pub mod rng;
 pub mod spec;
+pub mod split;
+pub mod stats;
 pub mod truth;
 
 use std::path::{Path, PathBuf};
@@ -59,8 +63,8 @@ fn carbon_offset_s(trace: &Trace, carbon_start_unix_s: i64) -> f64 {
 impl Workload {
     pub fn load(spec: ClusterSpec, data_dir: &Path, trace_path: &Path, carbon_path: Option<&Path>, max_jobs: Option<usize>, seed: u64) -> Result<Workload, String> {
         let trace = load_trace(trace_path, max_jobs).map_err(|e| e.to_string())?;
-        let truth = Truth::load(data_dir, &spec.cluster.gpu_type, spec.gpu.idle_power_w).map_err(|e| e.to_string())?;
-        let predictor = Predictor::from_data_dir(data_dir, &spec.cluster.gpu_type).map_err(|e| e.to_string())?;
+        let truth = Truth::load(data_dir, &spec.cluster.gpu_type, spec.gpu.idle_power_w, spec.truth.colocation).map_err(|e| e.to_string())?;
+        let predictor = truth.planner_predictor(data_dir).map_err(|e| e.to_string())?;
         let carbon_file = match carbon_path {
             Some(p) => Some(p.to_path_buf()),
             None if spec.carbon.file.is_empty() => None,
@@ -78,13 +82,25 @@ impl Workload {
         Ok(Workload { spec, trace_path: trace_path.to_path_buf(), trace, prepared, truth, predictor, carbon })
     }
 
+    /// Draw the jobs again under another seed (job types, time limits, hints); the trace, the
+    /// measured data and the fitted predictor stay.
+    pub fn reseed(&mut self, seed: u64) {
+        self.prepared = prepare(&self.trace, &self.spec, &self.truth, seed);
+    }
+
     pub fn run_one(&self, setup: &Setup, on_progress: impl FnMut(u64)) -> RunResult {
-        let engine = Engine::new(setup, &self.spec, &self.truth, &self.prepared.jobs, self.predictor.clone(), self.carbon.clone());
+        let engine = Engine::new(setup, &self.spec, &self.truth, &self.prepared.jobs, self.prepared.seed, self.predictor.clone(), self.carbon.clone());
         engine.run(on_progress)
     }
 
+    /// The `oracle` lower bound for the current jobs.
+    pub fn oracle(&self) -> RunResult {
+        oracle::run_oracle(&self.prepared.jobs, &self.truth, &self.spec, self.carbon.as_ref())
+    }
+
     /// Run every setup, `threads` at a time, with a progress bar per run on a terminal.
-    pub fn run_all(&self, setups: &[Setup], threads: usize, show_progress: bool) -> Vec<RunResult> {
+    /// `label` follows each bar's name (e.g. the seed).
+    pub fn run_all(&self, setups: &[Setup], threads: usize, show_progress: bool, label: &str) -> Vec<RunResult> {
         let multi = MultiProgress::with_draw_target(if show_progress { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() });
         let style = ProgressStyle::with_template("{prefix:>18} [{bar:40}] {pos}/{len} jobs {elapsed}").unwrap_or_else(|_| ProgressStyle::default_bar());
         // Longest runs first, so that the threads finish together: policies that share GPUs or
@@ -102,7 +118,7 @@ impl Workload {
                         let Some(setup) = setups.get(i) else { break };
                         let bar = multi.add(ProgressBar::new(total));
                         bar.set_style(style.clone());
-                        bar.set_prefix(setup.name.clone());
+                        bar.set_prefix(format!("{}{}", setup.name, label));
                         let r = self.run_one(setup, |done| bar.set_position(done));
                         bar.finish();
                         if let Ok(mut all) = results.lock() {

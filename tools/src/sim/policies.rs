@@ -34,9 +34,11 @@ pub enum Policy {
     Greenflow,
     Synergy,
     Energy,
+    /// The lower bound of `oracle.rs`: not a planner configuration.
+    Oracle,
 }
 
-pub const ALL: [Policy; 7] = [Policy::Slurm, Policy::SlurmPowersave, Policy::Eaco, Policy::Powerflow, Policy::Greenflow, Policy::Synergy, Policy::Energy];
+pub const ALL: [Policy; 8] = [Policy::Slurm, Policy::SlurmPowersave, Policy::Eaco, Policy::Powerflow, Policy::Greenflow, Policy::Synergy, Policy::Energy, Policy::Oracle];
 
 impl Policy {
     pub fn name(self) -> &'static str {
@@ -48,6 +50,7 @@ impl Policy {
             Policy::Greenflow => "greenflow",
             Policy::Synergy => "synergy",
             Policy::Energy => "energy",
+            Policy::Oracle => "oracle",
         }
     }
 
@@ -77,13 +80,17 @@ pub struct Setup {
     pub hints: HintRule,
     /// Jobs may get CPUs other than their request (within bounds) when the spec says so.
     pub cpu_flexible: bool,
+    /// Under [`HintRule::Users`]: the slowdown bounds of `balanced` and `efficiency` jobs
+    /// instead of the spec's (a knob of the frontier sweep).
+    pub user_slowdowns: Option<(f64, f64)>,
 }
 
 /// Ideas of the `energy` policy that the ablation switches off one at a time.
 pub const IDEAS: [&str; 6] = ["packing", "clocks", "sharing", "carbon", "synergy", "powersave"];
 
 impl Setup {
-    pub fn for_policy(p: Policy, spec: &ClusterSpec) -> Setup {
+    /// The setup of a policy the planner runs; `None` for `oracle`, which is computed, not run.
+    pub fn for_policy(p: Policy, spec: &ClusterSpec) -> Option<Setup> {
         let gpus_total = (spec.cluster.nodes * spec.cluster.gpus_per_node) as f64;
         let base = PlannerConfig { report_reservations: false, ..PlannerConfig::slurm_baseline() };
         let energy_aware = PlannerConfig {
@@ -97,6 +104,8 @@ impl Setup {
             carbon_aware_clocks: false,
             cpu_by_sensitivity: false,
             extend_time_limits: true,
+            // The `energy` site's cap is its own: each paper's policy sets its own or none.
+            power_cap_w: 0.0,
             ..spec.planner.clone()
         };
         let hints = |policy, max_slowdown, share_allowed, defer_max_s| HintRule::Fixed(Hints { policy, max_slowdown, share_allowed, defer_max_s, tag: None });
@@ -133,13 +142,14 @@ impl Setup {
                 c.report_reservations = false;
                 (c, true, HintRule::Users, true)
             }
+            Policy::Oracle => return None,
         };
-        Setup { name: p.name().to_string(), planner, power_saving, hints: rule, cpu_flexible }
+        Some(Setup { name: p.name().to_string(), planner, power_saving, hints: rule, cpu_flexible, user_slowdowns: None })
     }
 
     /// The `energy` setup with one idea switched off.
     pub fn energy_without(idea: &str, spec: &ClusterSpec) -> Option<Setup> {
-        let mut s = Setup::for_policy(Policy::Energy, spec);
+        let mut s = Setup::for_policy(Policy::Energy, spec)?;
         match idea {
             "packing" => {
                 s.planner.packing = false;
@@ -163,5 +173,32 @@ impl Setup {
         }
         s.name = format!("energy-no-{idea}");
         Some(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_powerflow_greenflow_and_the_sites_energy_config_cap_power() {
+        let mut spec = ClusterSpec::default();
+        spec.planner.power_cap_w = 1000.0;
+        for p in ALL {
+            if let Some(s) = Setup::for_policy(p, &spec) {
+                let capped = matches!(p, Policy::Powerflow | Policy::Greenflow | Policy::Energy);
+                assert_eq!(s.planner.power_cap_w > 0.0, capped, "{}", p.name());
+            }
+        }
+    }
+
+    #[test]
+    fn power_saving_is_on_for_every_policy_but_slurm() {
+        let spec = ClusterSpec::default();
+        for p in ALL {
+            if let Some(s) = Setup::for_policy(p, &spec) {
+                assert_eq!(s.power_saving, p != Policy::Slurm, "{}", p.name());
+            }
+        }
     }
 }

@@ -34,6 +34,18 @@ impl Rng {
         if n == 0 { 0 } else { (self.next_u64() % n as u64) as usize }
     }
 
+    /// Standard normal (Box-Muller; one of the pair is dropped, which keeps the stream simple).
+    pub fn normal(&mut self) -> f64 {
+        let u1 = 1.0 - self.unit(); // in (0, 1]: ln is finite
+        let u2 = self.unit();
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    }
+
+    /// A log-normal factor with median 1 and log-space standard deviation `sd`.
+    pub fn lognormal(&mut self, sd: f64) -> f64 {
+        (sd * self.normal()).exp()
+    }
+
     pub fn chance(&mut self, p: f64) -> bool {
         self.unit() < p
     }
@@ -50,5 +62,14 @@ mod tests {
         assert_eq!(a, b);
         let mut r = Rng::new(1);
         assert!((0..1000).map(|_| r.unit()).all(|u| (0.0..1.0).contains(&u)));
+    }
+
+    #[test]
+    fn normal_draws_have_unit_spread() {
+        let mut r = Rng::new(3);
+        let v: Vec<f64> = (0..20_000).map(|_| r.normal()).collect();
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64;
+        assert!(mean.abs() < 0.03 && (var - 1.0).abs() < 0.05, "{mean} {var}");
     }
 }

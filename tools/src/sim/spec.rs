@@ -60,7 +60,10 @@ impl Default for GpuSection {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PowerSection {
+    /// A powered-on node with no busy core: CPUs idle, memory, fans, NICs (W).
     pub node_base_w: f64,
+    /// Added per CPU core allocated to a running job (W).
+    pub cpu_w_per_busy_core: f64,
     pub node_suspended_w: f64,
     pub resume_s: f64,
     /// Slurm's `SuspendTime`: idle time after which power saving suspends a node.
@@ -69,14 +72,15 @@ pub struct PowerSection {
 
 impl Default for PowerSection {
     fn default() -> Self {
-        PowerSection { node_base_w: 250.0, node_suspended_w: 10.0, resume_s: 300.0, suspend_after_idle_s: 600.0 }
+        PowerSection { node_base_w: 250.0, cpu_w_per_busy_core: 5.0, node_suspended_w: 10.0, resume_s: 300.0, suspend_after_idle_s: 600.0 }
     }
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TimeLimitSection {
-    /// Users over-estimate: limit = runtime x a factor drawn log-uniformly from this range ...
+    /// Users over-estimate: limit = runtime x a factor drawn log-uniformly from this range (a
+    /// factor below 1 is a user who under-estimates: Slurm kills the job at its limit) ...
     pub overestimate_min: f64,
     pub overestimate_max: f64,
     /// ... rounded up to the next of these popular values (s).
@@ -133,6 +137,54 @@ impl Default for CarbonSection {
     }
 }
 
+/// Which of Gavel's two throughput files is the ground truth of co-location.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Colocation {
+    /// `physical_cluster_throughputs.json`: measured on Gavel's physical cluster (median pair
+    /// sum 1.09 on V100).
+    #[default]
+    Physical,
+    /// `simulation_throughputs.json`: the table Gavel's simulator uses (median pair sum 1.37).
+    Simulated,
+}
+
+impl Colocation {
+    pub fn parse(s: &str) -> Result<Colocation, String> {
+        match s {
+            "physical" => Ok(Colocation::Physical),
+            "simulated" => Ok(Colocation::Simulated),
+            _ => Err(format!("unknown co-location truth '{s}': allowed are physical, simulated")),
+        }
+    }
+
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Colocation::Physical => "physical_cluster_throughputs.json",
+            Colocation::Simulated => "simulation_throughputs.json",
+        }
+    }
+}
+
+/// How the simulator's ground truth is kept apart from the planner's predictions.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TruthSection {
+    pub colocation: Colocation,
+    /// Relative noise (standard deviation of a log-normal factor) of the slowdowns the planner
+    /// observes in the first minutes of a shared run.
+    pub observation_noise: f64,
+    /// Spread (standard deviation of a log-normal factor) of a job's own CPU sensitivity
+    /// around its model's Synergy profile: the gain from extra CPUs differs per job.
+    pub cpu_sensitivity_noise: f64,
+}
+
+impl Default for TruthSection {
+    fn default() -> Self {
+        TruthSection { colocation: Colocation::Physical, observation_noise: 0.05, cpu_sensitivity_noise: 0.3 }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterSpec {
@@ -142,6 +194,7 @@ pub struct ClusterSpec {
     pub time_limits: TimeLimitSection,
     pub hints: HintMix,
     pub carbon: CarbonSection,
+    pub truth: TruthSection,
     /// Planner configuration of the `energy` policy (the same tables as `energy.toml`).
     pub planner: PlannerConfig,
 }
@@ -203,14 +256,20 @@ impl ClusterSpec {
             return Err("gpu: need 0 <= idle_power_w < max_power_w".into());
         }
         let p = &self.power;
-        for (k, v) in [("power.node_base_w", p.node_base_w), ("power.node_suspended_w", p.node_suspended_w), ("power.resume_s", p.resume_s), ("power.suspend_after_idle_s", p.suspend_after_idle_s)] {
+        for (k, v) in [("power.node_base_w", p.node_base_w), ("power.cpu_w_per_busy_core", p.cpu_w_per_busy_core), ("power.node_suspended_w", p.node_suspended_w), ("power.resume_s", p.resume_s), ("power.suspend_after_idle_s", p.suspend_after_idle_s)] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{k} must be a finite number >= 0"));
             }
         }
+        let tr = &self.truth;
+        for (k, v) in [("truth.observation_noise", tr.observation_noise), ("truth.cpu_sensitivity_noise", tr.cpu_sensitivity_noise)] {
+            if !(v.is_finite() && (0.0..=1.0).contains(&v)) {
+                return Err(format!("{k} must be in 0..=1"));
+            }
+        }
         let t = &self.time_limits;
-        if !(t.overestimate_min >= 1.0 && t.overestimate_max >= t.overestimate_min) {
-            return Err("time_limits: need 1 <= overestimate_min <= overestimate_max".into());
+        if !(t.overestimate_min > 0.0 && t.overestimate_max >= t.overestimate_min && t.overestimate_max.is_finite()) {
+            return Err("time_limits: need 0 < overestimate_min <= overestimate_max".into());
         }
         if t.round_up_to_s.is_empty() || t.round_up_to_s.windows(2).any(|w| w[0] >= w[1]) {
             return Err("time_limits.round_up_to_s must be a non-empty ascending list".into());
