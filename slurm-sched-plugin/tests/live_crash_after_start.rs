@@ -4,14 +4,17 @@
 //! slurmctld's state-save thread writes at most every 5 s. Each round submits a held array of 12
 //! one-GPU tasks, waits until slurmctld saved it and then 5.5 s more, releases it (one RPC, which makes slurmctld save its state at once),
 //! so that the starts a second later fall in the thread's 5 s wait; SIGKILLs slurmctld as soon
-//! as the plugin logged the starts, and restarts it. Each task's script appends a line to a
+//! as every task's script has started, and restarts it. Each task's script appends a line to a
 //! marker file named after the task. The first round runs with `save_before_launch = false`, i.e. launches leave at
 //! once as under sched/backfill: the restarted slurmctld recovers the tasks as pending, kills
 //! the running copies when the nodes register and starts the tasks again (they run a second
 //! time, or their relaunch meets the credential Slurm revoked and they end FAILED), which shows
 //! the round can see what a crash breaks. The second round, with the
-//! default, must see none, and every task exactly once in `sacct -D`: COMPLETED when its launch
-//! had left before the SIGKILL, NODE_FAIL (missing from its node, never run) when not.
+//! default, must see none: every task runs once and is COMPLETED, once, in `sacct -D`.
+//!
+//! (A SIGKILL while the launches are in flight also hits Slurm's own handling of an array task
+//! whose launch slurmd cannot confirm: slurmd cancels it by its job id, which for the array's
+//! own record cancels every task of the array; that is not what this test is about.)
 
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
@@ -78,14 +81,12 @@ fn round(cluster: &mut LocalCluster, marks: &Path, save_before_launch: bool) -> 
     let log_at = cluster.slurmctld_log().len();
     let out = cluster.command("scontrol").args(["release", &array.to_string()]).output().expect("scontrol release");
     assert!(out.status.success(), "scontrol release: {}", String::from_utf8_lossy(&out.stderr));
+    // Every task's launch has left and its script has started (each writes its marker at
+    // once): well within the 5 s in which slurmctld's own state save waits.
     let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    while !tasks.iter().all(|t| marker_lines(marks, t) >= 1) {
         let log = cluster.slurmctld_log();
-        let new = log.get(log_at..).unwrap_or("");
-        if new.matches("sched/energy: started JobId=").count() >= TASKS {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the released tasks did not all start:\n{new}");
+        assert!(Instant::now() < deadline, "the released tasks did not all start:\n{}", log.get(log_at..).unwrap_or(""));
         std::thread::sleep(Duration::from_millis(20));
     }
     cluster.restart_slurmctld_after(Stop::Kill).expect("restart slurmctld after SIGKILL");
@@ -107,30 +108,11 @@ fn round(cluster: &mut LocalCluster, marks: &Path, save_before_launch: bool) -> 
         println!("save_before_launch = {save_before_launch}: task {t}: script started {} time(s); sacct: {:?}", marker_lines(marks, t), text.lines().filter(|l| l.starts_with(&format!("{t}|"))).collect::<Vec<_>>());
     }
     let records = |t: &str| text.lines().filter(|l| l.starts_with(&format!("{t}|"))).map(|l| l.split('|').nth(1).unwrap_or("").to_string()).collect::<Vec<_>>();
-    let raw_id = |t: &str| text.lines().find(|l| l.starts_with(&format!("{t}|"))).and_then(|l| l.split('|').nth(2)).unwrap_or("").to_string();
-    // slurmd could not confirm a launch to the dying slurmctld and cancels the job itself.
-    let unconfirmed = |t: &str| {
-        let line = format!("Could not confirm batch launch for job {},", raw_id(t));
-        cluster.node_names().iter().any(|n| cluster.slurmd_log(n).contains(&line))
-    };
     if save_before_launch {
-        // Recovered as running: a task whose launch had left completes; one whose launch the
-        // dying slurmctld never sent is found missing from its batch host once that node
-        // registers, and ends as a node failure (`--no-requeue`). None is left running until
-        // its time limit (TIMEOUT).
+        // Recovered as running, with its batch step: each task completes, once.
         for t in &tasks {
-            // A task whose launch reached its node while slurmctld died, unconfirmed: slurmd
-            // gives it up and asks slurmctld to requeue it (refused: `--no-requeue`), then to
-            // cancel it by its own job id, which slurmctld 22.05 refuses for an array task
-            // (job_str_signal takes the id for an array's); it runs until Slurm's own check of
-            // missing jobs at the node's next registration, or its time limit.
-            let ok: &[&str] = match marker_lines(marks, t) {
-                1 => &["COMPLETED"],
-                _ if unconfirmed(t) => &["CANCELLED", "NODE_FAIL", "FAILED", "TIMEOUT"],
-                _ => &["NODE_FAIL", "FAILED"],
-            };
-            let r = records(t);
-            assert!(r.len() == 1 && ok.contains(&r[0].as_str()), "task {t}: script started {} time(s), sacct {r:?}\n{}", marker_lines(marks, t), cluster.slurmctld_log());
+            assert_eq!(records(t), ["COMPLETED"], "task {t}: script started {} time(s)\n{}", marker_lines(marks, t), cluster.slurmctld_log());
+            assert_eq!(marker_lines(marks, t), 1, "task {t}");
         }
     }
     // Broken by the crash: a task whose script started and that then ran again, did not end
