@@ -57,7 +57,7 @@ impl<'a> JobRef<'a> {
         unsafe { rec.as_ref() }.map(|rec| JobRef { api, rec })
     }
 
-    fn details(&self) -> Option<&'a sys::job_details> {
+    fn details(&self) -> Option<&'a sys::energy_job_details_t> {
         // SAFETY: details is NULL or owned by the record.
         unsafe { self.rec.details.as_ref() }
     }

@@ -34,6 +34,16 @@ pub struct GpuProcess {
     pub used_memory_bytes: Option<u64>,
 }
 
+/// One process's share of a GPU's streaming multiprocessors over NVML's last sampling window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessUtilization {
+    pub pid: u32,
+    /// SM (compute and 3D) utilisation, percent.
+    pub sm_util_pct: u32,
+    /// When the sample was taken (CPU clock, microseconds since the epoch).
+    pub timestamp_us: u64,
+}
+
 /// Power limit range the driver accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PowerLimitRangeMw {
@@ -95,4 +105,7 @@ pub trait GpuControl: Send + Sync {
     fn utilization_pct(&self, gpu: u32) -> Result<UtilizationPct, GpuError>;
     fn memory_used_total_bytes(&self, gpu: u32) -> Result<MemoryBytes, GpuError>;
     fn compute_processes(&self, gpu: u32) -> Result<Vec<GpuProcess>, GpuError>;
+    /// Per-process utilisation samples newer than `since_us` (0: all NVML keeps); none when no
+    /// process used the GPU since.
+    fn process_utilization(&self, gpu: u32, since_us: u64) -> Result<Vec<ProcessUtilization>, GpuError>;
 }

@@ -5,7 +5,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use crate::control::{AppClocksMhz, GpuControl, GpuProcess, MemoryBytes, PowerLimitRangeMw, UtilizationPct};
+use crate::control::{AppClocksMhz, GpuControl, GpuProcess, MemoryBytes, PowerLimitRangeMw, ProcessUtilization, UtilizationPct};
 use crate::error::{GpuError, GpuErrorKind};
 
 /// One simulated GPU; fields are public so tests can set up any situation.
@@ -168,6 +168,10 @@ impl GpuControl for FakeGpus {
         self.with_gpu(gpu, |g| g.memory)
     }
     fn compute_processes(&self, gpu: u32) -> Result<Vec<GpuProcess>, GpuError> {
+        self.with_gpu(gpu, |_| Vec::new())
+    }
+
+    fn process_utilization(&self, gpu: u32, _since_us: u64) -> Result<Vec<ProcessUtilization>, GpuError> {
         self.with_gpu(gpu, |_| Vec::new())
     }
 }

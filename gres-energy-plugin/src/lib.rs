@@ -14,7 +14,8 @@
 //! - [`detect`]: what autodetection reports (type name, device file, CPUs, links);
 //! - [`clocks`]: `--gpu-freq` applied to a step's GPUs and restored at its end;
 //! - [`energy`]: counter-based energy of a set of GPUs;
-//! - [`errors`]: NVML errors logged once per step, GPU and call.
+//! - [`errors`]: NVML errors logged once per step, GPU and call;
+//! - [`usage`]: a process's GPU memory and utilisation (Slurm 24.11's `gpu_p_usage_read`).
 
 pub mod clocks;
 pub mod detect;
@@ -22,6 +23,7 @@ pub mod devmap;
 pub mod energy;
 pub mod errors;
 pub mod nvml;
+pub mod usage;
 
 /// Identity of the slurmstepd step we run in, from its process title
 /// (`slurmstepd: [123.0]`, `[123.batch]`), for log lines and clock ownership.
