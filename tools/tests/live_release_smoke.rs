@@ -14,6 +14,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use slurm_testcluster::{skip_for, skip_live_test, slurm_release};
+use slurm_testcluster::{ClusterConfig, LocalCluster};
 use tools::demo::{DemoCluster, DemoJob, DemoSetup, FakeGpuSite, PluginFiles, build_plugins, default_project_dir, demo_energy_toml, format_table, parse_app_clock_mhz};
 
 /// `#define SLURM_VERSION_NUMBER 0x180b05` of the tree the plugins are built against -> `24.11.5`.
@@ -145,3 +146,79 @@ fn bundle_smoke_test_on_this_release() {
     println!("smoke test on Slurm {running}: {:.1} s", t0.elapsed().as_secs_f64());
 }
 
+/// A build for another release does not load: slurmctld refuses sched/energy and sbatch refuses
+/// the SPANK plugin, each with Slurm's own message naming the plugin's release.
+/// `SLURM_ENERGY_OTHER_SRC_DIR` names the configured tree of a release other than the one the
+/// cluster runs.
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
+#[test]
+fn a_build_for_another_release_is_refused_with_slurms_message() {
+    const TEST: &str = "a_build_for_another_release_is_refused_with_slurms_message";
+    if skip_live_test(TEST) {
+        return;
+    }
+    let Some(other_src) = std::env::var_os("SLURM_ENERGY_OTHER_SRC_DIR").map(std::path::PathBuf::from) else {
+        return skip_for(TEST, "SLURM_ENERGY_OTHER_SRC_DIR names no Slurm tree of another release");
+    };
+    let running = slurm_release().expect("slurmctld -V");
+    let other = tree_release(&other_src).unwrap_or_else(|| panic!("{} is not a configured Slurm tree", other_src.display()));
+    assert_ne!(other, running, "SLURM_ENERGY_OTHER_SRC_DIR must be another release than the cluster's");
+    let plugins = build_for(&other_src, &other);
+    let plugin_dir = tempfile::Builder::new().prefix("slurm-energy-other-").tempdir().expect("temp dir");
+    std::fs::copy(&plugins.sched_energy, plugin_dir.path().join("sched_energy.so")).expect("copy sched_energy.so");
+    std::fs::copy(&plugins.spank_energy, plugin_dir.path().join("spank_energy.so")).expect("copy spank_energy.so");
+
+    // slurmctld: plugin_load_from_file() compares major, minor and micro.
+    let refused = LocalCluster::start(ClusterConfig {
+        nodes: 1,
+        with_accounting: false,
+        plugin_dir: Some(plugin_dir.path().to_path_buf()),
+        sched_type: "sched/energy".into(),
+        scheduler_parameters: Some("sched_interval=-1,defer".into()),
+        ..ClusterConfig::default()
+    });
+    let err = match refused {
+        Ok(cluster) => {
+            let log = cluster.slurmctld_log();
+            drop(cluster);
+            panic!("slurmctld {running} started with sched/energy built for {other}:\n{log}")
+        }
+        Err(e) => e.to_string(),
+    };
+    let want = format!("Incompatible Slurm plugin {}/sched_energy.so version ({other})", plugin_dir.path().display());
+    println!("slurmctld {running} refuses the {other} build: {}", err.lines().find(|l| l.contains("Incompatible")).unwrap_or("?"));
+    assert!(err.contains(&want), "no {want:?} in slurmctld's log:\n{err}");
+
+    // SPANK plugins are compared by major and minor. slurmd refuses to start with a required
+    // one of another release.
+    let plugstack = format!("required {}\n", plugin_dir.path().join("spank_energy.so").display());
+    let spank_cluster = |with_plugstack: bool| {
+        LocalCluster::start(ClusterConfig {
+            nodes: 1,
+            gpus_per_node: 0,
+            with_accounting: false,
+            extra_files: if with_plugstack { vec![("plugstack.conf".to_string(), plugstack.clone())] } else { Vec::new() },
+            ..ClusterConfig::default()
+        })
+    };
+    let err = match spank_cluster(true) {
+        Ok(cluster) => {
+            drop(cluster);
+            panic!("slurmd {running} started with a required SPANK plugin built for {other}")
+        }
+        Err(e) => e.to_string(),
+    };
+    let want = "spank_energy.so: Incompatible plugin version";
+    println!("slurmd {running} refuses the {other} SPANK plugin: {}", err.lines().find(|l| l.contains(want)).unwrap_or("?"));
+    assert!(err.contains(want), "no {want:?} in slurmd's log:\n{err}");
+
+    // sbatch reads plugstack.conf when it runs: the same refusal for the user.
+    let cluster = spank_cluster(false).unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+    cluster.write_conf_file("plugstack.conf", &plugstack).expect("write plugstack.conf");
+    let out = cluster.command("sbatch").args(["--energy-policy=efficiency", "--wrap", "true"]).output().expect("sbatch");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    cluster.stop().expect("stop");
+    println!("sbatch {running} with the {other} SPANK plugin: {}", stderr.lines().find(|l| l.contains(want)).unwrap_or("?"));
+    assert!(!out.status.success(), "sbatch ran with a SPANK plugin of {other}: {stderr}");
+    assert!(stderr.contains(want), "Slurm's message is missing: {stderr}");
+}
