@@ -356,6 +356,9 @@ if [[ ! -s $TREE/configure || -z $(tree_kind) ]] ||
         (cd "$work" && apt-get source -q --download-only --tar-only -o APT::Sandbox::User=root \
             --only-source "slurm-wlm=$version" >"$work/apt.log" 2>&1) || {
             sed 's/^/  /' "$work/apt.log" | grep -E '^  (Err|E):' >&2 || true
+            rm -rf "$work"
+            trap - EXIT
+            rmdir "$BASE" 2>/dev/null || true
             die "the archive serves no source of slurm-wlm $version (not even slurm-wlm_$release.orig.tar.*)"
         }
         orig=$(compgen -G "$work/slurm-wlm_$release.orig.tar.*" | head -n 1)
