@@ -9,18 +9,20 @@ use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// Releases the code distinguishes (`slurm_ge_<major>_<minor>` is set when the tree is at least
-/// that release). Add one here before using it in a `cfg`.
-const VERSION_GATES: &[(u32, u32)] = &[(22, 5), (23, 2), (23, 11), (24, 5), (24, 11), (25, 5), (25, 11)];
+// VERSION_GATES and emit_slurm_cfg(), shared with the plugin packages' build scripts.
+include!("src/slurm_cfg.rs");
+
+/// The releases (major, minor) the bundle is written and tested for. The shim and the Rust code
+/// choose between their interfaces with `slurm_ge_24_11`/`slurm_ge_26_05`; a release in between
+/// would get one of those forms untested, so the build refuses it.
+const SUPPORTED: &[(u32, u32)] = &[(22, 5), (24, 11), (26, 5)];
 
 fn main() {
     println!("cargo:rerun-if-env-changed=SLURM_SRC_DIR");
     println!("cargo:rerun-if-changed=src/shim/shim.h");
     println!("cargo:rerun-if-changed=src/shim/shim.c");
     println!("cargo:rerun-if-changed=src/shim/stepd.c");
-    for (major, minor) in VERSION_GATES {
-        println!("cargo::rustc-check-cfg=cfg(slurm_ge_{major}_{minor:02})");
-    }
+    println!("cargo:rerun-if-changed=src/slurm_cfg.rs");
 
     let src = match env::var_os("SLURM_SRC_DIR") {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
@@ -49,11 +51,16 @@ fn main() {
         fail(&format!("no SLURM_VERSION_NUMBER in {}", version_h.display()))
     });
     let (major, minor, micro) = (version >> 16, (version >> 8) & 0xff, version & 0xff);
-    for &(gate_major, gate_minor) in VERSION_GATES {
-        if (major, minor) >= (gate_major, gate_minor) {
-            println!("cargo:rustc-cfg=slurm_ge_{gate_major}_{gate_minor:02}");
-        }
+    if !SUPPORTED.contains(&(major, minor)) {
+        let list: Vec<String> = SUPPORTED.iter().map(|(a, b)| format!("{a}.{b:02}")).collect();
+        fail(&format!(
+            "SLURM_SRC_DIR={} is Slurm {major}.{minor:02}.{micro}; the bundle supports the releases {} \
+             (tools/slurm-release.sh builds them)",
+            src.display(),
+            list.join(", ")
+        ));
     }
+    emit_slurm_cfg(version);
     println!("cargo:rustc-env=SLURM_ENERGY_SLURM_VERSION={major}.{minor:02}.{micro}");
     // Dependents (the plugin crates) read these through `links`: DEP_SLURM_ENERGY_SHIM_*.
     println!("cargo:version_number={version}");
@@ -87,15 +94,15 @@ fn main() {
         .allowlist_function("energy_.*")
         .allowlist_type("job_record_t|job_details_t|node_record_t|part_record_t|job_queue_rec_t")
         .allowlist_type("gres_state_t|gres_job_state_t|gres_node_state_t|job_resources_t")
-        .allowlist_type("slurmctld_lock_t|lock_level_t|slurm_conf_t|log_level_t|step_record_t")
+        .allowlist_type("slurmctld_lock_t|lock_level_t|slurm_conf_t|log_level_t|job_node_select_t|energy_list_t|energy_list_itr_t|energy_job_details_t")
         // The node side: the GPU plugin interface and acct_gather_energy's records.
-        .allowlist_type("energy_node_api_t|node_config_load_t|gpu_status_t|acct_gather_energy_t|acct_energy_type")
+        .allowlist_type("energy_node_api_t|node_config_load_t|gpu_status_t|acct_gather_energy_t|acct_energy_type|acct_gather_data_t")
         .allowlist_item("ENERGY_DATA_.*")
         .allowlist_type("energy_route_status")
         .allowlist_var("SLURM_VERSION_NUMBER|NO_VAL|NO_VAL16|NO_VAL64|INFINITE|INFINITE16|INFINITE64")
         .allowlist_item("SLURM_SUCCESS|SLURM_ERROR|ESLURM_.*|LOG_LEVEL_.*|PROLOG_FLAG_ALLOC|PROLOG_FLAG_CONTAIN")
         // Opaque where we never look inside: keeps the generated code small and version-proof.
-        .opaque_type("xlist|listIterator|bitstr_t|slurm_mutex_t|pthread_.*|s_p_options_t|s_p_hashtbl_t|s_p_hashtbl|slurmctld_config|slurmctld_config_t|step_record_t")
+        .opaque_type("xlist|listIterator|bitstr_t|slurm_mutex_t|pthread_.*|s_p_options_t|s_p_hashtbl_t|s_p_hashtbl|slurmctld_config|slurmctld_config_t")
         .blocklist_item("plugin_type|plugin_name|plugin_version");
     for inc in &includes {
         builder = builder.clang_arg(format!("-I{}", inc.display()));

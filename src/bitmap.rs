@@ -36,7 +36,13 @@ impl<'a> BitmapRef<'a> {
             return false;
         }
         // SAFETY: valid bitmap (constructor contract) and `bit` is in range.
-        unsafe { call!(self.api, bit_test(self.ptr, bit as sys::bitoff_t)) != 0 }
+        #[cfg(not(slurm_ge_24_11))]
+        // SAFETY: see above.
+        let set = unsafe { call!(self.api, bit_test(self.ptr, bit as sys::bitoff_t)) };
+        #[cfg(slurm_ge_24_11)]
+        // SAFETY: see above (24.11 exports bit_test as slurm_bit_test).
+        let set = unsafe { call!(self.api, slurm_bit_test(self.ptr, bit as sys::bitoff_t)) };
+        set != 0
     }
 
     /// Indices of the set bits, ascending.

@@ -62,7 +62,7 @@ impl<'a> JobRef<'a> {
         self.rec
     }
 
-    fn details(&self) -> Option<&'a sys::job_details> {
+    fn details(&self) -> Option<&'a sys::energy_job_details_t> {
         // SAFETY: details is NULL or owned by the record.
         unsafe { self.rec.details.as_ref() }
     }

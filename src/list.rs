@@ -7,14 +7,14 @@ use crate::sys;
 
 pub(crate) struct ListIter<'a> {
     api: &'static Api,
-    it: sys::ListIterator,
+    it: sys::energy_list_itr_t,
     _lock: PhantomData<&'a ()>,
 }
 
 impl<'a> ListIter<'a> {
     /// # Safety
     /// `list` must be NULL or a valid List whose items stay valid for `'a`.
-    pub(crate) unsafe fn new(api: &'static Api, list: sys::List) -> Option<ListIter<'a>> {
+    pub(crate) unsafe fn new(api: &'static Api, list: sys::energy_list_t) -> Option<ListIter<'a>> {
         if list.is_null() {
             return None;
         }

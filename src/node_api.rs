@@ -101,6 +101,17 @@ impl NodeApi {
         }
     }
 
+    /// Where `gres/gpumem` and `gres/gpuutil` sit in a step's TRES usage record (Slurm's
+    /// `gpu_get_tres_pos`), `None` for one `AccountingStorageTRES` does not track. Meaningful in
+    /// slurmstepd, whose association manager holds the cluster's TRES list.
+    #[cfg(slurm_ge_24_11)]
+    pub fn gpu_tres_pos(&self) -> (Option<usize>, Option<usize>) {
+        let (mut mem, mut util) = (-1, -1);
+        // SAFETY: two out-pointers to locals; Slurm writes an index or -1 to each.
+        unsafe { ncall!(self, gpu_get_tres_pos(&mut mem, &mut util)) };
+        (usize::try_from(mem).ok(), usize::try_from(util).ok())
+    }
+
     /// slurm.conf `GpuFreqDef`, if set.
     pub fn gpu_freq_def(&self) -> Option<String> {
         let conf = self.raw.slurm_conf;
@@ -131,12 +142,9 @@ impl NodeApi {
     ///
     /// # Safety
     /// Must run in a Slurm daemon that called the GPU plugin (the list is handed to it).
-    pub unsafe fn build_gres_list(&self, cpu_cnt: u32, gpus: &[DetectedGpu]) -> sys::List {
+    pub unsafe fn build_gres_list(&self, cpu_cnt: u32, gpus: &[DetectedGpu]) -> sys::energy_list_t {
         // SAFETY: list_create takes the record destructor Slurm uses for these records.
         let list = unsafe { ncall!(self, list_create(self.raw.destroy_gres_slurmd_conf)) };
-        let name = cstring("gpu");
-        // SAFETY: flag value from the tree's header.
-        let flags = unsafe { sys::energy_gres_conf_env_nvml() };
         for gpu in gpus {
             let file = cstring(&gpu.device_file);
             let type_name = cstring(&gpu.type_name);
@@ -157,24 +165,20 @@ impl NodeApi {
                 }
             };
             let ptr_or_null = |c: &Option<CString>| c.as_ref().map_or(std::ptr::null_mut(), |c| c.as_ptr() as *mut c_char);
-            // SAFETY: every string is a valid C string that outlives the call (add_gres_to_list
-            // copies them with xstrdup, and copies the bitmap, which we free after).
+            // SAFETY: the table is resolved; every string is a valid C string that outlives the
+            // call (add_gres_to_list copies them with xstrdup, and copies the bitmap, which we
+            // free after).
             unsafe {
-                ncall!(
-                    self,
-                    add_gres_to_list(
-                        list,
-                        name.as_ptr() as *mut c_char,
-                        1,
-                        cpu_cnt as i32,
-                        ptr_or_null(&cpus),
-                        bitmap,
-                        file.as_ptr() as *mut c_char,
-                        type_name.as_ptr() as *mut c_char,
-                        ptr_or_null(&links),
-                        ptr_or_null(&uuid),
-                        flags,
-                    )
+                sys::energy_gres_add_gpu(
+                    &self.raw,
+                    list,
+                    cpu_cnt,
+                    ptr_or_null(&cpus),
+                    bitmap,
+                    file.as_ptr() as *mut c_char,
+                    type_name.as_ptr() as *mut c_char,
+                    ptr_or_null(&links),
+                    ptr_or_null(&uuid),
                 );
                 if !bitmap.is_null() {
                     let mut b = bitmap;
@@ -208,7 +212,11 @@ impl NodeApi {
         // SAFETY: valid bitmap (caller), indices below its size.
         unsafe {
             let n = ncall!(self, bit_size(bitmap));
-            (0..n).filter(|&i| ncall!(self, bit_test(bitmap, i)) != 0).map(|i| i as usize).collect()
+            #[cfg(not(slurm_ge_24_11))]
+            let test = |i| ncall!(self, bit_test(bitmap, i));
+            #[cfg(slurm_ge_24_11)]
+            let test = |i| ncall!(self, slurm_bit_test(bitmap, i));
+            (0..n).filter(|&i| test(i) != 0).map(|i| i as usize).collect()
         }
     }
 
@@ -234,7 +242,7 @@ impl NodeApi {
         let mut bitmap: *mut sys::bitstr_t = std::ptr::null_mut();
         let out = (&mut bitmap as *mut *mut sys::bitstr_t).cast::<c_void>();
         // SAFETY: `step` is the step record (caller).
-        let step_list = unsafe { sys::energy_stepd_step_gres_list(step) } as sys::List;
+        let step_list = unsafe { sys::energy_stepd_step_gres_list(step) } as sys::energy_list_t;
         let mut rc = -1;
         if !step_list.is_null() {
             // SAFETY: valid list and name; `bitmap` receives a pointer into the step's data (not
@@ -244,16 +252,15 @@ impl NodeApi {
             };
         }
         if (rc != sys::SLURM_SUCCESS as i32 || bitmap.is_null()) && job_fallback {
-            bitmap = std::ptr::null_mut();
             // SAFETY: as above, for the job's gres list extracted for this node (index 0).
-            let job_list = unsafe { sys::energy_stepd_job_gres_list(step) } as sys::List;
+            let job_list = unsafe { sys::energy_stepd_job_gres_list(step) } as sys::energy_list_t;
             if job_list.is_null() {
                 return None;
             }
-            // SAFETY: as above.
-            rc = unsafe {
-                ncall!(self, gres_get_job_info(job_list, name.as_ptr() as *mut c_char, 0, sys::energy_gres_job_data_bitmap() as _, out))
-            };
+            // SAFETY: the table is resolved, the list valid; the bitmap returned is borrowed
+            // from the job's gres data, alive with the step record.
+            bitmap = unsafe { sys::energy_job_gres_bitmap(&self.raw, job_list, name.as_ptr(), 0) };
+            rc = sys::SLURM_SUCCESS as i32;
         }
         if rc != sys::SLURM_SUCCESS as i32 || bitmap.is_null() {
             return None;

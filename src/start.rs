@@ -127,9 +127,7 @@ impl SlurmctldLock {
             return Err(StartError::NotPending);
         };
         // SAFETY: the same pre-check the main scheduler makes, under the same locks.
-        let runnable = unsafe {
-            call!(api, acct_policy_job_runnable_state(job)) || call!(api, acct_policy_job_runnable_pre_select(job, false))
-        };
+        let runnable = unsafe { sys::energy_job_acct_policy_runnable(job) };
         if !runnable {
             undo(&saved);
             return Err(StartError::AccountingPolicy);
@@ -391,7 +389,7 @@ impl SlurmctldLock {
 ///
 /// # Safety
 /// Job and node write locks held; `job` a valid pending record.
-#[cfg(not(slurm_ge_23_02))]
+#[cfg(not(slurm_ge_24_11))]
 unsafe fn select_nodes(api: &crate::Api, job: *mut sys::job_record_t) -> i32 {
     // SAFETY: forwarded contract.
     unsafe {
@@ -399,8 +397,20 @@ unsafe fn select_nodes(api: &crate::Api, job: *mut sys::job_record_t) -> i32 {
     }
 }
 
-#[cfg(slurm_ge_23_02)]
-compile_error!("select_nodes() changed after 22.05: add the call for this release in src/start.rs");
+/// 24.11's `select_nodes(job_node_select, test_only, submission, scheduler)`: the job travels in
+/// a `job_node_select_t` (whose other fields are outputs).
+///
+/// # Safety
+/// Job and node write locks held; `job` a valid pending record.
+#[cfg(slurm_ge_24_11)]
+unsafe fn select_nodes(api: &crate::Api, job: *mut sys::job_record_t) -> i32 {
+    // SAFETY: plain C data (pointers and integers) for which all-zero is "nothing set", as
+    // sched/backfill's designated initialiser leaves it.
+    let mut select: sys::job_node_select_t = unsafe { std::mem::zeroed() };
+    select.job_ptr = job;
+    // SAFETY: forwarded contract; `select` outlives the call, which keeps no pointer to it.
+    unsafe { call!(api, select_nodes(&mut select, false, false, sys::energy_job_flag_backfill())) }
+}
 
 fn set_admin_comment(api: &crate::Api, rec: &mut sys::job_record_t, text: &str) {
     let Ok(text) = CString::new(text.replace('\0', " ")) else { return };

@@ -890,6 +890,7 @@ mod tests {
                 default_power_limit_mw(g: u32) -> u32; set_power_limit_mw(g: u32, l: u32) -> ();
                 utilization_pct(g: u32) -> crate::UtilizationPct; memory_used_total_bytes(g: u32) -> crate::MemoryBytes;
                 compute_processes(g: u32) -> Vec<crate::GpuProcess>; process_sm_utilization_pct(g: u32, s: u64) -> Vec<crate::ProcessSmUtilPct>;
+                process_utilization(g: u32, s: u64) -> Vec<crate::ProcessUtilization>;
             }
             fn reset_application_clocks(&self, g: u32) -> Result<(), GpuError> {
                 if self.reset_fails() {

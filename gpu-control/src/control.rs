@@ -41,6 +41,16 @@ pub struct ProcessSmUtilPct {
     pub sm_pct: u32,
 }
 
+/// One process's share of a GPU's streaming multiprocessors over NVML's last sampling window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessUtilization {
+    pub pid: u32,
+    /// SM (compute and 3D) utilisation, percent.
+    pub sm_util_pct: u32,
+    /// When the sample was taken (CPU clock, microseconds since the epoch).
+    pub timestamp_us: u64,
+}
+
 /// Power limit range the driver accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PowerLimitRangeMw {
@@ -106,4 +116,7 @@ pub trait GpuControl: Send + Sync {
     /// taken after `since_unix_us` (0: all it keeps): each process's mean. Drivers without
     /// per-process samples fail with `NotSupported` or `NotFound`.
     fn process_sm_utilization_pct(&self, gpu: u32, since_unix_us: u64) -> Result<Vec<ProcessSmUtilPct>, GpuError>;
+    /// Per-process utilisation samples newer than `since_us` (0: all NVML keeps); none when no
+    /// process used the GPU since.
+    fn process_utilization(&self, gpu: u32, since_us: u64) -> Result<Vec<ProcessUtilization>, GpuError>;
 }

@@ -5,7 +5,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use crate::control::{AppClocksMhz, GpuControl, GpuProcess, MemoryBytes, PowerLimitRangeMw, ProcessSmUtilPct, UtilizationPct};
+use crate::control::{AppClocksMhz, GpuControl, GpuProcess, MemoryBytes, PowerLimitRangeMw, ProcessSmUtilPct, ProcessUtilization, UtilizationPct};
 use crate::error::{GpuError, GpuErrorKind};
 
 /// One simulated GPU; fields are public so tests can set up any situation.
@@ -183,6 +183,10 @@ impl GpuControl for FakeGpus {
         self.with_gpu(gpu, |g| g.process_sm_pct.clone())?.ok_or_else(|| {
             GpuError::new(Some(gpu), "nvmlDeviceGetProcessUtilization", GpuErrorKind::NotSupported, "no per-process samples")
         })
+    }
+
+    fn process_utilization(&self, gpu: u32, _since_us: u64) -> Result<Vec<ProcessUtilization>, GpuError> {
+        self.with_gpu(gpu, |_| Vec::new())
     }
 }
 

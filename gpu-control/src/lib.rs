@@ -23,7 +23,7 @@ pub mod gres_type;
 mod nvml;
 mod nvml_clocks;
 
-pub use control::{AppClocksMhz, GpuControl, GpuProcess, MemoryBytes, PowerLimitRangeMw, ProcessSmUtilPct, UtilizationPct};
+pub use control::{AppClocksMhz, GpuControl, GpuProcess, MemoryBytes, PowerLimitRangeMw, ProcessSmUtilPct, ProcessUtilization, UtilizationPct};
 pub use error::{GpuError, GpuErrorKind};
 pub use fake::{FakeGpu, FakeGpus};
 pub use nvml::NvmlGpu;

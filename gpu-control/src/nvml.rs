@@ -16,7 +16,7 @@ use nvml_wrapper::enums::device::{GpuLockedClocksSetting, UsedGpuMemory};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
-use crate::control::{AppClocksMhz, GpuControl, GpuProcess, MemoryBytes, PowerLimitRangeMw, ProcessSmUtilPct, UtilizationPct};
+use crate::control::{AppClocksMhz, GpuControl, GpuProcess, MemoryBytes, PowerLimitRangeMw, ProcessSmUtilPct, ProcessUtilization, UtilizationPct};
 use crate::error::{GpuError, GpuErrorKind};
 use crate::nvml_clocks;
 
@@ -299,6 +299,18 @@ impl GpuControl for NvmlGpu {
                 },
             })
             .collect())
+    }
+
+    fn process_utilization(&self, gpu: u32, since_us: u64) -> Result<Vec<ProcessUtilization>, GpuError> {
+        match self.device(gpu)?.process_utilization_stats(since_us) {
+            Ok(samples) => Ok(samples
+                .into_iter()
+                .map(|s| ProcessUtilization { pid: s.pid, sm_util_pct: s.sm_util, timestamp_us: s.timestamp })
+                .collect()),
+            // NVML's answer when it holds no sample newer than `since_us`.
+            Err(NvmlError::NotFound) => Ok(Vec::new()),
+            Err(e) => Err(err(Some(gpu), "nvmlDeviceGetProcessUtilization")(e)),
+        }
     }
 }
 

@@ -17,6 +17,8 @@
 //! - [`share`]: how a shared GPU's energy is split among the jobs on it (`gres/shard`);
 //! - [`share_ledger`]: the node-local books of shared GPUs that applies that split;
 //! - [`errors`]: NVML errors logged once per step, GPU and call.
+//! - [`errors`]: NVML errors logged once per step, GPU and call;
+//! - [`usage`]: a process's GPU memory and utilisation (Slurm 24.11's `gpu_p_usage_read`).
 
 pub mod clocks;
 pub mod detect;
@@ -26,6 +28,7 @@ pub mod errors;
 pub mod nvml;
 pub mod share;
 pub mod share_ledger;
+pub mod usage;
 
 /// Identity of the slurmstepd step we run in, from its process title
 /// (`slurmstepd: [123.0]`, `[123.batch]`), for log lines and clock ownership.

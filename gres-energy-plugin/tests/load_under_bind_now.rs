@@ -25,11 +25,14 @@ fn check(lib: &str, symbols: &[&str]) {
 const COMMON: [&str; 5] = ["plugin_name", "plugin_type", "plugin_version", "init", "fini"];
 
 #[test]
-fn gpu_nvml_loads_and_exports_the_22_05_gpu_interface() {
+fn gpu_nvml_loads_and_exports_the_gpu_interface_of_its_release() {
     let mut syms = COMMON.to_vec();
-    // src/common/gpu.c: syms[]
+    // 22.05 src/common/gpu.c, 24.11 src/interfaces/gpu.c: syms[]
+    #[cfg(not(slurm_ge_24_11))]
+    syms.push("gpu_p_reconfig");
+    #[cfg(slurm_ge_24_11)]
+    syms.push("gpu_p_usage_read");
     syms.extend([
-        "gpu_p_reconfig",
         "gpu_p_get_system_gpu_list",
         "gpu_p_step_hardware_init",
         "gpu_p_step_hardware_fini",
@@ -41,9 +44,10 @@ fn gpu_nvml_loads_and_exports_the_22_05_gpu_interface() {
 }
 
 #[test]
-fn acct_gather_energy_nvml_loads_and_exports_the_22_05_energy_interface() {
+fn acct_gather_energy_nvml_loads_and_exports_the_energy_interface() {
     let mut syms = COMMON.to_vec();
-    // src/common/slurm_acct_gather_energy.c: syms[]
+    // 22.05 src/common/slurm_acct_gather_energy.c, 24.11 src/interfaces/acct_gather_energy.c
+    // (unchanged): syms[]
     syms.extend([
         "acct_gather_energy_p_update_node_energy",
         "acct_gather_energy_p_get_data",

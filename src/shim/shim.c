@@ -60,14 +60,19 @@ uint32_t energy_gres_conf_env_nvml(void)
 
 int energy_gres_devices(const energy_node_api_t *api, energy_gres_device_t *out, int cap)
 {
-	List devices;
-	ListIterator it;
+	energy_list_t devices;
+	energy_list_itr_t it;
 	gres_device_t *dev;
 	int n = 0;
 
-	if (!api || !api->gres_g_get_devices)
+	/* Looked up here rather than in energy_node_api_t: its last parameter is slurmstepd's step
+	 * record in 24.11, a type the Rust bindings need not describe (NULL/0 in every release). */
+	__typeof__(gres_g_get_devices) *get_devices =
+		(__typeof__(gres_g_get_devices) *) dlsym(RTLD_DEFAULT, "gres_g_get_devices");
+
+	if (!api || !get_devices)
 		return -1;
-	devices = api->gres_g_get_devices(NULL, true, 0, NULL, 0, 0);
+	devices = get_devices(NULL, true, 0, NULL, 0, 0);
 	if (!devices)
 		return -1;
 	it = api->list_iterator_create(devices);
@@ -96,10 +101,74 @@ int energy_gres_step_data_bitmap(void)
 	return GRES_STEP_DATA_BITMAP;
 }
 
-int energy_gres_job_data_bitmap(void)
+void energy_gres_add_gpu(const energy_node_api_t *api, energy_list_t list, uint32_t cpu_cnt,
+			 char *cpus, bitstr_t *cpus_bitmap, char *file, char *type_name, char *links,
+			 char *unique_id)
 {
-	return GRES_JOB_DATA_BITMAP;
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+	gres_slurmd_conf_t rec;
+
+	memset(&rec, 0, sizeof(rec));
+	rec.config_flags = GRES_CONF_ENV_NVML | GRES_CONF_AUTODETECT;
+	rec.count = 1;
+	rec.cpu_cnt = cpu_cnt;
+	rec.cpus = cpus;
+	rec.cpus_bitmap = cpus_bitmap;
+	rec.file = file;
+	rec.links = links;
+	rec.name = "gpu";
+	rec.type_name = type_name;
+	rec.unique_id = unique_id;
+	api->add_gres_to_list(list, &rec);
+#else
+	api->add_gres_to_list(list, "gpu", 1, cpu_cnt, cpus, cpus_bitmap, file, type_name, links,
+			      unique_id, GRES_CONF_ENV_NVML);
+#endif
 }
+
+bitstr_t *energy_job_gres_bitmap(const energy_node_api_t *api, energy_list_t job_gres_list,
+				 const char *name, uint32_t node_inx)
+{
+	energy_list_itr_t it;
+	gres_state_t *gres;
+	bitstr_t *found = NULL;
+
+	if (!api || !job_gres_list || !name)
+		return NULL;
+	it = api->list_iterator_create(job_gres_list);
+	while ((gres = api->list_next(it))) {
+		gres_job_state_t *js = gres->gres_data;
+
+		if (!gres->gres_name || strcmp(gres->gres_name, name) || !js)
+			continue;
+		if (js->gres_bit_alloc && node_inx < js->node_cnt && js->gres_bit_alloc[node_inx]) {
+			found = js->gres_bit_alloc[node_inx];
+			break;
+		}
+	}
+	api->list_iterator_destroy(it);
+	return found;
+}
+
+/*
+ * slurmctld functions only the shim's own helpers call (saving starts before their launch,
+ * see src/launch.rs). Kept out of energy_slurm_api_t so that the Rust bindings need not
+ * describe the step records they take.
+ */
+#define ENERGY_SHIM_FUNCTIONS(X)             \
+	X(dump_all_job_state)                \
+	X(pick_batch_host)                   \
+	X(build_batch_step)                  \
+	X(find_step_record)                  \
+	X(delete_step_record)                \
+	X(job_complete)                      \
+	X(bit_ffs)
+
+static struct {
+#define ENERGY_SHIM_MEMBER(name) __typeof__(name) *name;
+	ENERGY_SHIM_FUNCTIONS(ENERGY_SHIM_MEMBER)
+#undef ENERGY_SHIM_MEMBER
+} shim_fns;
 
 const char *energy_slurm_api_resolve(energy_slurm_api_t *api)
 {
@@ -113,6 +182,12 @@ const char *energy_slurm_api_resolve(energy_slurm_api_t *api)
 	ENERGY_SLURM_FUNCTIONS(ENERGY_RESOLVE)
 	ENERGY_SLURM_DATA(ENERGY_RESOLVE)
 #undef ENERGY_RESOLVE
+#define ENERGY_RESOLVE_SHIM(name)                                          \
+	shim_fns.name = (__typeof__(shim_fns.name)) dlsym(RTLD_DEFAULT, #name); \
+	if (!shim_fns.name)                                                \
+		return #name;
+	ENERGY_SHIM_FUNCTIONS(ENERGY_RESOLVE_SHIM)
+#undef ENERGY_RESOLVE_SHIM
 	*api = t;
 	resolved = t;
 	__sync_synchronize();
@@ -231,8 +306,11 @@ const char *energy_job_not_runnable(job_record_t *job)
 	if ((job->array_task_id != NO_VAL || job->array_recs) &&
 	    !resolved.job_array_start_test(job))
 		return "array throttle reached";
+#if SLURM_VERSION_NUMBER < SLURM_VERSION_NUM(24, 11, 0)
+	/* 24.11 keeps such a job COMPLETING (tested above) instead of a select plugin flag. */
 	resolved.select_g_select_jobinfo_get(job->select_jobinfo, SELECT_JOBDATA_CLEANING,
 					     &cleaning);
+#endif
 	if (cleaning)
 		return "cleaning after a previous run";
 	if (!resolved.job_independent(job))
@@ -290,7 +368,14 @@ void energy_route_test(void *item, time_t now, energy_route_t *out)
 	job_record_t *job = rec ? rec->job_ptr : NULL;
 	part_record_t *part = rec ? rec->part_ptr : NULL;
 	energy_route_saved_t saved;
-	bitstr_t *avail = NULL, *exc_cores = NULL;
+	bitstr_t *avail = NULL;
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+	resv_exc_t exc;
+
+	memset(&exc, 0, sizeof(exc));
+#else
+	bitstr_t *exc_cores = NULL;
+#endif
 	bool overlap = false;
 	time_t when = now;
 	int rc;
@@ -333,7 +418,11 @@ void energy_route_test(void *item, time_t now, energy_route_t *out)
 		out->why = "licenses not available";
 		goto done;
 	}
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+	rc = resolved.job_test_resv(job, &when, true, &avail, &exc, &overlap, false);
+#else
 	rc = resolved.job_test_resv(job, &when, true, &avail, &exc_cores, &overlap, false);
+#endif
 	if (rc != SLURM_SUCCESS) {
 		if (when <= now) {
 			out->why = "reservation does not allow it";
@@ -389,8 +478,12 @@ void energy_route_test(void *item, time_t now, energy_route_t *out)
 done:
 	if (avail)
 		resolved.slurm_bit_free(&avail);
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+	resolved.reservation_delete_resv_exc_parts(&exc);
+#else
 	if (exc_cores)
 		resolved.slurm_bit_free(&exc_cores);
+#endif
 	energy_route_undo(job, &saved);
 }
 
@@ -408,7 +501,7 @@ const char *energy_route_apply(job_record_t *job, const char *part_name, const c
 		return "partition gone";
 	if (job->part_ptr_list) {
 		bool found = false;
-		ListIterator it = resolved.list_iterator_create(job->part_ptr_list);
+		energy_list_itr_t it = resolved.list_iterator_create(job->part_ptr_list);
 		part_record_t *p;
 
 		while ((p = resolved.list_next(it)))
@@ -435,7 +528,7 @@ const char *energy_route_apply(job_record_t *job, const char *part_name, const c
 
 bool energy_resv_at(int i, const char **name, bitstr_t **nodes, time_t *start, time_t *end)
 {
-	ListIterator it;
+	energy_list_itr_t it;
 	slurmctld_resv_t *resv;
 	int n = 0;
 	bool found = false;
@@ -472,16 +565,16 @@ int energy_save_job_state(void)
 {
 	if (!resolved_ok)
 		return -1;
-	return resolved.dump_all_job_state();
+	return shim_fns.dump_all_job_state();
 }
 
 int energy_prepare_batch_launch(job_record_t *job)
 {
 	if (!resolved_ok || !job || !job->batch_flag || job->het_job_id)
 		return -1;
-	if (resolved.pick_batch_host(job) != SLURM_SUCCESS)
+	if (shim_fns.pick_batch_host(job) != SLURM_SUCCESS)
 		return -1;
-	return resolved.build_batch_step(job) ? 0 : -1;
+	return shim_fns.build_batch_step(job) ? 0 : -1;
 }
 
 bool energy_job_first_node_registered(const job_record_t *job)
@@ -491,7 +584,7 @@ bool energy_job_first_node_registered(const job_record_t *job)
 
 	if (!resolved_ok || !job->node_bitmap)
 		return false;
-	first = resolved.bit_ffs(job->node_bitmap);
+	first = shim_fns.bit_ffs(job->node_bitmap);
 	if (first < 0 || first >= *resolved.node_record_count)
 		return false;
 	node = (*resolved.node_record_table_ptr)[first];
@@ -517,7 +610,7 @@ int energy_job_complete_missing(job_record_t *job)
 	if (!resolved_ok)
 		return -1;
 	job->exit_code = 1;
-	return resolved.job_complete(job->job_id, (*resolved.slurm_conf).slurm_user_id,
+	return shim_fns.job_complete(job->job_id, (*resolved.slurm_conf).slurm_user_id,
 				     requeue, true, NO_VAL);
 }
 
@@ -532,9 +625,9 @@ void energy_drop_batch_step(job_record_t *job)
 
 	if (!resolved_ok || !job->step_list)
 		return;
-	step = resolved.find_step_record(job, &id);
+	step = shim_fns.find_step_record(job, &id);
 	if (step)
-		resolved.delete_step_record(job, step);
+		shim_fns.delete_step_record(job, step);
 }
 
 int energy_server_thread_count(void)
@@ -617,7 +710,11 @@ bool energy_extend_time_limit(job_record_t *job, uint32_t limit_min, uint32_t *o
 	job->end_time_exp = job->end_time;
 	*resolved.last_job_update = time(NULL);
 	if (*resolved.acct_db_conn)
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+		resolved.jobacct_storage_g_job_start(*resolved.acct_db_conn, job);
+#else
 		resolved.jobacct_storage_job_start_direct(*resolved.acct_db_conn, job);
+#endif
 	*old_min = old;
 	*new_min = cap;
 	return true;
@@ -690,6 +787,20 @@ int energy_will_run(job_record_t *job, bitstr_t *candidates, time_t *start, bits
 	uint16_t orig_shared;
 	bitstr_t *avail;
 	int rc;
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+	/* No reservation's cores held back (22.05's NULL exc_core_bitmap); cons_tres reads the
+	 * record without a NULL check, so it must exist. */
+	resv_exc_t exc;
+
+	memset(&exc, 0, sizeof(exc));
+#define ENERGY_JOB_TEST(bitmap) \
+	resolved.select_g_job_test(job, bitmap, min_nodes, max_nodes, req_nodes, \
+				   SELECT_MODE_WILL_RUN, NULL, NULL, &exc, NULL)
+#else
+#define ENERGY_JOB_TEST(bitmap) \
+	resolved.select_g_job_test(job, bitmap, min_nodes, max_nodes, req_nodes, \
+				   SELECT_MODE_WILL_RUN, NULL, NULL, NULL)
+#endif
 
 	*nodes = NULL;
 	if (!resolved_ok || !job || !job->details || !job->part_ptr || !candidates)
@@ -706,15 +817,14 @@ int energy_will_run(job_record_t *job, bitstr_t *candidates, time_t *start, bits
 	orig_shared = job->details->share_res;
 	job->details->share_res = 0;
 	avail = resolved.bit_copy(candidates);
-	rc = resolved.select_g_job_test(job, avail, min_nodes, max_nodes, req_nodes,
-					SELECT_MODE_WILL_RUN, NULL, NULL, NULL);
+	rc = ENERGY_JOB_TEST(avail);
 	job->details->share_res = orig_shared;
 	if (((rc != SLURM_SUCCESS) || (job->start_time > time(NULL))) && orig_shared) {
 		resolved.slurm_bit_free(&avail);
 		avail = resolved.bit_copy(candidates);
-		rc = resolved.select_g_job_test(job, avail, min_nodes, max_nodes, req_nodes,
-						SELECT_MODE_WILL_RUN, NULL, NULL, NULL);
+		rc = ENERGY_JOB_TEST(avail);
 	}
+#undef ENERGY_JOB_TEST
 	if (rc != SLURM_SUCCESS) {
 		resolved.slurm_bit_free(&avail);
 		return rc;
@@ -722,6 +832,20 @@ int energy_will_run(job_record_t *job, bitstr_t *candidates, time_t *start, bits
 	*start = job->start_time;
 	*nodes = avail;
 	return SLURM_SUCCESS;
+}
+
+bool energy_job_acct_policy_runnable(job_record_t *job)
+{
+	if (!resolved_ok || !job)
+		return false;
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+	if (!resolved.job_state_reason_check(job->state_reason, JSR_QOS_ASSOC))
+		return true;
+#else
+	if (resolved.acct_policy_job_runnable_state(job))
+		return true;
+#endif
+	return resolved.acct_policy_job_runnable_pre_select(job, false);
 }
 
 bool energy_refusal_is_about_nodes(int rc)

@@ -54,11 +54,49 @@
 #include "src/slurmctld/acct_policy.h"
 #include "src/slurmctld/fed_mgr.h"
 #include "src/slurmctld/state_save.h"
-#include "src/slurmctld/srun_comm.h"
 #include "src/slurmctld/reservation.h"
 #include "src/slurmctld/licenses.h"
 #include "src/common/assoc_mgr.h"
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 5, 0)
+/* build_batch_step() moved to the step manager. */
+#include "src/stepmgr/stepmgr.h"
+#endif
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+#include "src/common/job_state_reason.h"
+#endif
+
+/*
+ * The bundle builds against exactly three releases: 22.05, 24.11 and 26.05 (build.rs refuses
+ * others). Where an interface differs, the newer form is chosen with
+ * `SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)` here and `cfg(slurm_ge_24_11)` in Rust.
+ */
+
+/* Slurm's list handles: `List`/`ListIterator` (pointer typedefs) until 23.02, `list_t *` /
+ * `list_itr_t *` after; the same types under one name in every release. */
+typedef __typeof__(list_create(NULL)) energy_list_t;
+typedef __typeof__(list_iterator_create(NULL)) energy_list_itr_t;
+/* A job's details record: `struct job_details` in 22.05, the typedef `job_details_t` of an
+ * unnamed struct in 24.11. */
+typedef __typeof__(*((job_record_t *) 0)->details) energy_job_details_t;
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 2, 0)
+#include "src/interfaces/accounting_storage.h"
+#else
 #include "src/common/slurm_accounting_storage.h"
+#endif
+/* srun_allocate(): srun_comm.h until 23.11, proc_req.h from 24.05 on. */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 5, 0)
+#include "src/slurmctld/proc_req.h"
+#else
+#include "src/slurmctld/srun_comm.h"
+#endif
+
+/* bit_test(): a function until 23.11; from 24.11 on a macro for the inline test, and the
+ * exported function is slurm_bit_test(). */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+#define ENERGY_BIT_TEST(X) X(slurm_bit_test)
+#else
+#define ENERGY_BIT_TEST(X) X(bit_test)
+#endif
 
 /* Functions we call, by their exported names (not the macros that wrap some of them). */
 #define ENERGY_SLURM_FUNCTIONS(X)            \
@@ -74,7 +112,7 @@
 	X(list_destroy)                      \
 	X(bit_alloc)                         \
 	X(bit_copy)                          \
-	X(bit_test)                          \
+	ENERGY_BIT_TEST(X)                   \
 	X(bit_set)                           \
 	X(bit_not)                           \
 	X(bit_or)                            \
@@ -89,7 +127,6 @@
 	X(select_nodes)                      \
 	X(launch_job)                        \
 	X(srun_allocate)                     \
-	X(acct_policy_job_runnable_state)    \
 	X(acct_policy_job_runnable_pre_select) \
 	X(fed_mgr_job_lock)                  \
 	X(fed_mgr_job_unlock)                \
@@ -110,18 +147,31 @@
 	X(acct_policy_job_runnable_post_select) \
 	X(assoc_mgr_lock)                    \
 	X(assoc_mgr_unlock)                  \
-	X(jobacct_storage_job_start_direct)  \
 	X(get_node_cnts)                     \
 	X(select_g_job_test)                 \
 	X(schedule_job_save)                 \
 	X(schedule_node_save)                \
-	X(dump_all_job_state)                \
-	X(pick_batch_host)                   \
-	X(build_batch_step)                  \
-	X(find_step_record)                  \
-	X(delete_step_record)                \
-	X(job_complete)                      \
-	X(bit_ffs)
+	ENERGY_SLURM_FUNCTIONS_RELEASE(X)
+
+/*
+ * What changed between the releases:
+ * - 22.05: a job held by a QOS/association limit is told by acct_policy_job_runnable_state();
+ *   24.11: by job_state_reason_check(reason, JSR_QOS_ASSOC) (the former is gone).
+ * - 22.05: accounting is updated for a changed running job with
+ *   jobacct_storage_job_start_direct(); 24.11 folded its check into jobacct_storage_g_job_start().
+ * - 24.11: job_test_resv() and select_g_job_test() take a resv_exc_t, whose parts
+ *   reservation_delete_resv_exc_parts() frees (22.05: a core bitmap).
+ */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+#define ENERGY_SLURM_FUNCTIONS_RELEASE(X)    \
+	X(job_state_reason_check)            \
+	X(jobacct_storage_g_job_start)       \
+	X(reservation_delete_resv_exc_parts)
+#else
+#define ENERGY_SLURM_FUNCTIONS_RELEASE(X)    \
+	X(acct_policy_job_runnable_state)    \
+	X(jobacct_storage_job_start_direct)
+#endif
 
 /*
  * What the node-side plugins (gpu/nvml, acct_gather_energy/nvml) call: only functions of
@@ -137,22 +187,29 @@
 	X(destroy_gres_slurmd_conf)          \
 	X(add_gres_to_list)                  \
 	X(gres_get_step_info)                \
-	X(gres_get_job_info)                 \
+	X(list_iterator_create)              \
+	X(list_next)                         \
+	X(list_iterator_destroy)             \
 	X(bit_alloc)                         \
 	X(bit_set)                           \
-	X(bit_test)                          \
+	ENERGY_BIT_TEST(X)                   \
 	X(bit_size)                          \
 	X(bit_set_count)                     \
 	X(slurm_bit_free)                    \
 	X(running_in_slurmctld)              \
 	X(running_in_slurmd)                 \
 	X(running_in_slurmstepd)              \
-	X(gres_g_get_devices)                \
-	X(list_iterator_create)              \
-	X(list_next)                         \
-	X(list_iterator_destroy)             \
 	X(list_destroy)                      \
-	X(slurm_conf)
+	X(slurm_conf)                        \
+	ENERGY_NODE_FUNCTIONS_RELEASE(X)
+
+/* 24.11: gpu_get_tres_pos() tells where gres/gpumem and gres/gpuutil sit in a step's TRES usage
+ * record, for gpu_p_usage_read(). */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+#define ENERGY_NODE_FUNCTIONS_RELEASE(X) X(gpu_get_tres_pos)
+#else
+#define ENERGY_NODE_FUNCTIONS_RELEASE(X)
+#endif
 
 typedef struct energy_node_api {
 #define ENERGY_NODE_MEMBER(name) __typeof__(name) *name;
@@ -169,7 +226,24 @@ extern bool energy_log_ready(void);
 /* Macro values the node-side plugins need. */
 extern uint32_t energy_gres_conf_env_nvml(void);
 extern int energy_gres_step_data_bitmap(void);
-extern int energy_gres_job_data_bitmap(void);
+
+/*
+ * The bitmap of GRES `name` allocated to the job on node `node_inx` of a job's GRES list
+ * (gres_job_state_t's gres_bit_alloc, as 22.05's gres_get_job_info() returned it; 24.11 has no
+ * such call). Borrowed from the list's data; NULL when the job has none. `api` resolved.
+ */
+/*
+ * Appends an autodetected GPU to a gres_slurmd_conf_t list as the stock gpu/nvml does (name
+ * "gpu", count 1, CUDA_VISIBLE_DEVICES set by NVML index; from 24.11 also marked as
+ * autodetected): 22.05's add_gres_to_list() takes the fields as arguments, 24.11's a record.
+ * The strings and the bitmap are copied. `api` resolved.
+ */
+extern void energy_gres_add_gpu(const energy_node_api_t *api, energy_list_t list, uint32_t cpu_cnt,
+				char *cpus, bitstr_t *cpus_bitmap, char *file, char *type_name,
+				char *links, char *unique_id);
+
+extern bitstr_t *energy_job_gres_bitmap(const energy_node_api_t *api, energy_list_t job_gres_list,
+					const char *name, uint32_t node_inx);
 
 /*
  * One device file of this node's GRES as Slurm numbers them (gres_device_t): `index` is the bit
@@ -361,6 +435,10 @@ extern int energy_will_run(job_record_t *job, bitstr_t *candidates, time_t *star
 /* Whether select_nodes' error `rc` is about the nodes it was given (busy, not usable, too
  * small), not about the job (a QOS/association limit reached after selection). */
 extern bool energy_refusal_is_about_nodes(int rc);
+
+/* Whether no QOS or association limit holds the job back, the main scheduler's test before
+ * select_nodes (a job held at a limit is re-checked against it). Job write lock held. */
+extern bool energy_job_acct_policy_runnable(job_record_t *job);
 
 extern int energy_job_set_spank_env(job_record_t *job, const char *name, const char *value);
 

@@ -14,9 +14,13 @@ fn live_cluster_cannot_run() -> bool {
         .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).and_then(|l| l.split_whitespace().nth(1)).map(str::to_string));
     let root = uid.as_deref() == Some("0");
     let path = std::env::var_os("PATH").unwrap_or_default();
-    let slurmctld = std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/usr/local/sbin"].map(std::path::PathBuf::from))
-        .any(|dir| dir.join("slurmctld").is_file());
+    // The install the harness uses (SLURM_ENERGY_SLURM_PREFIX), else the one on PATH.
+    let slurmctld = match std::env::var_os("SLURM_ENERGY_SLURM_PREFIX").filter(|p| !p.is_empty()) {
+        Some(prefix) => std::path::Path::new(&prefix).join("sbin/slurmctld").is_file(),
+        None => std::env::split_paths(&path)
+            .chain(["/usr/sbin", "/usr/local/sbin"].map(std::path::PathBuf::from))
+            .any(|dir| dir.join("slurmctld").is_file()),
+    };
     !(root && slurmctld)
 }
 
@@ -25,6 +29,7 @@ fn emit_live_cfg() {
     println!("cargo:rerun-if-env-changed=CI");
     println!("cargo:rerun-if-env-changed=PATH");
     println!("cargo:rerun-if-env-changed=SLURM_ENERGY_NO_LIVE");
+    println!("cargo:rerun-if-env-changed=SLURM_ENERGY_SLURM_PREFIX");
     let left_out = std::env::var("SLURM_ENERGY_NO_LIVE").as_deref() == Ok("1");
     if std::env::var("CI").as_deref() != Ok("true") && (left_out || live_cluster_cannot_run()) {
         println!("cargo:rustc-cfg=live_skip");

@@ -330,6 +330,11 @@ impl FakeGpuSite {
         Ok(FakeGpuSite { dir, ctl: files.fake_nvml_ctl.clone(), type_name: gpu_control::gres_type::slurm_type_name(FAKE_GPU_NAME) })
     }
 
+    /// The fake NVML's configuration (what `fake-nvml-ctl --config` takes).
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("nvml").join("fake-nvml.conf")
+    }
+
     /// The fake GPU state of one node (what `fake-nvml-ctl --state-dir` takes).
     pub fn state_dir(&self, node: &str) -> PathBuf {
         self.dir.path().join("state").join(node)

@@ -401,7 +401,7 @@ pub extern "C" fn acct_gather_energy_p_conf_set(_context_id: c_int, _tbl: *mut c
 }
 
 #[unsafe(no_mangle)]
-pub extern "C" fn acct_gather_energy_p_conf_values(_data: *mut sys::List) {
+pub extern "C" fn acct_gather_energy_p_conf_values(_data: *mut sys::energy_list_t) {
     LOG.guarded("acct_gather_energy_p_conf_values", (), || ())
 }
 

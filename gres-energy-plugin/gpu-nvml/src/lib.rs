@@ -1,11 +1,13 @@
-//! `gpu/nvml` for Slurm 22.05 (`gpu_nvml.so`): a drop-in for stock gpu/nvml, installed in an
-//! earlier `PluginDir` entry. slurmd loads it when gres.conf says `AutoDetect=nvml` and
+//! `gpu/nvml` (`gpu_nvml.so`): a drop-in for stock gpu/nvml, installed in an earlier
+//! `PluginDir` entry. slurmd loads it when gres.conf says `AutoDetect=nvml` and
 //! `libnvidia-ml.so` can be opened; slurmstepd loads it for srun steps with `--gpu-freq`.
 //!
-//! The loader (`src/common/gpu.c`) resolves exactly these API symbols: `gpu_p_reconfig`,
-//! `gpu_p_get_system_gpu_list`, `gpu_p_step_hardware_init`, `gpu_p_step_hardware_fini`,
-//! `gpu_p_test_cpu_conv`, `gpu_p_energy_read`, `gpu_p_get_device_count`. 22.05 has no
-//! `gpu_p_usage_read` (24.11 adds it); GPU utilisation is not reported to Slurm in 22.05.
+//! The loader (22.05: `src/common/gpu.c`, 24.11: `src/interfaces/gpu.c`) resolves exactly these
+//! API symbols: `gpu_p_get_system_gpu_list`, `gpu_p_step_hardware_init`,
+//! `gpu_p_step_hardware_fini`, `gpu_p_test_cpu_conv`, `gpu_p_energy_read`,
+//! `gpu_p_get_device_count`; 22.05 also `gpu_p_reconfig`, 24.11 instead `gpu_p_usage_read`
+//! (a process's GPU memory and utilisation for the `gres/gpumem` and `gres/gpuutil` TRES, read by
+//! jobacct_gather in slurmstepd). 22.05 reports no GPU utilisation to Slurm.
 //!
 //! What each does is in plain Rust in the `gres-energy-plugin` crate; this file only converts
 //! between Slurm's records and those types. Every entry point catches panics.
@@ -137,6 +139,7 @@ pub extern "C" fn fini() -> c_int {
     })
 }
 
+#[cfg(not(slurm_ge_24_11))]
 #[unsafe(no_mangle)]
 pub extern "C" fn gpu_p_reconfig() -> c_int {
     LOG.guarded("gpu_p_reconfig", SLURM_SUCCESS, || SLURM_SUCCESS)
@@ -182,7 +185,7 @@ fn abstract_cpus(node_config: &sys::node_config_load_t, gpu: &GpuInfo, ctx: &str
 /// # Safety
 /// Called by Slurm: `node_config` is NULL or slurmd's node configuration record for the call.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpu_p_get_system_gpu_list(node_config: *mut sys::node_config_load_t) -> sys::List {
+pub unsafe extern "C" fn gpu_p_get_system_gpu_list(node_config: *mut sys::node_config_load_t) -> sys::energy_list_t {
     LOG.guarded("gpu_p_get_system_gpu_list", std::ptr::null_mut(), || {
         let Some(api) = api() else { return std::ptr::null_mut() };
         let ctx = context();
@@ -413,6 +416,56 @@ pub unsafe extern "C" fn gpu_p_get_device_count(device_count: *mut c_uint) {
         *out = open_nvml(&mut st.errors, &ctx)
             .and_then(|n| n.device_count().map_err(|e| st.errors.report(&LOG, &ctx, &e)).ok())
             .unwrap_or(0);
+    })
+}
+
+/// 24.11: GPU memory (bytes) and SM utilisation (percent, summed over GPUs) of process `pid`
+/// into `data`, the process's TRES usage record, at the positions of `gres/gpumem` and
+/// `gres/gpuutil` when `AccountingStorageTRES` tracks them. Utilisation counts NVML samples newer
+/// than the previous read (`last_time` of the gpuutil entry), as stock gpu/nvml does.
+///
+/// # Safety
+/// Called by jobacct_gather in slurmstepd: `data` is NULL or the process's TRES usage array,
+/// which holds an entry for every TRES of the cluster's list, so the positions Slurm's
+/// `gpu_get_tres_pos` returns are inside it.
+#[cfg(slurm_ge_24_11)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpu_p_usage_read(pid: c_int, data: *mut sys::acct_gather_data_t) -> c_int {
+    LOG.guarded("gpu_p_usage_read", SLURM_ERROR, || {
+        let Some(api) = api() else { return SLURM_ERROR };
+        let (mem_pos, util_pos) = api.gpu_tres_pos();
+        if data.is_null() || (mem_pos.is_none() && util_pos.is_none()) {
+            return SLURM_SUCCESS;
+        }
+        let Ok(pid) = u32::try_from(pid) else { return SLURM_ERROR };
+        let ctx = context();
+        let mut st = state();
+        let Some(nvml) = open_nvml(&mut st.errors, &ctx) else { return SLURM_ERROR };
+        let count = match nvml.device_count() {
+            Ok(n) => n,
+            Err(e) => {
+                st.errors.report(&LOG, &ctx, &e);
+                return SLURM_ERROR;
+            }
+        };
+        // SAFETY: `util_pos` is an index into `data` (see the function's contract).
+        let since_us = util_pos.map_or(0, |p| unsafe { (*data.add(p)).last_time });
+        let (usage, errors) = gres_energy::usage::read(nvml.as_ref(), count, pid, mem_pos.is_some(), util_pos.is_some(), since_us);
+        for e in &errors {
+            st.errors.report(&LOG, &ctx, e);
+        }
+        if let Some(p) = mem_pos {
+            // SAFETY: an index into `data` (contract); the entry is ours for the call.
+            unsafe { (*data.add(p)).size_read = usage.memory_bytes };
+        }
+        if let Some(p) = util_pos {
+            // SAFETY: as above.
+            let entry = unsafe { &mut *data.add(p) };
+            entry.size_read = usage.sm_util_pct;
+            entry.last_time = usage.newest_sample_us;
+        }
+        slurm_log!(LOG, debug, "{ctx}: pid {pid}: GPU memory {} MB, SM utilisation {} %", usage.memory_bytes >> 20, usage.sm_util_pct);
+        SLURM_SUCCESS
     })
 }
 

@@ -233,6 +233,9 @@ pub(crate) fn slurm_conf(input: &SlurmConfInput<'_>) -> String {
     line("SelectType=select/cons_tres".into());
     line("SelectTypeParameters=CR_Core".into());
     line(format!("SchedulerType={}", cfg.sched_type));
+    // 22.05's default, written out: 23.11 made priority/multifactor the default, which without
+    // weights gives every job priority 1 (no submit order, no --nice).
+    line("PriorityType=priority/basic".into());
     if let Some(params) = &cfg.scheduler_parameters {
         line(format!("SchedulerParameters={params}"));
     }

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 pub use config::ClusterConfig;
 pub use error::ClusterError;
-pub use util::pid_exists;
+pub use util::{PREFIX_ENV, pid_exists, slurm_prefix};
 
 use config::{CLUSTER_NAME, DB_NAME, DB_USER, Layout, Ports, SlurmConfInput};
 use daemon::Daemon;
@@ -52,9 +52,20 @@ pub fn skip_reason() -> Option<String> {
         return Some("not running as root (the local Slurm cluster needs root)".to_string());
     }
     if find_program("slurmctld").is_none() {
-        return Some("slurmctld is not installed (run tools/slurm-env.sh as root)".to_string());
+        return Some(match slurm_prefix() {
+            Some(p) => format!("{PREFIX_ENV}={} holds no sbin/slurmctld (run tools/slurm-release.sh)", p.display()),
+            None => "slurmctld is not installed (run tools/slurm-env.sh as root)".to_string(),
+        });
     }
     None
+}
+
+/// The release of the Slurm the cluster runs (`slurmctld -V`: `24.11.5`), or `None` when there is
+/// none to run.
+pub fn slurm_release() -> Option<String> {
+    let out = Command::new(find_program("slurmctld")?).arg("-V").output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace().nth(1).map(str::to_string)
 }
 
 /// For a live test: `true`, after printing `SKIPPED: <test>: <why>`, when a cluster cannot run
@@ -205,11 +216,21 @@ impl LocalCluster {
     // ---- what a test uses -----------------------------------------------------------------
 
     /// Environment for Slurm client commands run against this cluster.
+    /// With [`PREFIX_ENV`] set, `PATH` starts with that install's `bin` and `sbin`, so that what
+    /// a job script runs (`srun`, `scontrol`) is of the same release.
     pub fn env(&self) -> Vec<(String, String)> {
-        vec![(
+        let mut env = vec![(
             "SLURM_CONF".to_string(),
             self.conf_path().display().to_string(),
-        )]
+        )];
+        let dirs = util::prefix_bin_dirs();
+        if !dirs.is_empty() {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            if let Ok(joined) = std::env::join_paths(dirs.into_iter().chain(std::env::split_paths(&path))) {
+                env.push(("PATH".to_string(), joined.to_string_lossy().into_owned()));
+            }
+        }
+        env
     }
 
     /// A client command (`sbatch`, `squeue`, `sacct`, `scontrol`, ...) with this cluster's

@@ -24,9 +24,25 @@ const EXTRA_BIN_DIRS: &[&str] = &[
     "/usr/local/bin",
 ];
 
+/// Names the Slurm install to use instead of the one on `PATH` (a prefix with `sbin/slurmctld`,
+/// `bin/sbatch`, `lib/slurm/`, as `tools/slurm-release.sh` builds them).
+pub const PREFIX_ENV: &str = "SLURM_ENERGY_SLURM_PREFIX";
+
+/// The install [`PREFIX_ENV`] names, if set and not empty.
+pub fn slurm_prefix() -> Option<PathBuf> {
+    std::env::var_os(PREFIX_ENV).filter(|p| !p.is_empty()).map(PathBuf::from)
+}
+
+/// The install's program directories, searched first (`sbin`, `bin`).
+pub(crate) fn prefix_bin_dirs() -> Vec<PathBuf> {
+    slurm_prefix().map(|p| vec![p.join("sbin"), p.join("bin")]).unwrap_or_default()
+}
+
 pub(crate) fn find_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
+    prefix_bin_dirs()
+        .into_iter()
+        .chain(std::env::split_paths(&path))
         .chain(EXTRA_BIN_DIRS.iter().map(PathBuf::from))
         .map(|dir| dir.join(name))
         .find(|candidate| is_executable(candidate))
@@ -42,7 +58,7 @@ fn is_executable(path: &Path) -> bool {
 pub(crate) fn require_program(name: &str) -> Result<PathBuf, ClusterError> {
     find_program(name).ok_or_else(|| {
         ClusterError::Unsupported(format!(
-            "`{name}` not found on PATH or in /usr/sbin (run tools/slurm-env.sh)"
+            "`{name}` not found in ${PREFIX_ENV}, on PATH or in /usr/sbin (run tools/slurm-env.sh, or tools/slurm-release.sh for another release)"
         ))
     })
 }

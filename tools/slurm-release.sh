@@ -1,0 +1,420 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# Build and install one Slurm release other than the distribution's own from Debian's source
+# package, into a prefix of its own under the cache, for building the bundle against it and for
+# the live tests. Run `tools/slurm-release.sh --help` for details.
+set -euo pipefail
+
+prog=${0##*/}
+
+usage() {
+    cat <<EOF
+Usage: $prog [--help] RELEASE
+
+RELEASE is an upstream Slurm release that Debian carries as source package slurm-wlm in a
+suite newer than this machine's (24.11.5: trixie; 26.05.5: forky, sid), or the release this
+machine's own slurmctld package is (22.05.8 on Debian 12), for which tools/slurm-env.sh does
+the work and the install is the system's (prefix /usr).
+
+Must run as root on Debian. For a newer release:
+
+  1. Installs (apt-get, --no-install-recommends) what the build needs from this machine's own
+     suites: build-essential, pkg-config, dpkg-dev, libmunge-dev, default-libmysqlclient-dev,
+     and munge and mariadb-server to run it.
+  2. Adds deb-src entries for the suites $SUITES_DEFAULT, derived from this machine's
+     own apt entries that serve slurmctld (same URIs, components and keyring; other Suites), in
+       /etc/apt/sources.list.d/slurm-energy-releases.sources  (deb822 entries)
+       /etc/apt/sources.list.d/slurm-energy-releases.list     (one-line entries)
+     and pins those suites to priority -1 in /etc/apt/preferences.d/slurm-energy-releases, so
+     that apt never installs a binary package from them: they serve sources only. 'apt-get
+     update' then reads only these entries.
+  3. Fetches slurm-wlm of that upstream release ('apt-get source', Debian's patches applied) into
+       \$SLURM_ENERGY_CACHE/slurm-RELEASE/src
+  4. Configures it with this machine's compilers and libraries, without the optional parts the
+     bundle does not use (see OPTIONAL below), builds it (nice, make -j\$(nproc)) and installs
+     it into
+       \$SLURM_ENERGY_CACHE/slurm-RELEASE/prefix
+     (daemons, clients, libslurm, plugins incl. accounting_storage/mysql and auth/munge; no
+     system file is touched; run the daemons with their own configuration paths).
+  5. Prints SLURM_SRC_DIR=<src> (the configured tree build.rs reads) and
+     SLURM_ENERGY_SLURM_PREFIX=<prefix> (the install the live tests use) and writes both to
+     \$SLURM_ENERGY_CACHE/slurm-RELEASE/env.
+
+A marker file (prefix/.slurm-energy-built) holding the source version and the configure options
+makes a second run check and stop: it is fast. Changing the options rebuilds.
+
+OPTIONAL parts left out (each needs a library bookworm lacks at the required version or that the
+bundle never uses): slurmrestd and its HTTP/JSON/YAML/JWT stack, PMIx, UCX, HDF5 profiling,
+RRD, IPMI, Lua, AMD/Intel/NVIDIA GPU libraries (the bundle brings its own gpu/nvml), eBPF
+device constraints, PAM, X11 forwarding, the GTK sview. With these left out every plugin the
+bundle and its tests use is built.
+
+Environment:
+  SLURM_ENERGY_CACHE   cache directory (default /var/cache/slurm-energy)
+  SLURM_ENERGY_SUITES  suites to derive deb-src entries for (default: $SUITES_DEFAULT)
+EOF
+}
+
+SUITES_DEFAULT="trixie forky sid"
+
+release=
+case "${1:-}" in
+    -h | --help) usage; exit 0 ;;
+    [0-9]*.[0-9]*.[0-9]*) release=$1 ;;
+    *) usage >&2; exit 2 ;;
+esac
+[[ $# -eq 1 ]] || { usage >&2; exit 2; }
+[[ $release =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || { usage >&2; exit 2; }
+
+exec </dev/null
+export DEBIAN_FRONTEND=noninteractive
+export LC_ALL=C
+
+log() { echo "$prog: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+[[ $(id -u) -eq 0 ]] || die "must run as root (installs packages, writes apt source files)"
+command -v apt-get >/dev/null || die "apt-get not found: this script supports Debian only"
+
+here=$(cd "$(dirname "$0")" && pwd)
+CACHE=${SLURM_ENERGY_CACHE:-/var/cache/slurm-energy}
+[[ $CACHE == /* ]] || die "SLURM_ENERGY_CACHE must be an absolute path (got '$CACHE')"
+read -r -a SUITES <<<"${SLURM_ENERGY_SUITES:-$SUITES_DEFAULT}"
+
+# --- the distribution's own release: tools/slurm-env.sh ------------------------------------------
+
+system_upstream() {
+    local v
+    v=$(dpkg-query -W -f '${source:Version}' slurmctld 2>/dev/null || true)
+    v=${v#*:}
+    echo "${v%-*}"
+}
+
+if [[ $(system_upstream) == "$release" ]] || {
+    [[ -z $(system_upstream) ]] && grep -qx "Version: [0-9:]*$release-[^ ]*" \
+        <<<"$(apt-cache show slurmctld 2>/dev/null || true)"
+}; then
+    line=$(bash "$here/slurm-env.sh" | grep '^SLURM_SRC_DIR=' | tail -n 1)
+    [[ -n $line ]] || die "tools/slurm-env.sh printed no SLURM_SRC_DIR"
+    echo "$line"
+    echo "SLURM_ENERGY_SLURM_PREFIX=/usr"
+    exit 0
+fi
+
+BASE=$CACHE/slurm-$release
+TREE=$BASE/src
+PREFIX=$BASE/prefix
+MARKER=$PREFIX/.slurm-energy-built
+SRC_DEB822=/etc/apt/sources.list.d/slurm-energy-releases.sources
+SRC_ONELINE=/etc/apt/sources.list.d/slurm-energy-releases.list
+PIN_FILE=/etc/apt/preferences.d/slurm-energy-releases
+
+PACKAGES=(
+    build-essential pkg-config dpkg-dev
+    libmunge-dev default-libmysqlclient-dev
+    munge mariadb-server
+)
+
+# Everything the bundle needs is built; the rest is left out explicitly, so that the result does
+# not depend on which optional -dev packages happen to be installed. An option a release does not
+# know is only a configure warning.
+CONFIGURE_OPTS=(
+    "--prefix=$PREFIX"
+    "--sysconfdir=$PREFIX/etc"
+    --with-munge
+    --with-mysql_config=/usr/bin
+    --enable-multiple-slurmd
+    --disable-debug
+    --disable-slurmrestd
+    --disable-pam
+    --disable-x11
+    --disable-sview
+    --without-pmix
+    --without-ucx
+    --without-hdf5
+    --without-rrdtool
+    --without-freeipmi
+    --without-lua
+    --without-jwt
+    --without-json
+    --without-yaml
+    --without-http-parser
+    --without-libcurl
+    --without-nvml
+    --without-rsmi
+    --without-oneapi
+    --without-bpf
+    --without-dbus
+    --without-hwloc
+    --without-lz4
+    --without-s2n
+    CFLAGS=-O2
+)
+# Added for a tree without Debian's patches (see step 3).
+ORIG_OPTS=(CPPFLAGS=-DHAVE_NVML)
+
+marker_content() { # debian source version, tree kind (an "orig" tree adds ORIG_OPTS)
+    local opts=("${CONFIGURE_OPTS[@]}")
+    [[ $2 == orig ]] && opts+=("${ORIG_OPTS[@]}")
+    printf 'slurm-wlm %s\ntree %s\nconfigure %s\n' "$1" "$2" "${opts[*]}"
+}
+
+installed_ok() {
+    [[ -f $MARKER && -x $PREFIX/sbin/slurmctld && -x $PREFIX/sbin/slurmd && -x $PREFIX/sbin/slurmdbd \
+        && -x $PREFIX/bin/sbatch && -s $TREE/config.h && -s $TREE/slurm/slurm_version.h ]] || return 1
+    local version kind
+    version=$(sed -n 's/^slurm-wlm //p' "$MARKER")
+    kind=$(sed -n 's/^tree //p' "$MARKER")
+    [[ -n $version && $(cat "$MARKER") == "$(marker_content "$version" "$kind")" ]] || return 1
+    [[ -f $PREFIX/lib/slurm/accounting_storage_mysql.so && -f $PREFIX/lib/slurm/auth_munge.so ]]
+}
+
+report() {
+    local content
+    content=$(printf 'SLURM_SRC_DIR=%s\nSLURM_ENERGY_SLURM_PREFIX=%s' "$TREE" "$PREFIX")
+    if [[ ! -f $BASE/env ]] || [[ $(cat "$BASE/env") != "$content" ]]; then
+        printf '%s\n' "$content" >"$BASE/env"
+    fi
+    printf '%s\n' "$content"
+}
+
+if installed_ok; then
+    report
+    exit 0
+fi
+
+# --- 1. packages ---------------------------------------------------------------------------------
+
+apt_updated=0
+apt_update() { # [apt options...]: the system's lists, once
+    ((apt_updated)) && return 0
+    log "apt-get update"
+    apt-get update -q >&2 || log "warning: apt-get update reported errors"
+    apt_updated=1
+}
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+    [[ $(dpkg-query -W -f '${db:Status-Status}' "$p" 2>/dev/null || true) == installed ]] || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    log "installing: ${missing[*]}"
+    if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; then
+        apt_update
+        apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+    fi
+fi
+
+# --- 2. deb-src entries for the newer suites, pinned away ------------------------------------------
+
+codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+[[ -n $codename ]] || die "cannot read this machine's release codename from /etc/os-release"
+
+write_if_changed() { # path content
+    local path=$1 content=$2
+    if [[ -f $path ]] && [[ $(cat "$path") == "$content" ]]; then
+        return 1
+    fi
+    printf '%s\n' "$content" >"$path.tmp.$$"
+    mv -f "$path.tmp.$$" "$path"
+    return 0
+}
+
+# The repositories that serve slurmctld (as apt-cache policy lists them); an entry is copied when
+# it names one of them with this machine's own codename as a suite (the main archive, not
+# -updates or -security, which have no counterpart under the other suites' names).
+slurm_uris=$(apt-cache policy slurmctld | awk '$1 ~ /^[0-9]+$/ && $2 ~ /:\/\// { sub(/\/+$/, "", $2); print $2 }' | sort -u)
+[[ -n $slurm_uris ]] || die "no apt repository of this machine offers slurmctld"
+deb822=$(
+    shopt -s nullglob
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [[ $f == "$SRC_DEB822" ]] && continue
+        awk -v uris="$slurm_uris" -v codename="$codename" -v suites="${SUITES[*]}" '
+            BEGIN {
+                RS = ""; FS = "\n"
+                n = split(uris, list, "\n")
+                for (i = 1; i <= n; i++) wanted[list[i]] = 1
+            }
+            {
+                out = ""; deb = 0; enabled = 1; serves = 0; ours = 0
+                for (i = 1; i <= NF; i++) {
+                    line = $i
+                    if (line ~ /^#/) continue
+                    key = tolower(line)
+                    if (key ~ /^types:/) {
+                        if (line ~ /[ \t]deb([ \t]|$)/) deb = 1
+                        line = "Types: deb-src"
+                    } else if (key ~ /^enabled:[ \t]*no/) {
+                        enabled = 0
+                    } else if (key ~ /^uris:/) {
+                        m = split(line, words, /[ \t]+/)
+                        for (j = 2; j <= m; j++) {
+                            uri = words[j]; sub(/\/+$/, "", uri)
+                            if (uri in wanted) serves = 1
+                        }
+                    } else if (key ~ /^suites:/) {
+                        m = split(line, words, /[ \t]+/)
+                        for (j = 2; j <= m; j++) if (words[j] == codename) ours = 1
+                        line = "Suites: " suites
+                    }
+                    out = out line "\n"
+                }
+                if (deb && enabled && serves && ours) printf "%s\n", out
+            }' "$f"
+    done
+)
+oneline=$(
+    shopt -s nullglob
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [[ $f == "$SRC_ONELINE" ]] && continue
+        [[ -f $f ]] || continue
+        awk -v uris="$slurm_uris" -v codename="$codename" -v suites="${SUITES[*]}" '
+            BEGIN {
+                n = split(uris, list, "\n"); for (i = 1; i <= n; i++) wanted[list[i]] = 1
+                ns = split(suites, suite, " ")
+            }
+            $1 == "deb" {
+                k = 2; opts = ""
+                if ($2 ~ /^\[/) { while (k <= NF && $k !~ /\]$/) { opts = opts " " $k; k++ } opts = opts " " $k; k++ }
+                uri = $k; sub(/\/+$/, "", uri)
+                if (!(uri in wanted) || $(k + 1) != codename) next
+                rest = ""
+                for (j = k + 2; j <= NF; j++) rest = rest " " $j
+                for (s = 1; s <= ns; s++) printf "deb-src%s %s %s%s\n", opts, $k, suite[s], rest
+            }' "$f"
+    done
+)
+[[ -n $deb822 || -n $oneline ]] || die "no 'deb' entry for suite $codename in this machine's apt sources to derive deb-src entries from"
+header="# Added by the slurm-energy tools/slurm-release.sh: sources only (see $PIN_FILE)."$'\n'"# Copies of this machine's own entries with other suites."
+changed=0
+if [[ -n $deb822 ]]; then
+    write_if_changed "$SRC_DEB822" "$header"$'\n'"${deb822%$'\n'}" && changed=1
+    log "deb-src entries: $SRC_DEB822"
+fi
+if [[ -n $oneline ]]; then
+    write_if_changed "$SRC_ONELINE" "$header"$'\n'"$oneline" && changed=1
+    log "deb-src entries: $SRC_ONELINE"
+fi
+pins="# Added by the slurm-energy tools/slurm-release.sh: these suites serve source packages only."
+for s in "${SUITES[@]}"; do
+    pins+=$'\n\n'"Package: *"$'\n'"Pin: release n=$s"$'\n'"Pin-Priority: -1"
+done
+write_if_changed "$PIN_FILE" "$pins" || true
+
+# The Debian version of slurm-wlm whose upstream part is $release, from the Sources indexes.
+debian_version() {
+    apt-cache showsrc --only-source slurm-wlm 2>/dev/null |
+        awk -v rel="$release" '/^Version: / { v = $2; u = v; sub(/^[0-9]+:/, "", u); sub(/-[^-]*$/, "", u); if (u == rel) print v }' |
+        sort -V | tail -n 1
+}
+
+version=$(debian_version)
+if [[ -z $version ]] || ((changed)); then
+    # Only our entries: the machine's other lists stay as they are, and a slow or broken third
+    # party repository does not matter.
+    update_opts=(-o Dir::Etc::sourceparts=- -o APT::Get::List-Cleanup=0)
+    [[ -f $SRC_DEB822 ]] && update_opts+=(-o "Dir::Etc::sourcelist=$SRC_DEB822")
+    [[ -f $SRC_ONELINE && ! -f $SRC_DEB822 ]] && update_opts+=(-o "Dir::Etc::sourcelist=$SRC_ONELINE")
+    log "apt-get update (the deb-src entries for ${SUITES[*]} only)"
+    apt-get update -q "${update_opts[@]}" >&2 || log "warning: apt-get update reported errors"
+    version=$(debian_version)
+fi
+[[ -n $version ]] || die "no suite of ${SUITES[*]} offers source package slurm-wlm $release"
+log "slurm-wlm $version"
+
+# --- 3. source tree -------------------------------------------------------------------------------
+
+# What the tree is: "debian" (apt-get source, Debian's patches applied) or "orig" (the upstream
+# tarball alone, when the archive serves the .orig.tar but not the .dsc or the Debian diff;
+# apt still checks it against the signed Sources index). Recorded in the marker.
+tree_kind() {
+    if [[ -s $TREE/.pc/applied-patches || -f $TREE/debian/source/format ]] && [[ -f $TREE/.slurm-energy-debian ]]; then
+        echo debian
+    elif [[ -f $TREE/.slurm-energy-orig ]] && [[ $(cat "$TREE/.slurm-energy-orig") == "$version" ]]; then
+        echo orig
+    fi
+}
+
+mkdir -p "$BASE"
+if [[ ! -s $TREE/configure || -z $(tree_kind) ]] ||
+    { [[ $(tree_kind) == debian ]] && [[ $(dpkg-parsechangelog -l "$TREE/debian/changelog" -S Version 2>/dev/null || true) != "$version" ]]; }; then
+    rm -rf "$TREE" "$PREFIX"
+    work=$(mktemp -d "$BASE/.fetch.XXXXXX")
+    trap 'rm -rf "$work"' EXIT
+    log "apt-get source slurm-wlm=$version into $TREE"
+    # As root apt warns that its sandbox user cannot write here; the download is verified
+    # against the signed Sources index either way.
+    if (cd "$work" && apt-get source -q -o APT::Sandbox::User=root --only-source "slurm-wlm=$version" >"$work/apt.log" 2>&1); then
+        extracted=$work/slurm-wlm-$release
+        [[ -d $extracted ]] || die "apt-get source did not produce $extracted"
+        touch "$extracted/.slurm-energy-debian"
+    else
+        sed 's/^/  /' "$work/apt.log" | grep -E '^  (Err|E):' >&2 || true
+        log "warning: the archive does not serve all of slurm-wlm $version; trying the upstream tarball alone (without Debian's patches)"
+        rm -rf "${work:?}"/*
+        (cd "$work" && apt-get source -q --download-only --tar-only -o APT::Sandbox::User=root \
+            --only-source "slurm-wlm=$version" >"$work/apt.log" 2>&1) || {
+            sed 's/^/  /' "$work/apt.log" | grep -E '^  (Err|E):' >&2 || true
+            rm -rf "$work"
+            trap - EXIT
+            rmdir "$BASE" 2>/dev/null || true
+            die "the archive serves no source of slurm-wlm $version (not even slurm-wlm_$release.orig.tar.*)"
+        }
+        orig=$(compgen -G "$work/slurm-wlm_$release.orig.tar.*" | head -n 1)
+        [[ -n $orig ]] || die "apt-get source --tar-only produced no slurm-wlm_$release.orig.tar.*"
+        mkdir "$work/x"
+        tar -xf "$orig" -C "$work/x"
+        mapfile -t tops < <(find "$work/x" -mindepth 1 -maxdepth 1)
+        [[ ${#tops[@]} -eq 1 && -d ${tops[0]} ]] || die "$orig does not hold exactly one top directory"
+        extracted=${tops[0]}
+        printf '%s\n' "$version" >"$extracted/.slurm-energy-orig"
+    fi
+    mv "$extracted" "$TREE"
+    rm -rf "$work"
+    trap - EXIT
+fi
+kind=$(tree_kind)
+if [[ $kind == debian && -f $TREE/debian/patches/series ]] && grep -q '^[^#[:space:]]' "$TREE/debian/patches/series"; then
+    [[ -s $TREE/.pc/applied-patches ]] || die "$TREE has no applied Debian patches; remove it and rerun"
+fi
+# Debian's patch force-nvml drops the build-time guard around gpu/nvml autodetection in
+# src/interfaces/gpu.c (HAVE_NVML is read nowhere else), so that gres.conf AutoDetect=nvml loads
+# a gpu_nvml.so whenever libnvidia-ml.so can be opened. Without Debian's patches the same comes
+# from defining HAVE_NVML for the build; --without-nvml still keeps Slurm's own gpu/nvml plugin
+# (which would need NVIDIA's headers) out, and the bundle's gpu_nvml.so takes its place.
+extra_opts=()
+if [[ $kind == orig ]]; then
+    nvml_users=$(grep -rl --include='*.c' --include='*.h' 'HAVE_NVML' "$TREE/src" | sed "s|^$TREE/||" | sort | tr '\n' ' ')
+    [[ $nvml_users == "src/interfaces/gpu.c " || $nvml_users == "src/common/gpu.c " ]] ||
+        die "HAVE_NVML is read in more than gpu.c in $release ($nvml_users): check what defining it changes"
+    extra_opts=("${ORIG_OPTS[@]}")
+fi
+
+# --- 4. configure, build, install -------------------------------------------------------------------
+
+rm -f "$MARKER"
+jobs=$(nproc 2>/dev/null || echo 2)
+started=$SECONDS
+log "configuring $TREE (log: $BASE/configure.log)"
+if ! (cd "$TREE" && nice -n 10 ./configure "${CONFIGURE_OPTS[@]}" "${extra_opts[@]}" >"$BASE/configure.log" 2>&1); then
+    tail -n 30 "$BASE/configure.log" >&2
+    die "configure failed in $TREE"
+fi
+grep -q '^#define HAVE_MYSQL 1' "$TREE/config.h" || die "configure found no MySQL client library (default-libmysqlclient-dev)"
+grep -Eq '^MUNGE *= *auth_munge.la' "$TREE/src/plugins/auth/munge/Makefile" || die "configure found no munge (libmunge-dev)"
+log "building (make -j$jobs, log: $BASE/make.log)"
+if ! (cd "$TREE" && nice -n 10 make -j"$jobs" >"$BASE/make.log" 2>&1); then
+    tail -n 40 "$BASE/make.log" >&2
+    die "make failed in $TREE"
+fi
+log "installing into $PREFIX"
+rm -rf "$PREFIX"
+if ! (cd "$TREE" && nice -n 10 make install >"$BASE/install.log" 2>&1); then
+    tail -n 40 "$BASE/install.log" >&2
+    die "make install failed in $TREE"
+fi
+marker_content "$version" "$kind" >"$MARKER"
+installed_ok || die "$PREFIX is incomplete after make install (see $BASE/install.log)"
+log "built and installed in $((SECONDS - started)) s"
+report
