@@ -65,6 +65,20 @@ int energy_gres_devices(const energy_node_api_t *api, energy_gres_device_t *out,
 	gres_device_t *dev;
 	int n = 0;
 
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+	/* 24.11's gres_g_get_devices() takes the GRES context lock, which Slurm already holds
+	 * when it calls the GPU plugin (gpu_p_step_hardware_init, node config load): calling it
+	 * there deadlocks slurmstepd and slurmd. Without the list, the map is NVML's order, stock
+	 * gpu/nvml's assumption. */
+	(void) api;
+	(void) out;
+	(void) cap;
+	(void) n;
+	(void) devices;
+	(void) it;
+	(void) dev;
+	return -1;
+#else
 	/* Looked up here rather than in energy_node_api_t: its last parameter is slurmstepd's step
 	 * record in 24.11, a type the Rust bindings need not describe (NULL/0 in every release). */
 	__typeof__(gres_g_get_devices) *get_devices =
@@ -94,6 +108,7 @@ int energy_gres_devices(const energy_node_api_t *api, energy_gres_device_t *out,
 	/* The list holds the plugins' records without owning them (list_create(NULL)). */
 	api->list_destroy(devices);
 	return n;
+#endif
 }
 
 int energy_gres_step_data_bitmap(void)

@@ -263,8 +263,9 @@ typedef struct energy_gres_device {
  * Slurm's own list of this node's GRES device files (gres_g_get_devices() without a job: every
  * plugin's devices, one record per file), copied into `out` (at most `cap` records). Returns
  * the number of records Slurm has (more than `cap`: the rest were left out), -1 if Slurm has
- * no list. Lock-free once the GRES plugins are initialised, so it may be called from
- * gpu_p_step_hardware_init (which runs under gres_context_lock). It clears the `alloc` flags of
+ * no list. In 22.05 lock-free once the GRES plugins are initialised, so it may be called from
+ * gpu_p_step_hardware_init (which runs under gres_context_lock); 24.11's takes that lock, so
+ * there this returns -1 (the callers then use NVML's order). It clears the `alloc` flags of
  * Slurm's records, which only a caller in the middle of its own gres_g_get_devices() reads:
  * call it from the daemon's main thread, never concurrently with task/cgroup.
  */
