@@ -351,6 +351,9 @@ fn simulate(a: SimulateArgs) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
+    // Lines of the library crates (model/, gpu-control/) at warn and above; RUST_LOG=debug etc.
+    // shows more, e.g. RUST_LOG=model=debug.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Simulate(a) => simulate(a),
