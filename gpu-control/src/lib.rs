@@ -14,6 +14,7 @@
 //! naming the GPU, the NVML call and the reason.
 
 pub mod arbiter;
+pub mod clock_control;
 mod control;
 pub mod devmap;
 mod error;
