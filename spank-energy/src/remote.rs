@@ -293,6 +293,9 @@ fn log_repaired(label: &str, out: &Outcome) {
 fn report(label: &str, out: &Outcome, choice: &Choice, asked: &[(u32, gpu_control::AppClocksMhz)]) {
     log_gpu_errors(label, &out.gpu_errors, "the step runs on; clocks are restored when it ends");
     log_repaired(label, out);
+    for line in out.describe_controls() {
+        log_info(&format!("{label}: {line}"));
+    }
     let asked: Vec<String> = asked.iter().map(|(g, c)| format!("GPU {g} {} MHz", c.graphics_mhz)).collect();
     log_info(&format!("{label}: {} asks for {}", choice.describe(), asked.join(", ")));
 }
@@ -318,7 +321,7 @@ pub(crate) fn step_end(args: &ClockArgs) {
         // The ledger stayed locked (another process stuck): do not leave this step's GPUs
         // slowed; their defaults are never slower. The next operation prunes the request.
         Err(e) if e.op == "lock" => {
-            let reset: Vec<String> = step.gpus.iter().filter(|&&g| gpu.reset_application_clocks(g).is_ok()).map(ToString::to_string).collect();
+            let reset: Vec<String> = step.gpus.iter().filter(|&&g| gpu_control::clock_control::reset_all(&gpu, g).is_ok()).map(ToString::to_string).collect();
             log_error(&format!("{}: {e}; reset GPU(s) {} to their default clocks without the ledger", step.label, reset.join(",")));
         }
         Err(e) => log_error(&format!("{}: {e}; the next step or slurmd start repairs the clocks", step.label)),
