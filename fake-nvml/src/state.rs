@@ -165,6 +165,12 @@ impl GpuState {
         }
     }
 
+    /// The graphics clock this GPU runs at when busy, whichever control set it: the top of the
+    /// locked range while clocks are locked, else the application clock.
+    pub fn target_graphics_clock_mhz(&self) -> u32 {
+        self.locked_clocks_mhz.map_or(self.app_graphics_clock_mhz, |(_, max)| max)
+    }
+
     pub fn memory_used_bytes(&self) -> u64 {
         self.processes.iter().map(|p| p.used_memory_bytes).sum()
     }
