@@ -124,3 +124,28 @@ fn the_arbiter_gives_each_gpu_its_control_and_restores_it_after_a_step_dies() {
     assert_eq!(s.gpus[2].power_limit_mw, 700_000);
     assert!(arb.ledger().unwrap().gpus.is_empty());
 }
+
+#[test]
+fn locked_clocks_take_nvmls_symbolic_bounds_and_models_report_their_compute_capability() {
+    use nvml_wrapper::Nvml;
+    use nvml_wrapper::enum_wrappers::device::ClockLimitId;
+    use nvml_wrapper::enums::device::GpuLockedClocksSetting;
+    use nvml_wrapper::error::NvmlError;
+
+    let m = FakeMachine::new("gen-symbolic", MIXED);
+    let nvml = Nvml::builder().lib_path(m.lib.as_os_str()).init().expect("init the fake");
+    let capabilities: Vec<(i32, i32)> = (0..3)
+        .map(|i| {
+            let c = nvml.device_by_index(i).unwrap().cuda_compute_capability().unwrap();
+            (c.major, c.minor)
+        })
+        .collect();
+    assert_eq!(capabilities, [(7, 0), (8, 0), (9, 0)]);
+    let mut h100 = nvml.device_by_index(2).unwrap();
+    h100.set_gpu_locked_clocks(GpuLockedClocksSetting::Symbolic { lower_bound: ClockLimitId::Tdp, upper_bound: ClockLimitId::Tdp }).unwrap();
+    assert_eq!(m.state().gpus[2].locked_clocks_mhz, Some((345, 1980)), "TDP bounds: the whole range here");
+    h100.set_gpu_locked_clocks(GpuLockedClocksSetting::Symbolic { lower_bound: ClockLimitId::Unlimited, upper_bound: ClockLimitId::Unlimited }).unwrap();
+    assert_eq!(m.state().gpus[2].locked_clocks_mhz, None, "unlimited/unlimited unlocks");
+    let e = h100.set_gpu_locked_clocks(GpuLockedClocksSetting::Numeric { min_clock_mhz: 300, max_clock_mhz: 1000 }).unwrap_err();
+    assert!(matches!(e, NvmlError::InvalidArg), "300 MHz is below the H100's lowest clock: {e:?}");
+}
