@@ -221,6 +221,20 @@ pub struct BuiltFiles {
     pub cli_help: Vec<(String, String)>,
 }
 
+/// Debian's build flags for C (`dpkg-buildflags`: CFLAGS and CPPFLAGS, hence
+/// `-D_FORTIFY_SOURCE=2`, `-fstack-protector-strong`, `-Werror=format-security`) for the C shim
+/// the plugins link (the cc crate reads `CFLAGS`); Rust code needs none of them.
+pub fn debian_cflags() -> Result<String, String> {
+    let get = |what: &str| -> Result<String, String> {
+        let out = Command::new("dpkg-buildflags").args(["--get", what]).output().map_err(|e| format!("run dpkg-buildflags: {e} (apt-get install dpkg-dev)"))?;
+        if !out.status.success() {
+            return Err(format!("dpkg-buildflags --get {what} failed ({})", out.status));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    Ok(format!("{} {}", get("CFLAGS")?, get("CPPFLAGS")?))
+}
+
 /// Builds the plugins (release) against `src`, the spank-energy example that lists the options,
 /// and the CLI (release-independent, in the project's default target dir).
 pub fn build(opts: &PackageOptions, src: &Path) -> Result<BuiltFiles, String> {
@@ -232,7 +246,8 @@ pub fn build(opts: &PackageOptions, src: &Path) -> Result<BuiltFiles, String> {
         .args(PLUGINS.iter().flat_map(|(p, _, _)| ["-p", p]))
         .arg("--target-dir")
         .arg(&target)
-        .env("SLURM_SRC_DIR", src);
+        .env("SLURM_SRC_DIR", src)
+        .env("CFLAGS", debian_cflags()?);
     eprintln!("slurm-energy package: building the plugins for Slurm {} in {}", opts.release.upstream, target.display());
     run(&mut plugins_cmd, "cargo build --release (plugins)")?;
     let mut example = Command::new(cargo());
@@ -297,7 +312,7 @@ fn cli_help_texts(cli: &Path) -> Result<Vec<(String, String)>, String> {
 
 /// Builds the package; returns the `.deb`'s path.
 pub fn package(opts: &PackageOptions) -> Result<PathBuf, String> {
-    for tool in ["dpkg-deb", "dpkg-shlibdeps", "strip"] {
+    for tool in ["dpkg-deb", "dpkg-shlibdeps", "dpkg-buildflags", "strip", "md5sum", "gzip"] {
         if which(tool).is_none() {
             return Err(format!("{tool} is not installed (apt-get install dpkg-dev binutils)"));
         }
