@@ -21,6 +21,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use slurm_testcluster::{ClusterConfig, LocalCluster, skip_for, skip_live_test, slurm_release};
@@ -28,6 +29,14 @@ use tools::demo::{DEMO_GPUS_PER_NODE, DEMO_NODES, FakeGpuSite, GpuPluginFiles, d
 use tools::package::{PLUGINS, PackageOptions, SlurmRelease, package};
 use tools::package_deb::plugin_dir;
 use tools::{package_lintian, package_man};
+
+/// One test at a time: each builds the plugins in release mode (two cargo builds at once on a
+/// small machine slow the 22.05 cluster's jobs), and only one may hold the package installed.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn run_ok(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("run {cmd:?}: {e}"));
@@ -177,6 +186,7 @@ fn package_22_05_installs_with_apt_and_runs_hinted_jobs() {
     if skip_live_test(TEST) {
         return;
     }
+    let _serial = serial();
     let release = SlurmRelease::find("22.05").expect("22.05");
     let running = slurm_release().expect("slurmctld -V");
     if running != release.upstream || std::env::var_os("SLURM_ENERGY_SLURM_PREFIX").is_some_and(|p| !p.is_empty()) {
@@ -293,6 +303,7 @@ fn package_24_11_has_its_files_depends_and_no_lintian_errors() {
     if skip_live_test(TEST) {
         return;
     }
+    let _serial = serial();
     let release = SlurmRelease::find("24.11").expect("24.11");
     let deb = build_package(release).unwrap_or_else(|e| panic!("{e}"));
     assert!(deb.file_name().is_some_and(|n| n.to_string_lossy().starts_with("slurm-energy-plugins-24.11_")), "{}", deb.display());
@@ -306,6 +317,7 @@ fn package_26_05_fails_with_the_reason_or_passes_the_checks() {
     if skip_live_test(TEST) {
         return;
     }
+    let _serial = serial();
     let release = SlurmRelease::find("26.05").expect("26.05");
     match build_package(release) {
         Err(e) => {
