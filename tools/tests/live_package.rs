@@ -54,10 +54,10 @@ fn multiarch() -> String {
 fn build_package(release: SlurmRelease) -> Result<PathBuf, String> {
     let project = default_project_dir();
     let mut opts = PackageOptions::new(&project, release);
-    if let Some(src) = std::env::var_os("SLURM_SRC_DIR").map(PathBuf::from) {
-        if tools::package::tree_release(&src).ok().as_deref() == Some(release.upstream) {
-            opts.slurm_src = Some(src);
-        }
+    if let Some(src) = std::env::var_os("SLURM_SRC_DIR").map(PathBuf::from)
+        && tools::package::tree_release(&src).ok().as_deref() == Some(release.upstream)
+    {
+        opts.slurm_src = Some(src);
     }
     package(&opts)
 }
