@@ -11,7 +11,7 @@
 //! Which Debian packages the result depends on, and why a range pinned to the micro release:
 //! see [`SlurmRelease::depends`].
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -137,8 +137,8 @@ pub fn tree_release(src: &Path) -> Result<String, String> {
     Ok(format!("{}.{:02}.{}", n >> 16, (n >> 8) & 0xff, n & 0xff))
 }
 
-/// Runs a script of the project that prints `SLURM_SRC_DIR=...` on stdout; its progress goes to
-/// stderr, whose last lines are returned in the error when it fails.
+/// Runs a script of the project that prints `SLURM_SRC_DIR=...` on stdout; its progress on
+/// stderr is passed through, and its last lines are repeated in the error when it fails.
 fn run_tree_script(project: &Path, script: &str, args: &[&str]) -> Result<PathBuf, String> {
     let path = project.join("tools").join(script);
     if !path.is_file() {
@@ -154,18 +154,28 @@ fn run_tree_script(project: &Path, script: &str, args: &[&str]) -> Result<PathBu
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("run {}: {e}", path.display()))?;
-    let mut stderr = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut stderr);
-    }
+    let stderr = child.stderr.take();
+    let tail = std::thread::spawn(move || {
+        let mut last: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+        if let Some(err) = stderr {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                eprintln!("{line}");
+                if last.len() == 6 {
+                    last.pop_front();
+                }
+                last.push_back(line);
+            }
+        }
+        last.into_iter().collect::<Vec<_>>()
+    });
     let mut stdout = String::new();
     if let Some(mut o) = child.stdout.take() {
         let _ = o.read_to_string(&mut stdout);
     }
     let status = child.wait().map_err(|e| format!("wait for {}: {e}", path.display()))?;
+    let last = tail.join().unwrap_or_default();
     if !status.success() {
-        let tail: Vec<&str> = stderr.lines().rev().take(6).collect::<Vec<_>>().into_iter().rev().collect();
-        return Err(format!("tools/{script} {} failed ({status}):\n{}", args.join(" "), tail.join("\n")));
+        return Err(format!("tools/{script} {} failed ({status}):\n{}", args.join(" "), last.join("\n")));
     }
     stdout
         .lines()
