@@ -328,6 +328,7 @@ pub fn package(opts: &PackageOptions) -> Result<PathBuf, String> {
         }
     }
     let src = slurm_tree(opts)?;
+    let source_note = source_note(&src, &opts.release);
     let built = build(opts, &src)?;
     let packaging = opts.project_dir.join("packaging");
     let inputs = DebInputs {
@@ -341,9 +342,24 @@ pub fn package(opts: &PackageOptions) -> Result<PathBuf, String> {
         },
         packaging,
         energy_toml: opts.project_dir.join("etc").join("energy.toml"),
+        source_note,
         built,
     };
     package_deb::assemble(&inputs, &opts.out_dir)
+}
+
+/// What the plugins were built against, for the changelog and README.Debian: Debian's source
+/// package with its patches (a `debian/patches/series` in the tree), or the upstream source
+/// alone (where the archive serves the `.orig.tar` but not the Debian diff, as for 24.11.5 here).
+pub fn source_note(src: &Path, release: &SlurmRelease) -> String {
+    if src.join("debian").join("patches").join("series").is_file() {
+        format!("Built against Debian's slurm-wlm {} source with its patches.", release.debian_version)
+    } else {
+        format!(
+            "Built against the upstream Slurm {} source without Debian's patches (the archive served no Debian diff of slurm-wlm {}).",
+            release.upstream, release.debian_version
+        )
+    }
 }
 
 /// The program `name` on `PATH`.

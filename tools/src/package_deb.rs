@@ -27,6 +27,8 @@ pub struct DebInputs {
     pub packaging: PathBuf,
     /// The project's `etc/energy.toml` (installed as an example).
     pub energy_toml: PathBuf,
+    /// Which Slurm source the plugins were built against ([`crate::package::source_note`]).
+    pub source_note: String,
     pub built: BuiltFiles,
 }
 
@@ -224,6 +226,7 @@ pub fn assemble(i: &DebInputs, out_dir: &Path) -> Result<PathBuf, String> {
     }
     let plugin_dir = plugin_dir(&i.multiarch);
     let doc = format!("usr/share/doc/{pkg}");
+    let wrapped_note = wrap(&i.source_note, 74, "    ");
     let fields: Vec<(&str, &str)> = vec![
         ("PACKAGE", &pkg),
         ("VERSION", &i.version),
@@ -234,6 +237,8 @@ pub fn assemble(i: &DebInputs, out_dir: &Path) -> Result<PathBuf, String> {
         ("PLUGIN_DIR", &plugin_dir),
         ("DOC_DIR", &doc),
         ("MAINTAINER", &i.maintainer),
+        ("SOURCE_NOTE", &i.source_note),
+        ("SOURCE_NOTE_WRAPPED", &wrapped_note),
     ];
     let template = |rel: &str| -> Result<String, String> { fill(&read_packaging_file(&i.packaging, rel)?, &fields, &format!("packaging/{rel}")) };
 
@@ -309,6 +314,27 @@ pub fn assemble(i: &DebInputs, out_dir: &Path) -> Result<PathBuf, String> {
     Ok(deb)
 }
 
+/// `text` in lines of at most `width` characters (words longer than that stay whole), every line
+/// after the first starting with `indent` (a changelog item's continuation).
+pub fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let prefix = if lines.is_empty() { 0 } else { indent.len() };
+        if !line.is_empty() && prefix + line.len() + 1 + word.len() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines.iter().enumerate().map(|(n, l)| if n == 0 { l.clone() } else { format!("{indent}{l}") }).collect::<Vec<_>>().join("\n")
+}
+
 fn set_dir_modes(dir: &Path) -> Result<(), String> {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).map_err(|e| format!("chmod {}: {e}", dir.display()))?;
     for entry in fs::read_dir(dir).map_err(|e| format!("read {}: {e}", dir.display()))? {
@@ -330,6 +356,14 @@ mod tests {
         assert_eq!(fill("a @X@", &[("X", "1")], "t"), Ok("a 1".to_string()));
         let err = fill(t, &[("X", "1")], "packaging/t").unwrap_err();
         assert_eq!(err, "packaging/t:3: unknown field @Y_Z@");
+    }
+
+    #[test]
+    fn wrap_keeps_lines_short_and_indents_continuations() {
+        let w = wrap("Built against the upstream Slurm 24.11.5 source without Debian's patches (long)", 30, "    ");
+        assert_eq!(w, "Built against the upstream\n    Slurm 24.11.5 source\n    without Debian's patches\n    (long)");
+        assert!(w.lines().all(|l| l.len() <= 30), "{w}");
+        assert_eq!(wrap("", 10, "  "), "");
     }
 
     #[test]

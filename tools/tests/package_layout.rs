@@ -45,6 +45,7 @@ fn assemble_lays_out_a_root_owned_package_pinned_to_its_release() {
         maintainer: "Test <test@example.org>".into(),
         packaging,
         energy_toml: project.join("etc/energy.toml"),
+        source_note: tools::package::source_note(work.path(), &release),
         built,
     };
     let out = work.path().join("out");
@@ -78,4 +79,5 @@ fn assemble_lays_out_a_root_owned_package_pinned_to_its_release() {
     assert!(slurm_conf.contains("SchedulerType=sched/energy") && slurm_conf.contains("/usr/lib/x86_64-linux-gnu/slurm-wlm"), "{slurm_conf}");
     let readme = std::fs::read_to_string(x.join("usr/share/doc/slurm-energy-plugins-24.11/README.Debian")).expect("README.Debian");
     assert!(!readme.contains('@'), "{readme}");
+    assert!(readme.contains("without Debian's patches"), "a tree without debian/patches is not said to be upstream's: {readme}");
 }
