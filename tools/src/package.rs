@@ -44,7 +44,7 @@ pub const RELEASES: [SlurmRelease; 3] = [
 /// (controller, compute node, submit host) has it, and our plugins go into its directory.
 pub const SLURM_PLUGINS_PACKAGE: &str = "slurm-wlm-basic-plugins";
 
-/// Debian's package with Slurm's own `gpu_nvml.so` (contrib, from 23.02 on); ours replaces it.
+/// Debian's package with Slurm's own `gpu_nvml.so` (source `slurm-wlm-contrib`, in contrib for bookworm, trixie and forky); ours replaces it.
 pub const STOCK_NVML_PACKAGE: &str = "slurm-wlm-nvml-plugin";
 
 /// Virtual package every `slurm-energy-plugins-<series>` provides and conflicts with: they all
