@@ -2,6 +2,11 @@
 //! runs), its reports and plots, and the local demo cluster (`slurm-energy demo`).
 
 pub mod demo;
+pub mod package;
+pub mod package_cli;
+pub mod package_deb;
+pub mod package_lintian;
+pub mod package_man;
 pub mod plots;
 pub mod report;
 pub mod sim;
