@@ -5,6 +5,7 @@
 //! with what slurmctld knows, and apply the [`decision::Decision`]s it returns.
 
 pub mod carbon;
+pub mod carbon_source;
 pub mod config;
 pub mod data;
 pub mod decision;
