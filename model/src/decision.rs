@@ -43,6 +43,10 @@ pub struct StartDecision {
     /// no eligibility list).
     #[serde(default)]
     pub route: Option<u32>,
+    /// Where the run-time and power predictions came from (`prior`, or
+    /// `history:u<uid>/<tag>:n=<jobs>`, see [`crate::history::PredictionSource`]).
+    #[serde(default)]
+    pub prediction: String,
 }
 
 impl StartDecision {
@@ -68,7 +72,7 @@ impl StartDecision {
             self.score.fragmentation,
             self.score.carbon,
             self.score.node_order,
-        )
+        ) + &if self.prediction.is_empty() { String::new() } else { format!(" pred={}", self.prediction) }
     }
 }
 
@@ -281,7 +285,9 @@ mod tests {
             wakes: Vec::new(),
             score: ScoreBreakdown::default(),
             route: None,
+            prediction: "history:u1/bert:n=4".into(),
         };
+        assert_eq!(recorded_field(&d.record(&["n1"]), "pred"), Some("history:u1/bert:n=4"));
         assert_eq!(recorded_clock_mhz(&d.record(&["n1"])), Some(1085));
         assert_eq!(recorded_clock_mhz("note: clock=900MHz"), None);
         assert_eq!(recorded_clock_mhz("energy:policy=x clock=1.2GHz"), None);

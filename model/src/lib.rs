@@ -11,6 +11,7 @@ pub mod data;
 pub mod decision;
 pub mod duration;
 pub mod eligibility;
+pub mod history;
 pub mod interference;
 pub mod min_tree;
 pub mod perf_power;
