@@ -26,7 +26,24 @@ use crate::carbon_feed::CarbonFeed;
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Reading {
     consumed_j: u64,
+    current_w: u32,
     poll_time: i64,
+}
+
+/// Energy between two readings of a node (J): the counter's difference, or, when the counter
+/// did not move although the node drew power (a plugin that reports power but keeps no
+/// counter), the mean of the two power readings over the interval. `None` when the counter
+/// went back (restarted).
+fn interval_energy_j(prev: Reading, now: Reading) -> Option<(f64, bool)> {
+    if now.consumed_j < prev.consumed_j {
+        return None;
+    }
+    let counted = (now.consumed_j - prev.consumed_j) as f64;
+    if counted > 0.0 || (prev.current_w == 0 && now.current_w == 0) {
+        return Some((counted, false));
+    }
+    let seconds = (now.poll_time - prev.poll_time).max(0) as f64;
+    Some(((f64::from(prev.current_w) + f64::from(now.current_w)) / 2.0 * seconds, true))
 }
 
 /// What one job accumulated.
@@ -93,6 +110,8 @@ pub fn split(delta_j: f64, from_s: i64, to_s: i64, node_gpus: u32, node_cpus: u3
 #[derive(Debug, Default)]
 pub struct Accounting {
     nodes: HashMap<String, Reading>,
+    /// Nodes whose counter did not move while they drew power (logged once each).
+    integrating: std::collections::HashSet<String>,
     jobs: HashMap<u32, JobAccount>,
 }
 
@@ -137,8 +156,11 @@ impl Accounting {
         let nodes = lock.nodes().map_err(|e| e.to_string())?;
         for node in nodes {
             let Some(e) = node.energy() else { continue };
-            let now = Reading { consumed_j: e.consumed_j, poll_time: e.poll_time };
+            let now = Reading { consumed_j: e.consumed_j, current_w: e.current_w, poll_time: e.poll_time };
             let prev = self.nodes.insert(node.name().to_string(), now);
+            if prev != Some(now) {
+                slurm_log!(LOG, debug, "node {}: {} J at {} ({} W)", node.name(), e.consumed_j, e.poll_time, e.current_w);
+            }
             let Some(prev) = prev else { continue };
             if now.poll_time <= prev.poll_time {
                 if now.poll_time < prev.poll_time {
@@ -146,11 +168,13 @@ impl Accounting {
                 }
                 continue;
             }
-            if now.consumed_j < prev.consumed_j {
+            let Some((delta_j, integrated)) = interval_energy_j(prev, now) else {
                 slurm_log!(LOG, verbose, "node {}: energy counter went back ({} -> {} J): restarted from there", node.name(), prev.consumed_j, now.consumed_j);
                 continue;
+            };
+            if integrated && self.integrating.insert(node.name().to_string()) {
+                slurm_log!(LOG, info, "node {}: its energy counter does not advance (ConsumedEnergy {} J at {} W): job energy is integrated from CurrentWatts instead", node.name(), now.consumed_j, now.current_w);
             }
-            let delta_j = (now.consumed_j - prev.consumed_j) as f64;
             let holders: Vec<Holder> = running
                 .iter()
                 .filter_map(|r| {
@@ -214,6 +238,15 @@ mod tests {
 
     fn h(job: u32, start: i64, gpus: &[u32]) -> Holder {
         Holder { job, start_unix_s: start, gpus: gpus.to_vec(), cpus: 4 }
+    }
+
+    #[test]
+    fn interval_energy_from_the_counter_else_from_power() {
+        let r = |consumed_j, current_w, poll_time| Reading { consumed_j, current_w, poll_time };
+        assert_eq!(interval_energy_j(r(100, 50, 0), r(600, 50, 10)), Some((500.0, false)));
+        assert_eq!(interval_energy_j(r(100, 100, 0), r(100, 200, 10)), Some((1500.0, true)));
+        assert_eq!(interval_energy_j(r(100, 0, 0), r(100, 0, 10)), Some((0.0, false)));
+        assert_eq!(interval_energy_j(r(600, 50, 0), r(100, 50, 10)), None);
     }
 
     #[test]
