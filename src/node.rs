@@ -85,7 +85,7 @@ impl<'a> NodeRef<'a> {
     pub fn energy(&self) -> Option<NodeEnergy> {
         // SAFETY: energy is NULL or owned by the record, read under the node lock.
         let e = unsafe { self.rec.energy.as_ref() }?;
-        (e.poll_time > 0 && e.consumed_energy != crate::sys::NO_VAL64 as u64).then(|| NodeEnergy {
+        (e.poll_time > 0 && e.consumed_energy != crate::sys::NO_VAL64 as u64).then_some(NodeEnergy {
             consumed_j: e.consumed_energy,
             current_w: if e.current_watts == crate::NO_VAL { 0 } else { e.current_watts },
             poll_time: e.poll_time,

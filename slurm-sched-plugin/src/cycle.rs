@@ -491,18 +491,6 @@ fn utc_text(unix_s: i64) -> String {
     format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs % 3600 / 60, secs % 60)
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn utc_text_matches_the_model_calendar() {
-        for unix in [0i64, 1_576_800_000, 1_582_979_415, 253_402_300_799] {
-            let text = super::utc_text(unix);
-            assert_eq!(model::carbon_source::parse_timestamp(&text), Some(unix), "{text}");
-        }
-        assert_eq!(super::utc_text(1_576_800_000), "2019-12-20T00:00:00Z");
-    }
-}
-
 /// The pending reason of a `--energy-share=deny` shard job kept off nodes with shard jobs.
 pub const DENY_WAIT_REASON: &str = "sched/energy: --energy-share=deny gres/shard job waits for a node without other gres/shard jobs";
 
@@ -542,4 +530,16 @@ pub mod fault {
 
 fn unix_now_s() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_text_matches_the_model_calendar() {
+        for unix in [0i64, 1_576_800_000, 1_582_979_415, 253_402_300_799] {
+            let text = super::utc_text(unix);
+            assert_eq!(model::carbon_source::parse_timestamp(&text), Some(unix), "{text}");
+        }
+        assert_eq!(super::utc_text(1_576_800_000), "2019-12-20T00:00:00Z");
+    }
 }
