@@ -18,6 +18,11 @@ use crate::data::carbon::{CarbonTrace, days_from_civil};
 /// single point (a "latest" response): one hour, the resolution of most services.
 pub const SINGLE_POINT_HOLD_S: i64 = 3_600;
 
+/// Latest timestamp accepted (9999-12-31T23:59:59Z); earliest is the Unix epoch.
+pub const MAX_UNIX_S: i64 = 253_402_300_799;
+/// Longest regular grid [`IntensitySeries::to_trace`] builds (as the simulator's reader).
+const MAX_TRACE_SAMPLES: i64 = 1 << 22;
+
 /// One pound per megawatt-hour in grams per kilowatt-hour (WattTime's unit).
 pub const G_PER_KWH_PER_LB_PER_MWH: f64 = 0.453_592_37;
 
@@ -131,13 +136,13 @@ impl IntensitySeries {
 
     /// From points, each holding until the next; the last for the median step (or `last_hold_s`).
     pub fn from_points(points: &[(i64, f64)], last_hold_s: Option<i64>) -> IntensitySeries {
-        let mut gaps: Vec<i64> = points.windows(2).map(|w| w[1].0 - w[0].0).filter(|&g| g > 0).collect();
+        let mut gaps: Vec<i64> = points.windows(2).map(|w| w[1].0.saturating_sub(w[0].0)).filter(|&g| g > 0).collect();
         gaps.sort_unstable();
         let step = last_hold_s.filter(|&s| s > 0).or_else(|| gaps.get(gaps.len() / 2).copied()).unwrap_or(SINGLE_POINT_HOLD_S);
         let intervals = points
             .iter()
             .enumerate()
-            .map(|(i, &(t, g))| Interval { start_unix_s: t, end_unix_s: points.get(i + 1).map_or(t + step, |n| n.0), g_per_kwh: g })
+            .map(|(i, &(t, g))| Interval { start_unix_s: t, end_unix_s: points.get(i + 1).map_or(t.saturating_add(step), |n| n.0), g_per_kwh: g })
             .filter(|iv| iv.end_unix_s > iv.start_unix_s)
             .collect();
         IntensitySeries { intervals }
@@ -205,6 +210,9 @@ impl IntensitySeries {
     pub fn to_trace(&self, step_s: i64) -> Option<CarbonTrace> {
         let (start, end) = self.span_unix_s()?;
         let step = step_s.max(1);
+        if end.saturating_sub(start) / step > MAX_TRACE_SAMPLES {
+            return None;
+        }
         let mut g = Vec::new();
         let mut gaps = 0;
         let mut t = start;
@@ -363,8 +371,8 @@ fn parse_watttime(path: &Path, v: &Value) -> Result<IntensitySeries, CarbonSourc
 /// space, `HH:MM[:SS[.fraction]]`, then `Z`, `±HH:MM` or nothing (UTC).
 pub fn parse_timestamp(s: &str) -> Option<i64> {
     let s = s.trim();
-    if !s.is_empty() && s.bytes().enumerate().all(|(i, b)| b.is_ascii_digit() || (i == 0 && b == b'-')) {
-        return s.parse().ok();
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s.parse().ok().filter(|t| (0..=MAX_UNIX_S).contains(t));
     }
     let (date, rest) = s.split_once(['T', 't', ' '])?;
     let mut d = date.split('-');
@@ -396,7 +404,7 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
     if t.next().is_some() || !(0..24).contains(&h) || !(0..60).contains(&m) || !(0..61).contains(&sec) {
         return None;
     }
-    Some(days_from_civil(year, month, day) * 86_400 + h * 3_600 + m * 60 + sec - offset_s)
+    Some(days_from_civil(year, month, day) * 86_400 + h * 3_600 + m * 60 + sec - offset_s).filter(|t| (0..=MAX_UNIX_S).contains(t))
 }
 
 #[cfg(test)]
@@ -405,6 +413,40 @@ mod tests {
 
     fn p() -> &'static Path {
         Path::new("site.csv")
+    }
+
+    proptest::proptest! {
+        // No input makes the reader panic, whatever format it is read as.
+        #[test]
+        fn any_text_is_a_value_or_an_error(text in "\\PC{0,200}", n in 0usize..5) {
+            let format = [SourceFormat::Auto, SourceFormat::Csv, SourceFormat::NationalGridUk, SourceFormat::ElectricityMaps, SourceFormat::WattTime][n];
+            if let Ok(s) = IntensitySeries::parse(p(), &text, format) {
+                let (a, b) = s.span_unix_s().expect("non-empty");
+                let _ = s.mean_over(a, b);
+                let _ = s.to_trace(s.step_s());
+            }
+        }
+
+        #[test]
+        fn extreme_numbers_are_handled(t0 in 0i64..=MAX_UNIX_S, t1 in 0i64..=MAX_UNIX_S, g in 0.0f64..1e300, hold in proptest::prelude::any::<i64>()) {
+            let mut pts = vec![(t0, g), (t1, g)];
+            pts.sort_by_key(|p| p.0);
+            pts.dedup_by_key(|p| p.0);
+            let s = IntensitySeries::from_points(&pts, Some(hold));
+            if let Some((a, b)) = s.span_unix_s() {
+                let _ = s.job_carbon_g(a, b, 1e30);
+                let _ = s.to_trace(1);
+            }
+        }
+    }
+
+    #[test]
+    fn out_of_range_times_are_errors() {
+        assert_eq!(parse_timestamp("-1"), None);
+        assert_eq!(parse_timestamp("99999999999999999999"), None);
+        assert_eq!(parse_timestamp("253402300800"), None);
+        let e = IntensitySeries::parse(p(), "9223372036854775807,1\n", SourceFormat::Csv).unwrap_err();
+        assert!(e.to_string().contains(":1: bad timestamp"), "{e}");
     }
 
     #[test]

@@ -340,6 +340,10 @@ mod tests {
         h.observe(5, 300.0, 100.0); // capped at 1
         assert!((h.expected_fraction(5) - (0.3 + 1.0 + 1.5) / 5.0).abs() < 1e-12);
         assert_eq!(h.expected_fraction(6), PRIOR_RUNTIME_FRACTION);
+        // The simulator's jobs have tags but it learns without: a tagged job gets the user's.
+        let p = h.predict(5, Some("ResNet-50"));
+        assert_eq!((p.runtime_fraction, p.power_ratio), (h.expected_fraction(5), 1.0));
+        assert_eq!(p.source.to_string(), "history:u5:n=2");
         h.observe(5, 10.0, 0.0); // no limit: ignored
         assert_eq!(h.user(5).map(|g| g.jobs), Some(2));
     }

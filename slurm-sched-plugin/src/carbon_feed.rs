@@ -112,3 +112,56 @@ impl CarbonFeed {
         self.series.as_ref()?.intensity_at(unix_s)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(path: &std::path::Path) -> CarbonSettings {
+        CarbonSettings { source: Some(path.to_path_buf()), format: "auto".into(), refresh_s: 1.0 }
+    }
+
+    fn now() -> i64 {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+    }
+
+    #[test]
+    fn no_source_no_feed() {
+        assert!(CarbonFeed::start(&CarbonSettings::default()).expect("ok").is_none());
+    }
+
+    #[test]
+    fn a_bad_file_at_start_is_an_error_naming_its_line() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("ci.csv");
+        std::fs::write(&path, "timestamp,g_per_kwh\n100,5\n90,4\n").expect("write");
+        let e = CarbonFeed::start(&settings(&path)).unwrap_err();
+        assert!(e.to_string().ends_with("ci.csv:3: timestamp not after the previous one"), "{e}");
+    }
+
+    #[test]
+    fn missing_then_written_then_stale() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("ci.csv");
+        let mut feed = CarbonFeed::start(&settings(&path)).expect("a missing file is waited for").expect("feed");
+        let t = now();
+        assert!(feed.signal_at(t).is_none());
+        // The cron job writes it: re-read after refresh_s.
+        std::fs::write(&path, format!("{},300\n{},100\n", t - 60, t + 1740)).expect("write");
+        feed.last_check = Some(Instant::now() - std::time::Duration::from_secs(2));
+        feed.refresh();
+        let s = feed.signal_at(t).expect("covers now");
+        assert_eq!(s.intensity_at(t as f64), 300.0);
+        assert_eq!(feed.intensity_at(t + 1800), Some(100.0));
+        // Past the file's end (the last value holds one step): no signal.
+        assert!(feed.signal_at(t + 1740 + 1800 + 1).is_none());
+        // A broken rewrite keeps the values read before.
+        std::fs::write(&path, "100,5\n200,lots\n").expect("write");
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+        std::fs::File::options().write(true).open(&path).and_then(|f| f.set_modified(later)).expect("mtime");
+        feed.last_check = Some(Instant::now() - std::time::Duration::from_secs(2));
+        feed.refresh();
+        assert!(feed.complaint.as_deref().is_some_and(|c| c.contains("ci.csv:2: intensity")), "{:?}", feed.complaint);
+        assert_eq!(feed.signal_at(t).map(|s| s.intensity_at(t as f64)), Some(300.0));
+    }
+}
