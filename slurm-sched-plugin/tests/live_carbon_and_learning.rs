@@ -112,7 +112,8 @@ fn carbon_source_defers_and_jobs_carry_their_carbon() {
     let carbon = work.path().join("intensity.csv");
     let data = data_dir().map(|d| format!("data_dir = \"{}\"\n", d.display())).unwrap_or_default();
     // Every job may wait up to 2 h for a cleaner grid (no SPANK plugin here: the default).
-    let base_toml = format!("[sched]\ninterval_s = 1\ndebug = true\n{data}\n[planner.hints]\ndefer_s = 7200\n\n[gpu_types.gpu]\nmodel = \"v100\"\n");
+    // A running job's measured power is learnt after 6 s (default 2 min).
+    let base_toml = format!("[sched]\ninterval_s = 1\ndebug = true\n{data}\n[planner.hints]\ndefer_s = 7200\n\n[gpu_types.gpu]\nmodel = \"v100\"\n\n[learning]\nearly_after_s = 6\n");
     let cluster = LocalCluster::start(ClusterConfig {
         nodes: 1,
         gpus_per_node: GPUS,
@@ -207,6 +208,14 @@ fn carbon_source_defers_and_jobs_carry_their_carbon() {
     // The energy of 2 of the node's 4 idle GPUs over ~20 s (the fake draws tens of W each):
     // not nothing, not the whole node for an hour.
     assert!(energy_j > 100.0 && energy_j < 20_000.0, "implausible energy {energy_j} J");
+    // What was learnt from it: its first seconds' power, then the finished job's energy.
+    std::thread::sleep(Duration::from_secs(3));
+    let state: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(cluster.base_dir().join("state").join("energy-learning.json")).expect("learning state")).expect("JSON");
+    let user = &state["history"]["groups"]["u0"];
+    println!("learnt for u0: {user}");
+    assert!(user["early_power_ratio"]["n"].as_u64().unwrap_or(0) >= 1, "no early-run observation: {user}");
+    assert!(user["power_ratio"]["n"].as_u64().unwrap_or(0) >= 1, "no finished-job power observation: {user}");
+    assert!(user["energy_per_gpu_hour_j"]["n"].as_u64().unwrap_or(0) >= 1, "no energy per GPU-hour: {user}");
     println!("carbon test done in {:.1} s", t0.elapsed().as_secs_f64());
     cluster.stop().expect("stop");
 }
