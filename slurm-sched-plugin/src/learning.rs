@@ -128,8 +128,10 @@ impl Learning {
     pub fn learn(&mut self, lock: &SlurmctldLock, history: &mut History, accounting: &Accounting, cfg: &Config, now_unix_s: i64) -> Result<(), String> {
         let jobs = lock.jobs().map_err(|e| e.to_string())?;
         let mut live: BTreeSet<u32> = BTreeSet::new();
+        let mut listed: BTreeSet<u32> = BTreeSet::new();
         for job in jobs {
             let id = job.id();
+            listed.insert(id);
             let start = job.start_time();
             if job.is_running() {
                 live.insert(id);
@@ -180,7 +182,8 @@ impl Learning {
             self.early_done.remove(&id);
             self.dirty = true;
         }
-        self.gpus.retain(|id, _| live.contains(id) || !self.learnt_jobs.contains_key(id));
+        // GPUs are kept for jobs still listed and not learnt yet (a job purged unseen is dropped).
+        self.gpus.retain(|id, _| live.contains(id) || (listed.contains(id) && !self.learnt_jobs.contains_key(id)));
         let before = self.learnt_jobs.len() + self.early_done.len();
         self.learnt_jobs.retain(|_, end| *end >= now_unix_s - REMEMBER_S);
         let learnt = &self.learnt_jobs;
