@@ -107,6 +107,11 @@ fn carbon_source_defers_and_jobs_carry_their_carbon() {
     let nvml_dir = work.path().join("nvml");
     fake_nvml::install_library(&require_built(fake_nvml::BUILT_LIBRARY_NAME), &nvml_dir).expect("install the fake NVML");
     std::fs::write(nvml_dir.join("fake-nvml.conf"), format!("gpu_count = {GPUS}\ncpu_count = 2\nnuma_nodes = 2\n")).expect("fake conf");
+    // The fake keeps its energy counters in a state file: create it (GPUs at 50 % load).
+    let fake = fake_nvml::FakeNvml::for_library_dir(&nvml_dir).expect("fake NVML state");
+    for gpu in 0..GPUS as usize {
+        fake.set_utilization(gpu, 50, 10).expect("set utilisation");
+    }
     let dev = work.path().join("dev");
     mknod_gpus(&dev);
     let carbon = work.path().join("intensity.csv");
@@ -205,9 +210,18 @@ fn carbon_source_defers_and_jobs_carry_their_carbon() {
     let expected_g = energy_j * clean_g / 3.6e6;
     assert!((carbon_g - expected_g).abs() <= 0.0005 + 0.5 * clean_g / 3.6e6 + 1e-9, "carbon_g {carbon_g} vs {energy_j} J at {clean_g} g/kWh = {expected_g}");
     assert_eq!(recorded_field(&comment, "carbon_unknown_j"), None, "{comment}");
-    // The energy of 2 of the node's 4 idle GPUs over ~20 s (the fake draws tens of W each):
-    // not nothing, not the whole node for an hour.
-    assert!(energy_j > 100.0 && energy_j < 20_000.0, "implausible energy {energy_j} J");
+    // The energy of 2 of the node's 4 GPUs over ~20 s at the fake's power: the node's counter
+    // (not CurrentWatts) split by GPUs, within what the last reading before the end misses.
+    let gpu_w = fake_nvml::model::power_mw(&fake.config, &fake.state().expect("fake state").gpus[0]) / 1000.0;
+    let ctld = cluster.slurmctld_log();
+    assert!(!ctld.contains("does not advance"), "the node's energy counter was not used:\n{ctld}");
+    let elapsed_s: f64 = {
+        let out = cluster.command("sacct").env("SLURM_TIME_FORMAT", "%s").args(["-n", "-P", "-X", "-j", &deferred.to_string(), "-o", "ElapsedRaw"]).output().expect("sacct");
+        String::from_utf8_lossy(&out.stdout).trim().parse().expect("ElapsedRaw")
+    };
+    let full_j = 2.0 * gpu_w * elapsed_s;
+    println!("energy_j {energy_j} J; 2 GPUs x {gpu_w:.0} W x {elapsed_s} s = {full_j:.0} J");
+    assert!(energy_j <= full_j * 1.05 && energy_j >= 2.0 * gpu_w * (elapsed_s - 5.0 - 2.0), "energy_j {energy_j} J vs {full_j:.0} J (AcctGatherNodeFreq=5)");
     // What was learnt from it: its first seconds' power, then the finished job's energy.
     std::thread::sleep(Duration::from_secs(3));
     let state: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(cluster.base_dir().join("state").join("energy-learning.json")).expect("learning state")).expect("JSON");
