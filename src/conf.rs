@@ -22,6 +22,8 @@ pub struct ConfView {
     pub preempt_type: Option<String>,
     /// `PrologFlags` bits.
     pub prolog_flags: u32,
+    /// `StateSaveLocation`: where slurmctld (and sched/energy) keep state across restarts.
+    pub state_save_location: Option<PathBuf>,
 }
 
 impl ConfView {
@@ -83,6 +85,7 @@ impl ConfView {
             select_type_param: c.select_type_param,
             preempt_type: text(c.preempt_type),
             prolog_flags: u32::from(c.prolog_flags),
+            state_save_location: text(c.state_save_location).map(PathBuf::from),
         }
     }
 }

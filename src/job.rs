@@ -88,6 +88,11 @@ impl<'a> JobRef<'a> {
         // SAFETY: as above.
         unsafe { sys::energy_job_is_suspended(self.rec) }
     }
+    /// Ended (completed, failed, timed out, cancelled, ...), possibly still completing.
+    pub fn is_finished(&self) -> bool {
+        // SAFETY: as above.
+        unsafe { sys::energy_job_is_finished(self.rec) }
+    }
     pub fn is_completing(&self) -> bool {
         // SAFETY: as above.
         unsafe { sys::energy_job_is_completing(self.rec) }

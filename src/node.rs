@@ -79,10 +79,34 @@ impl<'a> NodeRef<'a> {
         unsafe { sys::energy_node_is_powering_up(self.rec) }
     }
 
+    /// The node's energy as its acct_gather_energy plugin last reported it to slurmctld
+    /// (`scontrol show node` CurrentWatts/ConsumedJoules; refreshed every AcctGatherNodeFreq).
+    /// `None` when the node never reported any (no plugin, or no poll yet).
+    pub fn energy(&self) -> Option<NodeEnergy> {
+        // SAFETY: energy is NULL or owned by the record, read under the node lock.
+        let e = unsafe { self.rec.energy.as_ref() }?;
+        (e.poll_time > 0 && e.consumed_energy != crate::sys::NO_VAL64 as u64).then_some(NodeEnergy {
+            consumed_j: e.consumed_energy,
+            current_w: if e.current_watts == crate::NO_VAL { 0 } else { e.current_watts },
+            poll_time: e.poll_time,
+        })
+    }
+
     /// When a reboot or resume of the node was requested (0 when none).
     pub fn boot_req_time(&self) -> i64 {
         self.rec.boot_req_time
     }
+}
+
+/// A node's energy reading (see [`NodeRef::energy`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeEnergy {
+    /// Energy since the plugin started counting (J).
+    pub consumed_j: u64,
+    /// Power at the last reading (W).
+    pub current_w: u32,
+    /// Unix time of the last reading.
+    pub poll_time: i64,
 }
 
 /// Number of slots in the node table (some may be empty).

@@ -22,6 +22,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("trace_csv", trace_csv),
     ("cluster_spec", cluster_spec),
     ("carbon_csv", carbon_csv),
+    ("carbon_source", carbon_source),
     ("slurm_gres", slurm_gres),
     ("slurm_strings", slurm_strings),
 ];
@@ -198,6 +199,29 @@ pub fn carbon_csv(data: &[u8]) {
     assert!(c.g_per_kwh.iter().all(|v| v.is_finite() && *v >= 0.0), "{c:?}");
     let _ = c.at_offset(c.step_s * 1.5);
     let _ = c.at_unix_s(c.start_unix_s - 1);
+}
+
+/// A site's carbon-intensity source file in every format (`model::carbon_source`): CSV or a
+/// saved grid-service JSON response, as sched/energy and `slurm-energy report` read it.
+pub fn carbon_source(data: &[u8]) {
+    use model::carbon_source::{IntensitySeries, SourceFormat};
+    let Some(t) = text(data) else { return };
+    for format in [SourceFormat::Auto, SourceFormat::Csv, SourceFormat::NationalGridUk, SourceFormat::ElectricityMaps, SourceFormat::WattTime] {
+        match IntensitySeries::parse(Path::new("intensity"), t, format) {
+            Ok(s) => {
+                let (a, b) = s.span_unix_s().expect("a parsed series is not empty");
+                assert!(a < b, "{s:?}");
+                assert!(s.intervals().iter().all(|i| i.g_per_kwh.is_finite() && i.g_per_kwh >= 0.0), "{s:?}");
+                assert!(s.intervals().windows(2).all(|w| w[0].end_unix_s <= w[1].start_unix_s), "{s:?}");
+                let _ = s.job_carbon_g(a, b, 3.6e6);
+                let _ = s.to_trace(s.step_s());
+                let _ = model::carbon::CarbonSignal::published(s).relative_intensity(a as f64);
+            }
+            Err(e) => {
+                let _ = e.to_string();
+            }
+        }
+    }
 }
 
 /// GRES strings from Slurm's node and job records (`Gres=`, `tres_per_node`, ...;

@@ -43,6 +43,10 @@ pub struct StartDecision {
     /// no eligibility list).
     #[serde(default)]
     pub route: Option<u32>,
+    /// Where the run-time and power predictions came from (`prior`, or
+    /// `history:u<uid>/<tag>:n=<jobs>`, see [`crate::history::PredictionSource`]).
+    #[serde(default)]
+    pub prediction: String,
 }
 
 impl StartDecision {
@@ -68,7 +72,7 @@ impl StartDecision {
             self.score.fragmentation,
             self.score.carbon,
             self.score.node_order,
-        )
+        ) + &if self.prediction.is_empty() { String::new() } else { format!(" pred={}", self.prediction) }
     }
 }
 
@@ -76,10 +80,58 @@ impl StartDecision {
 /// controller and the compute nodes read back from a job's admin comment. `None` for any other
 /// text, or text that only follows the record (a record is `energy:` first, `clock=` later).
 pub fn recorded_clock_mhz(record: &str) -> Option<u32> {
+    recorded_field(record, "clock")?.strip_suffix("MHz")?.parse().ok().filter(|&c| c > 0)
+}
+
+/// The value of `key=` in the decision record at the start of an admin comment (`None` if the
+/// text has no record or the record no such field). The single parser of the record: the
+/// controller, the compute nodes and `slurm-energy report` all read fields through it.
+pub fn recorded_field<'a>(record: &'a str, key: &str) -> Option<&'a str> {
     let rest = record.trim_start().strip_prefix("energy:")?;
     let rest = rest.split(RECORD_SEPARATOR).next().unwrap_or("");
-    let clock = rest.split_whitespace().find_map(|kv| kv.strip_prefix("clock="))?;
-    clock.strip_suffix("MHz")?.parse().ok().filter(|&c| c > 0)
+    rest.split_whitespace().find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// GPU energy (J) sched/energy attributed to the job so far (`energy_j=`), from the nodes'
+/// energy counters while it ran.
+pub fn recorded_energy_j(record: &str) -> Option<f64> {
+    recorded_field(record, "energy_j")?.parse().ok().filter(|j: &f64| j.is_finite() && *j >= 0.0)
+}
+
+/// Carbon (gCO2) of that energy at the grid intensity of the moment it was used (`carbon_g=`);
+/// absent when no carbon source was configured or it had no value then.
+pub fn recorded_carbon_g(record: &str) -> Option<f64> {
+    recorded_field(record, "carbon_g")?.parse().ok().filter(|g: &f64| g.is_finite() && *g >= 0.0)
+}
+
+/// The record with `key=value` set in its own part (replaced if present, else appended), the
+/// site's text after it kept. Text without a record is returned unchanged.
+pub fn set_recorded_field(comment: &str, key: &str, value: &str) -> String {
+    let trimmed = comment.trim();
+    let Some(ours) = trimmed.strip_prefix("energy:") else { return comment.to_string() };
+    let (ours, site) = match ours.split_once(RECORD_SEPARATOR) {
+        Some((o, s)) => (o, Some(s)),
+        None => (ours, None),
+    };
+    let mut found = false;
+    let mut fields: Vec<String> = ours
+        .split_whitespace()
+        .map(|kv| match kv.strip_prefix(key).and_then(|r| r.strip_prefix('=')) {
+            Some(_) => {
+                found = true;
+                format!("{key}={value}")
+            }
+            None => kv.to_string(),
+        })
+        .collect();
+    if !found {
+        fields.push(format!("{key}={value}"));
+    }
+    let record = format!("energy:{}", fields.join(" "));
+    match site {
+        Some(site) => format!("{record}{RECORD_SEPARATOR}{site}"),
+        None => record,
+    }
 }
 
 /// The entry of a job's SPANK environment that carries the GPU clock sched/energy chose for it
@@ -233,12 +285,31 @@ mod tests {
             wakes: Vec::new(),
             score: ScoreBreakdown::default(),
             route: None,
+            prediction: "history:u1/bert:n=4".into(),
         };
+        assert_eq!(recorded_field(&d.record(&["n1"]), "pred"), Some("history:u1/bert:n=4"));
         assert_eq!(recorded_clock_mhz(&d.record(&["n1"])), Some(1085));
         assert_eq!(recorded_clock_mhz("note: clock=900MHz"), None);
         assert_eq!(recorded_clock_mhz("energy:policy=x clock=1.2GHz"), None);
         assert_eq!(recorded_clock_mhz("energy:policy=x clock=0MHz"), None);
         assert_eq!(recorded_clock_mhz("energy:policy=x nodes=n1; site note clock=900MHz"), None);
+    }
+
+    #[test]
+    fn accounting_fields_are_set_and_read_back() {
+        let c = "energy:policy=balanced nodes=n1 clock=1200MHz; project 42";
+        let c = set_recorded_field(c, "energy_j", "1500");
+        let c = set_recorded_field(&c, "carbon_g", "0.125");
+        assert_eq!(c, "energy:policy=balanced nodes=n1 clock=1200MHz energy_j=1500 carbon_g=0.125; project 42");
+        let c = set_recorded_field(&c, "energy_j", "3000");
+        assert_eq!(recorded_energy_j(&c), Some(3000.0));
+        assert_eq!(recorded_carbon_g(&c), Some(0.125));
+        assert_eq!(recorded_clock_mhz(&c), Some(1200));
+        assert_eq!(set_recorded_field("site note", "energy_j", "1"), "site note");
+        assert_eq!(recorded_carbon_g("energy:x carbon_g=nan"), None);
+        assert_eq!(recorded_carbon_g("energy:x; carbon_g=5"), None, "the site's part is not ours");
+        // `carbon_g_x=` is not `carbon_g=`.
+        assert_eq!(recorded_field("energy:carbon_gx=5", "carbon_g"), None);
     }
 
     #[test]

@@ -5,11 +5,13 @@
 //! with what slurmctld knows, and apply the [`decision::Decision`]s it returns.
 
 pub mod carbon;
+pub mod carbon_source;
 pub mod config;
 pub mod data;
 pub mod decision;
 pub mod duration;
 pub mod eligibility;
+pub mod history;
 pub mod interference;
 pub mod min_tree;
 pub mod perf_power;

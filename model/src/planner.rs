@@ -710,7 +710,10 @@ impl<'a> Cycle<'a> {
             return false;
         }
         let family = Self::family(job);
-        let expected_runtime_s = job.time_limit_s * self.pred.runtime.expected_fraction(job.user);
+        // What history taught about this user's (and tag's) jobs: how much of the limit they
+        // run, and how their measured power compares with the model's (model::history).
+        let learnt = self.pred.runtime.predict(job.user, job.hints.tag.as_deref());
+        let expected_runtime_s = job.time_limit_s * learnt.runtime_fraction;
         let mut candidates: Vec<Candidate> = Vec::new();
         if exclusive_possible && !known_failure {
             self.filtered_out.set(false);
@@ -722,7 +725,9 @@ impl<'a> Cycle<'a> {
                 for &n in &nodes {
                     let gt = view.nodes[n].node.gpu_type;
                     if !clocks.iter().any(|(t, _)| *t == gt) {
-                        clocks.push((gt, self.choose_clock(job, family.as_deref(), gt, view, 1.0)));
+                        let mut c = self.choose_clock(job, family.as_deref(), gt, view, 1.0);
+                        c.4 *= learnt.power_ratio;
+                        clocks.push((gt, c));
                     }
                     let clock = clocks.iter().find(|(t, _)| *t == gt).map(|(_, c)| *c);
                     if let Some(c) = clock.and_then(|clock| self.score_exclusive(view, job, n, expected_runtime_s, clock)) {
@@ -1047,6 +1052,7 @@ impl<'a> Cycle<'a> {
             wakes: c.wakes,
             score: c.score,
             route,
+            prediction: self.pred.runtime.predict(job.user, job.hints.tag.as_deref()).source.to_string(),
         }));
     }
 }

@@ -2,7 +2,6 @@
 //! interference, CPU sensitivity, the carbon signal, node power, and what history taught about
 //! how long jobs really run compared with their time limits.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -34,30 +33,10 @@ impl Default for NodePower {
     }
 }
 
-/// Ratio of real runtime to time limit, learnt per user (running mean with a prior).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct RuntimeHistory {
-    per_user: BTreeMap<u32, (f64, f64)>,
-}
-
-/// Before any history: jobs are expected to use this fraction of their time limit.
-pub const PRIOR_RUNTIME_FRACTION: f64 = 0.5;
-const PRIOR_RUNTIME_WEIGHT: f64 = 3.0;
-
-impl RuntimeHistory {
-    pub fn observe(&mut self, user: u32, runtime_s: f64, time_limit_s: f64) {
-        if time_limit_s > 0.0 && runtime_s >= 0.0 {
-            let e = self.per_user.entry(user).or_insert((0.0, 0.0));
-            e.0 += (runtime_s / time_limit_s).min(1.0);
-            e.1 += 1.0;
-        }
-    }
-
-    pub fn expected_fraction(&self, user: u32) -> f64 {
-        let (sum, n) = self.per_user.get(&user).copied().unwrap_or((0.0, 0.0));
-        (sum + PRIOR_RUNTIME_FRACTION * PRIOR_RUNTIME_WEIGHT) / (n + PRIOR_RUNTIME_WEIGHT)
-    }
-}
+/// What history taught: per user and per user and tag ([`crate::history`]). Kept under its old
+/// name for the simulator, which learns run time against time limit through it.
+pub type RuntimeHistory = crate::history::History;
+pub use crate::history::PRIOR_RUNTIME_FRACTION;
 
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Predictor {

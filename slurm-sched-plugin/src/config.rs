@@ -7,6 +7,10 @@
 //! reservation_depth = 4
 //! [gpu_types.v100]     # GPU models by GRES type name ("gpu" for untyped GRES)
 //! default_clock_mhz = 1312
+//! [carbon]             # the site's carbon-intensity file (docs/carbon.md)
+//! source = "/var/lib/slurm-energy/intensity.csv"
+//! [learning]           # what the planner learns from jobs (docs/learning.md)
+//! state_file = "/var/spool/slurmctld/energy-learning.json"
 //! ```
 //!
 //! Every error names the file, the line and the key, so slurmctld's log says what to fix.
@@ -63,6 +67,50 @@ impl Default for SchedSettings {
     }
 }
 
+/// The carbon-intensity source (`[carbon]`): a file a site's cron job refreshes.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CarbonSettings {
+    /// The file (CSV `timestamp,g_per_kwh` or a saved grid-service response); none: no carbon
+    /// signal, no per-job carbon.
+    pub source: Option<PathBuf>,
+    /// `auto`, `csv`, `national-grid-uk`, `electricity-maps` or `watttime`.
+    pub format: String,
+    /// How often to look at the file's modification time (s); it is re-read when it changed.
+    pub refresh_s: f64,
+}
+
+impl Default for CarbonSettings {
+    fn default() -> Self {
+        CarbonSettings { source: None, format: "auto".into(), refresh_s: 60.0 }
+    }
+}
+
+impl CarbonSettings {
+    pub fn source_format(&self) -> Option<model::carbon_source::SourceFormat> {
+        model::carbon_source::SourceFormat::parse(&self.format)
+    }
+}
+
+/// What the planner learns from jobs (`[learning]`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LearningSettings {
+    /// Learn from finished and running jobs and predict with it.
+    pub enabled: bool,
+    /// Where the learnt state is kept across restarts; default `energy-learning.json` in
+    /// slurmctld's StateSaveLocation.
+    pub state_file: Option<PathBuf>,
+    /// A running job's measured power is learnt once it has run this long (s).
+    pub early_after_s: f64,
+}
+
+impl Default for LearningSettings {
+    fn default() -> Self {
+        LearningSettings { enabled: true, state_file: None, early_after_s: 120.0 }
+    }
+}
+
 /// A GPU model (`[gpu_types.<gres type>]`); unset fields take the defaults of [`GpuSpec`].
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -104,6 +152,8 @@ struct FileConfig {
     sched: SchedSettings,
     planner: PlannerConfig,
     gpu_types: BTreeMap<String, GpuSpec>,
+    carbon: CarbonSettings,
+    learning: LearningSettings,
 }
 
 /// The whole configuration.
@@ -114,6 +164,8 @@ pub struct Config {
     pub sched: SchedSettings,
     pub planner: PlannerConfig,
     pub gpu_types: BTreeMap<String, GpuSpec>,
+    pub carbon: CarbonSettings,
+    pub learning: LearningSettings,
 }
 
 impl Default for Config {
@@ -123,6 +175,8 @@ impl Default for Config {
             sched: SchedSettings::default(),
             planner: PlannerConfig { max_cycle_ms: DEFAULT_MAX_CYCLE_MS, ..PlannerConfig::default() },
             gpu_types: BTreeMap::new(),
+            carbon: CarbonSettings::default(),
+            learning: LearningSettings::default(),
         }
     }
 }
@@ -211,7 +265,14 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         check(g.min_clock_mhz <= g.default_clock_mhz && g.default_clock_mhz <= g.max_clock_mhz && g.max_clock_mhz > 0, &key("default_clock_mhz"), "clocks must satisfy 0 < min <= default <= max")?;
         check(g.idle_power_w.is_finite() && g.idle_power_w >= 0.0 && g.max_power_w.is_finite() && g.max_power_w > g.idle_power_w, &key("max_power_w"), "power must satisfy 0 <= idle < max")?;
     }
-    Ok(Config { path: Some(path.to_path_buf()), sched: file.sched, planner: file.planner, gpu_types: file.gpu_types })
+    let c = &file.carbon;
+    check(c.source_format().is_some(), "carbon.format", &format!("unknown format; one of {}", model::carbon_source::SourceFormat::NAMES))?;
+    check(c.refresh_s.is_finite() && c.refresh_s >= 1.0 && c.refresh_s <= 86_400.0, "carbon.refresh_s", "must be between 1 and 86400 seconds")?;
+    check(c.source.as_ref().is_none_or(|p| p.is_absolute()), "carbon.source", "must be an absolute path")?;
+    let l = &file.learning;
+    check(l.early_after_s.is_finite() && l.early_after_s >= 0.0, "learning.early_after_s", "must be a number of seconds >= 0")?;
+    check(l.state_file.as_ref().is_none_or(|p| p.is_absolute()), "learning.state_file", "must be an absolute path")?;
+    Ok(Config { path: Some(path.to_path_buf()), sched: file.sched, planner: file.planner, gpu_types: file.gpu_types, carbon: file.carbon, learning: file.learning })
 }
 
 /// 1-based line of byte offset `at`.
@@ -307,6 +368,20 @@ mod tests {
         assert_eq!(e.line, Some(2));
         let e = parse(p(), "[sched]\ninterval_s = 0\n").unwrap_err();
         assert_eq!((e.key.as_deref(), e.line), (Some("sched.interval_s"), Some(2)));
+    }
+
+    #[test]
+    fn carbon_and_learning_sections() {
+        let c = parse(p(), "[carbon]\nsource = \"/var/lib/ci.csv\"\nformat = \"watttime\"\nrefresh_s = 30\n[learning]\nearly_after_s = 60\n").unwrap();
+        assert_eq!(c.carbon.source.as_deref(), Some(Path::new("/var/lib/ci.csv")));
+        assert_eq!(c.carbon.source_format(), Some(model::carbon_source::SourceFormat::WattTime));
+        assert_eq!(c.learning.early_after_s, 60.0);
+        assert!(c.learning.enabled);
+        let e = parse(p(), "[carbon]\nsource = \"/x\"\nformat = \"xml\"\n").unwrap_err();
+        assert_eq!((e.key.as_deref(), e.line), (Some("carbon.format"), Some(3)));
+        assert!(e.reason.contains("national-grid-uk"), "{}", e.reason);
+        let e = parse(p(), "[carbon]\nsource = \"relative.csv\"\n").unwrap_err();
+        assert_eq!((e.key.as_deref(), e.line), (Some("carbon.source"), Some(2)));
     }
 
     #[test]

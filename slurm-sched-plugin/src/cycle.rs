@@ -236,12 +236,18 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
     let waiting_deny = built.shards.waiting_deny(&built.snapshot.pending, &planned_starts);
 
     let apply_start = Instant::now();
-    if !waiting_deny.is_empty() {
+    let deferred: Vec<(u32, String)> = outcome
+        .decisions
+        .iter()
+        .filter_map(|d| if let Decision::Defer(x) = d { Some((x.job.0, deferral_reason(x))) } else { None })
+        .collect();
+    if !waiting_deny.is_empty() || !deferred.is_empty() {
         let mut lock = SlurmctldLock::acquire(LockLevels::SCHEDULER).map_err(|e| e.to_string())?;
         let held_since = Instant::now();
-        for &id in &waiting_deny {
-            match lock.set_pending_reason(id, DENY_WAIT_REASON) {
-                Ok(true) => slurm_log!(LOG, info, "JobId={id} waits: {DENY_WAIT_REASON}"),
+        let reasons = waiting_deny.iter().map(|&id| (id, DENY_WAIT_REASON.to_string())).chain(deferred);
+        for (id, reason) in reasons {
+            match lock.set_pending_reason(id, &reason) {
+                Ok(true) => slurm_log!(LOG, info, "JobId={id} waits: {reason}"),
                 Ok(false) => {}
                 Err(e) => slurm_log!(LOG, debug, "JobId={id}: reason not set: {e}"),
             }
@@ -457,6 +463,34 @@ fn plan(built: &snapshot::Built, cfg: &Config, predictor: &Predictor) -> model::
     plan_snapshot_filtered(&built.snapshot, &cfg.planner, predictor, filter)
 }
 
+/// The pending reason of a job deferred for a cleaner grid (`squeue` %R): the intensity now,
+/// the forecast one and when (UTC).
+pub fn deferral_reason(x: &model::decision::Deferral) -> String {
+    format!(
+        "sched/energy: deferred for a cleaner grid: {:.0} g/kWh now, {:.0} g/kWh forecast at {}",
+        x.carbon_now_g_per_kwh,
+        x.carbon_forecast_g_per_kwh,
+        utc_text(x.until_s as i64)
+    )
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ`.
+fn utc_text(unix_s: i64) -> String {
+    let days = unix_s.div_euclid(86_400);
+    let secs = unix_s.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (inverse of model's days_from_civil).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs % 3600 / 60, secs % 60)
+}
+
 /// The pending reason of a `--energy-share=deny` shard job kept off nodes with shard jobs.
 pub const DENY_WAIT_REASON: &str = "sched/energy: --energy-share=deny gres/shard job waits for a node without other gres/shard jobs";
 
@@ -496,4 +530,16 @@ pub mod fault {
 
 fn unix_now_s() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_text_matches_the_model_calendar() {
+        for unix in [0i64, 1_576_800_000, 1_582_979_415, 253_402_300_799] {
+            let text = super::utc_text(unix);
+            assert_eq!(model::carbon_source::parse_timestamp(&text), Some(unix), "{text}");
+        }
+        assert_eq!(super::utc_text(1_576_800_000), "2019-12-20T00:00:00Z");
+    }
 }

@@ -13,9 +13,12 @@
 //! No panic may cross into slurmctld: every `extern "C"` entry and every cycle of the thread
 //! runs under `catch_unwind` and turns a panic into a log line.
 
+pub mod accounting;
+pub mod carbon_feed;
 pub mod config;
 pub mod cycle;
 pub mod hints;
+pub mod learning;
 pub mod snapshot;
 
 use std::collections::VecDeque;
@@ -141,7 +144,16 @@ fn start() -> Result<(), String> {
     let conf = unsafe { ConfView::read_held_by_caller() }.map_err(|e| format!("not running inside slurmctld: {e}"))?;
     let path = config_path(&conf);
     let cfg = config::load(&path).map_err(|e| format!("invalid configuration: {e}"))?;
-    let predictor = load_predictor(&cfg).map_err(|e| format!("invalid configuration: {}: {e}", path.display()))?;
+    let mut predictor = load_predictor(&cfg).map_err(|e| format!("invalid configuration: {}: {e}", path.display()))?;
+    // The carbon file must parse at start (a typo in it is found now, not at the first dirty
+    // hour); a missing one is waited for.
+    let carbon = carbon_feed::CarbonFeed::start(&cfg.carbon).map_err(|e| format!("invalid configuration: {}: carbon.source: {e}", path.display()))?;
+    let learning = cfg.learning.enabled.then(|| {
+        let (l, history) = learning::Learning::load(learning::state_path(&cfg, conf.state_save_location.as_deref()));
+        predictor.runtime = history;
+        l
+    });
+    let observer = learning::Observer { carbon, accounting: accounting::Accounting::default(), learning };
     LOG.set_debug(cfg.sched.debug || conf.debug_backfill());
     if let Some(problem) = sched_params_problem(conf.sched_params.as_deref()) {
         return Err(problem);
@@ -164,7 +176,7 @@ fn start() -> Result<(), String> {
     let thread_shared = Arc::clone(&shared);
     let handle = std::thread::Builder::new()
         .name("sched/energy".into())
-        .spawn(move || scheduler_thread(thread_shared, path, cfg, predictor))
+        .spawn(move || scheduler_thread(thread_shared, path, cfg, predictor, observer))
         .map_err(|e| format!("cannot start the scheduling thread: {e}"))?;
     let mut state = STATE.lock().map_err(|_| "plugin state poisoned".to_string())?;
     *state = Some(Running { shared, handle });
@@ -201,7 +213,7 @@ fn wait(shared: &Shared, interval: Duration) -> bool {
     }
 }
 
-fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut predictor: Predictor) {
+fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut predictor: Predictor, mut observer: learning::Observer) {
     let mut cycle_no: u64 = 0;
     let mut learnt = cycle::Learnt::default();
     let started_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
@@ -212,10 +224,13 @@ fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut pre
         let until_cycle = next_cycle.saturating_duration_since(Instant::now());
         let pause = if recovery.done() { until_cycle } else { until_cycle.min(recovery.poll_interval()) };
         if wait(&shared, pause) {
+            if let Some(l) = observer.learning.as_mut() {
+                l.save(&predictor.runtime);
+            }
             return;
         }
         if shared.reconfig.swap(false, Ordering::SeqCst) {
-            LOG.guarded("reconfigure", (), || reload(&path, &mut cfg, &mut predictor));
+            LOG.guarded("reconfigure", (), || reload(&path, &mut cfg, &mut predictor, &mut observer));
             continue;
         }
         if !recovery.done() {
@@ -226,6 +241,7 @@ fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut pre
         }
         next_cycle = Instant::now() + Duration::from_secs_f64(cfg.sched.interval_s);
         cycle_no += 1;
+        LOG.guarded("observe", (), || observer.observe(&cfg, &mut predictor));
         let outcome = catch_unwind(AssertUnwindSafe(|| cycle::run(&cfg, &predictor, &mut learnt)));
         match outcome {
             Ok(Ok(stats)) => {
@@ -266,13 +282,21 @@ fn watch_recovery(watch: &mut slurm_bindings::launch::RecoveryWatch) {
     }
 }
 
-fn reload(path: &Path, cfg: &mut Config, predictor: &mut Predictor) {
+fn reload(path: &Path, cfg: &mut Config, predictor: &mut Predictor, observer: &mut learning::Observer) {
     match config::load(path).and_then(|new| {
         load_predictor(&new)
             .map(|p| (new, p))
             .map_err(|reason| config::ConfigError { path: path.to_path_buf(), line: None, key: Some("sched.data_dir".into()), reason })
     }) {
-        Ok((new, p)) => {
+        Ok((new, mut p)) => {
+            if new.carbon != cfg.carbon {
+                match carbon_feed::CarbonFeed::start(&new.carbon) {
+                    Ok(feed) => observer.carbon = feed,
+                    Err(e) => LOG.error(&format!("reconfigure: carbon.source: {e}; keeping the previous carbon source")),
+                }
+            }
+            // What was learnt stays; the signal is set again before the next cycle.
+            p.runtime = std::mem::take(&mut predictor.runtime);
             *cfg = new;
             *predictor = p;
             LOG.set_debug(cfg.sched.debug);

@@ -247,6 +247,11 @@ bool energy_job_is_completing(const job_record_t *job)
 	return IS_JOB_COMPLETING(job);
 }
 
+bool energy_job_is_finished(const job_record_t *job)
+{
+	return IS_JOB_FINISHED(job);
+}
+
 bool energy_job_is_configuring(const job_record_t *job)
 {
 	return IS_JOB_CONFIGURING(job);

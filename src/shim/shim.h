@@ -329,6 +329,7 @@ extern bool energy_job_is_running(const job_record_t *job);
 extern bool energy_job_is_suspended(const job_record_t *job);
 extern bool energy_job_is_completing(const job_record_t *job);
 extern bool energy_job_is_configuring(const job_record_t *job);
+extern bool energy_job_is_finished(const job_record_t *job);
 
 /* Node state macros: the node can take no new work (down, drained or draining, fail, future,
  * not responding, maintenance, rebooting). */

@@ -1,0 +1,167 @@
+//! The site's carbon-intensity file, live: read at start (a file that cannot be parsed stops
+//! slurmctld with the reason), looked at every `refresh_s` and re-read when its modification
+//! time changed. The planner gets a signal only while the file covers the present; a missing
+//! or stale file is logged once and means "no carbon signal" until it is back.
+
+use std::path::PathBuf;
+use std::time::{Instant, SystemTime};
+
+use model::carbon::CarbonSignal;
+use model::carbon_source::{CarbonSourceError, IntensitySeries, SourceFormat};
+use slurm_bindings::slurm_log;
+
+use crate::LOG;
+use crate::config::CarbonSettings;
+
+#[derive(Debug)]
+pub struct CarbonFeed {
+    path: PathBuf,
+    format: SourceFormat,
+    refresh_s: f64,
+    last_check: Option<Instant>,
+    mtime: Option<SystemTime>,
+    signal: Option<CarbonSignal>,
+    series: Option<IntensitySeries>,
+    /// What was last logged about the file being unusable (logged once until it changes).
+    complaint: Option<String>,
+    /// The file did not cover the present at the last look (logged once).
+    stale: bool,
+}
+
+impl CarbonFeed {
+    /// `None` without `[carbon] source`. A file that exists but cannot be parsed is an error;
+    /// a missing file is logged and waited for.
+    pub fn start(settings: &CarbonSettings) -> Result<Option<CarbonFeed>, CarbonSourceError> {
+        let Some(path) = settings.source.clone() else { return Ok(None) };
+        let format = settings.source_format().unwrap_or(SourceFormat::Auto);
+        let mut feed = CarbonFeed { path, format, refresh_s: settings.refresh_s, last_check: None, mtime: None, signal: None, series: None, complaint: None, stale: false };
+        match std::fs::metadata(&feed.path) {
+            Ok(_) => {
+                feed.load()?;
+                if let Some((a, b)) = feed.series.as_ref().and_then(IntensitySeries::span_unix_s) {
+                    slurm_log!(LOG, info, "carbon source {}: {} values from {a} to {b}", feed.path.display(), feed.series.as_ref().map_or(0, |s| s.intervals().len()));
+                }
+            }
+            Err(e) => feed.complain(format!("carbon source {} not readable ({e}): no carbon signal until it is", feed.path.display())),
+        }
+        feed.last_check = Some(Instant::now());
+        Ok(Some(feed))
+    }
+
+    fn load(&mut self) -> Result<(), CarbonSourceError> {
+        let mtime = std::fs::metadata(&self.path).and_then(|m| m.modified()).ok();
+        let series = IntensitySeries::from_file_as(&self.path, self.format)?;
+        self.signal = Some(CarbonSignal::published(series.clone()));
+        self.series = Some(series);
+        self.mtime = mtime;
+        Ok(())
+    }
+
+    fn complain(&mut self, text: String) {
+        if self.complaint.as_deref() != Some(text.as_str()) {
+            LOG.error(&text);
+            self.complaint = Some(text);
+        }
+    }
+
+    /// Re-reads the file if `refresh_s` passed and it changed. A file that became unreadable
+    /// or unparsable is logged; the values read before stay (they stop covering the present in
+    /// time, and then there is no signal).
+    pub fn refresh(&mut self) {
+        if self.last_check.is_some_and(|t| t.elapsed().as_secs_f64() < self.refresh_s) {
+            return;
+        }
+        self.last_check = Some(Instant::now());
+        match std::fs::metadata(&self.path).and_then(|m| m.modified()) {
+            Err(e) => self.complain(format!("carbon source {} not readable ({e}): the values read before are used while they cover the present", self.path.display())),
+            Ok(m) if Some(m) == self.mtime => {}
+            Ok(_) => match self.load() {
+                Ok(()) => {
+                    self.complaint = None;
+                    slurm_log!(LOG, info, "carbon source {} re-read: {} values", self.path.display(), self.series.as_ref().map_or(0, |s| s.intervals().len()));
+                }
+                Err(e) => self.complain(format!("carbon source: {e}; the values read before are used while they cover the present")),
+            },
+        }
+    }
+
+    /// The signal for the planner at `now_unix_s`: `None` when the file says nothing about now.
+    pub fn signal_at(&mut self, now_unix_s: i64) -> Option<CarbonSignal> {
+        let covered = self.series.as_ref().and_then(|s| s.intensity_at(now_unix_s)).is_some();
+        if covered && self.stale {
+            self.stale = false;
+            slurm_log!(LOG, info, "carbon source {}: covers the present again", self.path.display());
+        }
+        if !covered {
+            if self.stale {
+                return None;
+            }
+            self.stale = true;
+            let end = self.series.as_ref().and_then(IntensitySeries::span_unix_s).map(|(_, b)| b);
+            LOG.error(&match end {
+                Some(end) => format!("carbon source {}: no value for now (its values end at {end}): no carbon signal until it is refreshed", self.path.display()),
+                None => format!("carbon source {}: no values: no carbon signal", self.path.display()),
+            });
+            return None;
+        }
+        self.signal.clone()
+    }
+
+    /// Intensity (gCO2/kWh) at a unix time, if the file gives one.
+    pub fn intensity_at(&self, unix_s: i64) -> Option<f64> {
+        self.series.as_ref()?.intensity_at(unix_s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(path: &std::path::Path) -> CarbonSettings {
+        CarbonSettings { source: Some(path.to_path_buf()), format: "auto".into(), refresh_s: 1.0 }
+    }
+
+    fn now() -> i64 {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+    }
+
+    #[test]
+    fn no_source_no_feed() {
+        assert!(CarbonFeed::start(&CarbonSettings::default()).expect("ok").is_none());
+    }
+
+    #[test]
+    fn a_bad_file_at_start_is_an_error_naming_its_line() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("ci.csv");
+        std::fs::write(&path, "timestamp,g_per_kwh\n100,5\n90,4\n").expect("write");
+        let e = CarbonFeed::start(&settings(&path)).unwrap_err();
+        assert!(e.to_string().ends_with("ci.csv:3: timestamp not after the previous one"), "{e}");
+    }
+
+    #[test]
+    fn missing_then_written_then_stale() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("ci.csv");
+        let mut feed = CarbonFeed::start(&settings(&path)).expect("a missing file is waited for").expect("feed");
+        let t = now();
+        assert!(feed.signal_at(t).is_none());
+        // The cron job writes it: re-read after refresh_s.
+        std::fs::write(&path, format!("{},300\n{},100\n", t - 60, t + 1740)).expect("write");
+        feed.last_check = Some(Instant::now() - std::time::Duration::from_secs(2));
+        feed.refresh();
+        let s = feed.signal_at(t).expect("covers now");
+        assert_eq!(s.intensity_at(t as f64), 300.0);
+        assert_eq!(feed.intensity_at(t + 1800), Some(100.0));
+        // Past the file's end (the last value holds one step): no signal.
+        assert!(feed.signal_at(t + 1740 + 1800 + 1).is_none());
+        // A broken rewrite keeps the values read before.
+        std::fs::write(&path, "100,5\n200,lots\n").expect("write");
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+        std::fs::File::options().write(true).open(&path).and_then(|f| f.set_modified(later)).expect("mtime");
+        feed.last_check = Some(Instant::now() - std::time::Duration::from_secs(2));
+        feed.refresh();
+        assert!(feed.complaint.as_deref().is_some_and(|c| c.contains("ci.csv:2: intensity")), "{:?}", feed.complaint);
+        assert_eq!(feed.signal_at(t).map(|s| s.intensity_at(t as f64)), Some(300.0));
+    }
+}

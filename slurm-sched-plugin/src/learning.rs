@@ -1,0 +1,274 @@
+//! What sched/energy learns live, and where it keeps it.
+//!
+//! Each cycle, before planning: finished jobs still in slurmctld's job list teach
+//! `model::history` their run time against their limit, their measured GPU energy (the
+//! `energy_j=` of their decision record, see [`crate::accounting`]), the clock they ran at and
+//! the power that was predicted for them; running jobs teach it, once they ran
+//! `early_after_s`, the power measured since they started. The planner predicts with it
+//! (`Predictor::runtime`), exactly as in the simulator.
+//!
+//! The state is kept in `energy-learning.json` in StateSaveLocation (or `[learning]
+//! state_file`), written atomically (temporary file, fsync, rename) whenever it changed, and
+//! read at start; a file that cannot be parsed is moved aside (`.corrupt-<unix time>`) and
+//! logged, and learning starts afresh.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use model::decision::{recorded_clock_mhz, recorded_energy_j, recorded_field};
+use model::history::{EarlyRun, FinishedJob, History};
+use serde::{Deserialize, Serialize};
+use slurm_bindings::job::TimeLimit;
+use slurm_bindings::locks::{LockLevels, SlurmctldLock};
+use slurm_bindings::slurm_log;
+
+use crate::LOG;
+use crate::accounting::Accounting;
+use crate::carbon_feed::CarbonFeed;
+use crate::config::Config;
+
+/// The state file's name in StateSaveLocation.
+pub const STATE_FILE: &str = "energy-learning.json";
+/// Finished jobs are remembered (not learnt twice) this long after they ended.
+const REMEMBER_S: i64 = 7 * 86_400;
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+struct Saved {
+    version: u32,
+    history: History,
+    /// Finished jobs already learnt from: job id -> end time.
+    learnt_jobs: BTreeMap<u32, i64>,
+    /// Running jobs whose first minutes were already learnt.
+    early_done: BTreeSet<u32>,
+}
+
+#[derive(Debug, Default)]
+pub struct Learning {
+    path: Option<PathBuf>,
+    learnt_jobs: BTreeMap<u32, i64>,
+    early_done: BTreeSet<u32>,
+    /// GPUs of running jobs, remembered for when they finish (a finished job's GPUs may be gone
+    /// from its record).
+    gpus: HashMap<u32, u32>,
+    dirty: bool,
+}
+
+/// Where the state file goes: `[learning] state_file`, else StateSaveLocation's.
+pub fn state_path(cfg: &Config, state_save_location: Option<&Path>) -> Option<PathBuf> {
+    cfg.learning.state_file.clone().or_else(|| state_save_location.map(|d| d.join(STATE_FILE)))
+}
+
+impl Learning {
+    /// Reads the state at `path` (none there: nothing learnt yet). Returns the learning
+    /// bookkeeping and the history for the predictor.
+    pub fn load(path: Option<PathBuf>) -> (Learning, History) {
+        let mut l = Learning { path, ..Learning::default() };
+        let Some(path) = l.path.clone() else {
+            LOG.error("no StateSaveLocation and no [learning] state_file: what is learnt is lost at each restart");
+            return (l, History::default());
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                slurm_log!(LOG, info, "learning: no {} yet, starting from the prior", path.display());
+                return (l, History::default());
+            }
+            Err(e) => {
+                LOG.error(&format!("learning: cannot read {}: {e}; starting from the prior", path.display()));
+                return (l, History::default());
+            }
+        };
+        match serde_json::from_str::<Saved>(&text) {
+            Ok(saved) => {
+                slurm_log!(LOG, info, "learning: loaded {} ({} groups, {} finished jobs remembered)", path.display(), saved.history.groups().len(), saved.learnt_jobs.len());
+                l.learnt_jobs = saved.learnt_jobs;
+                l.early_done = saved.early_done;
+                (l, saved.history)
+            }
+            Err(e) => {
+                let now = unix_now_s();
+                let aside = path.with_extension(format!("json.corrupt-{now}"));
+                let moved = std::fs::rename(&path, &aside);
+                LOG.error(&format!(
+                    "learning: {}:{}: {e}; {} and starting from the prior",
+                    path.display(),
+                    e.line(),
+                    match moved {
+                        Ok(()) => format!("moved aside to {}", aside.display()),
+                        Err(m) => format!("could not move it aside ({m})"),
+                    }
+                ));
+                (l, History::default())
+            }
+        }
+    }
+
+    /// Writes the state if it changed: to a temporary file next to it, synced, then renamed.
+    pub fn save(&mut self, history: &History) {
+        if !self.dirty {
+            return;
+        }
+        let Some(path) = self.path.clone() else { return };
+        let saved = Saved { version: 1, history: history.clone(), learnt_jobs: self.learnt_jobs.clone(), early_done: self.early_done.clone() };
+        let result = serde_json::to_vec_pretty(&saved).map_err(|e| e.to_string()).and_then(|bytes| {
+            let tmp = path.with_extension("json.new");
+            let mut f = std::fs::File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+            f.write_all(&bytes).and_then(|()| f.sync_all()).map_err(|e| format!("{}: {e}", tmp.display()))?;
+            std::fs::rename(&tmp, &path).map_err(|e| format!("rename to {}: {e}", path.display()))
+        });
+        match result {
+            Ok(()) => self.dirty = false,
+            Err(e) => LOG.error(&format!("learning: state not saved: {e}")),
+        }
+    }
+
+    /// Learns from the job list: finished jobs once, running jobs' first minutes once.
+    pub fn learn(&mut self, lock: &SlurmctldLock, history: &mut History, accounting: &Accounting, cfg: &Config, now_unix_s: i64) -> Result<(), String> {
+        let jobs = lock.jobs().map_err(|e| e.to_string())?;
+        let mut live: BTreeSet<u32> = BTreeSet::new();
+        let mut listed: BTreeSet<u32> = BTreeSet::new();
+        for job in jobs {
+            let id = job.id();
+            listed.insert(id);
+            let start = job.start_time();
+            if job.is_running() {
+                live.insert(id);
+                let gpus: usize = job.holdings().iter().map(|h| h.gpu_indices.len().max(h.shard_gpu_indices.len())).sum();
+                self.gpus.insert(id, gpus as u32);
+                if self.early_done.contains(&id) || now_unix_s - start < cfg.learning.early_after_s as i64 {
+                    continue;
+                }
+                let Some(acc) = accounting.job(id) else { continue };
+                // Measured over at least half the window (slurmctld may have restarted since).
+                if acc.seen_s < cfg.learning.early_after_s / 2.0 || acc.seen_s <= 0.0 {
+                    continue;
+                }
+                let Some(pred_w) = job.admin_comment().and_then(|c| recorded_field(c, "pred_w")).and_then(|v| v.parse::<f64>().ok()) else { continue };
+                let hints = crate::hints::from_spank_env(job.spank_env(), &cfg.planner.hints);
+                let run = EarlyRun { user: job.user_id(), tag: hints.tag.as_deref(), power_w: acc.seen_j / acc.seen_s, predicted_power_w: pred_w, gpu_util_pct: None };
+                history.observe_early(&run);
+                slurm_log!(LOG, debug, "learning: JobId={id} ran at {:.0} W (predicted {:.0} W) in its first {:.0} s", run.power_w, pred_w, acc.seen_s);
+                self.early_done.insert(id);
+                self.dirty = true;
+                continue;
+            }
+            if !job.is_finished() || start <= 0 || job.end_time() < start || self.learnt_jobs.contains_key(&id) {
+                continue;
+            }
+            let limit_s = match job.time_limit() {
+                TimeLimit::Minutes(m) => f64::from(m) * 60.0,
+                _ => match job.partition_time_limit() {
+                    TimeLimit::Minutes(m) => f64::from(m) * 60.0,
+                    _ => 0.0,
+                },
+            };
+            let comment = job.admin_comment().unwrap_or("");
+            let hints = crate::hints::from_spank_env(job.spank_env(), &cfg.planner.hints);
+            let finished = FinishedJob {
+                user: job.user_id(),
+                tag: hints.tag.as_deref(),
+                runtime_s: (job.end_time() - start) as f64,
+                time_limit_s: limit_s,
+                gpus: self.gpus.get(&id).copied().unwrap_or(0),
+                energy_j: recorded_energy_j(comment),
+                predicted_power_w: recorded_field(comment, "pred_w").and_then(|v| v.parse().ok()),
+                clock_mhz: recorded_clock_mhz(comment),
+            };
+            history.observe_finished(&finished);
+            slurm_log!(LOG, verbose, "learning: JobId={id} user {} tag {} ran {:.0} s of {:.0} s, energy {:?} J", finished.user, finished.tag.unwrap_or("-"), finished.runtime_s, limit_s, finished.energy_j);
+            self.learnt_jobs.insert(id, job.end_time());
+            self.early_done.remove(&id);
+            self.dirty = true;
+        }
+        // GPUs are kept for jobs still listed and not learnt yet (a job purged unseen is dropped).
+        self.gpus.retain(|id, _| live.contains(id) || (listed.contains(id) && !self.learnt_jobs.contains_key(id)));
+        let before = self.learnt_jobs.len() + self.early_done.len();
+        self.learnt_jobs.retain(|_, end| *end >= now_unix_s - REMEMBER_S);
+        let learnt = &self.learnt_jobs;
+        // An early-run mark of a job no longer running and never seen finishing is dropped.
+        self.early_done.retain(|id| live.contains(id) || learnt.contains_key(id));
+        if self.learnt_jobs.len() + self.early_done.len() != before {
+            self.dirty = true;
+        }
+        Ok(())
+    }
+}
+
+/// Everything sched/energy observes between cycles: the carbon file, the nodes' energy (into
+/// the jobs' records) and the jobs' outcomes (into the history the planner predicts with).
+#[derive(Debug, Default)]
+pub struct Observer {
+    pub carbon: Option<CarbonFeed>,
+    pub accounting: Accounting,
+    pub learning: Option<Learning>,
+}
+
+impl Observer {
+    /// One pass before a cycle; updates the predictor's carbon signal and history.
+    pub fn observe(&mut self, cfg: &Config, predictor: &mut model::predictor::Predictor) {
+        let now = unix_now_s();
+        predictor.carbon = match self.carbon.as_mut() {
+            Some(feed) => {
+                feed.refresh();
+                feed.signal_at(now)
+            }
+            None => None,
+        };
+        let Ok(mut lock) = SlurmctldLock::acquire(LockLevels::SCHEDULER) else { return };
+        match self.accounting.update(&mut lock, self.carbon.as_ref()) {
+            Ok(n) if n > 0 => slurm_log!(LOG, debug, "energy/carbon records of {n} running job(s) updated"),
+            Ok(_) => {}
+            Err(e) => LOG.error(&format!("per-job energy not updated: {e}")),
+        }
+        if cfg.learning.enabled
+            && let Some(l) = self.learning.as_mut()
+            && let Err(e) = l.learn(&lock, &mut predictor.runtime, &self.accounting, cfg, now)
+        {
+            LOG.error(&format!("learning: {e}"));
+        }
+        drop(lock);
+        if let Some(l) = self.learning.as_mut() {
+            l.save(&predictor.runtime);
+        }
+    }
+}
+
+fn unix_now_s() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_survives_a_save_and_a_load() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join(STATE_FILE);
+        let (mut l, mut h) = Learning::load(Some(path.clone()));
+        assert!(h.groups().is_empty());
+        h.observe(1000, 60.0, 600.0);
+        l.learnt_jobs.insert(42, 1_700_000_000);
+        l.dirty = true;
+        l.save(&h);
+        assert!(path.is_file());
+        assert!(!path.with_extension("json.new").exists(), "the temporary file was renamed");
+        let (l2, h2) = Learning::load(Some(path));
+        assert_eq!(h2, h);
+        assert_eq!(l2.learnt_jobs.get(&42), Some(&1_700_000_000));
+    }
+
+    #[test]
+    fn a_corrupt_file_is_moved_aside_not_fatal() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join(STATE_FILE);
+        std::fs::write(&path, "{\"history\": [1, 2").expect("write");
+        let (_, h) = Learning::load(Some(path.clone()));
+        assert!(h.groups().is_empty());
+        assert!(!path.exists());
+        let aside: Vec<_> = std::fs::read_dir(dir.path()).expect("dir").flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        assert!(aside.iter().any(|n| n.starts_with("energy-learning.json.corrupt-")), "{aside:?}");
+    }
+}
