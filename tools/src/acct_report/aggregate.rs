@@ -22,6 +22,9 @@ pub const TOP_JOBS: usize = 10;
 /// The name of the group of jobs without a tag, and the clock group of jobs without a record.
 pub const UNTAGGED: &str = "(untagged)";
 
+/// The group of jobs with an empty user, account or partition field.
+pub const NO_NAME: &str = "(none)";
+
 /// Where a job's carbon figure came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -166,7 +169,7 @@ pub fn build(records: &[SacctJob], inputs: &Inputs<'_>) -> Report {
     let group = |key: &dyn Fn(&JobFigures) -> String| -> Vec<GroupTotals> {
         let mut groups: BTreeMap<String, GroupTotals> = BTreeMap::new();
         for j in &jobs {
-            let name = key(j);
+            let name = Some(key(j)).filter(|n| !n.is_empty()).unwrap_or_else(|| NO_NAME.into());
             groups.entry(name.clone()).or_insert_with(|| GroupTotals { name, ..GroupTotals::default() }).add(j);
         }
         let mut list: Vec<GroupTotals> = groups.into_values().collect();

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::aggregate::{GroupTotals, JobFigures, Report};
-use super::text::{fmt_carbon, fmt_energy};
+use super::text::{MAX_JOB_LINES, fmt_carbon, fmt_energy};
 use crate::plots::{Series, bar_svg, line_chart_svg};
 
 const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:1100px;color:#222}\
@@ -76,6 +76,28 @@ fn cumulative_energy(jobs: &[JobFigures], per: f64) -> Vec<(f64, f64)> {
         .collect()
 }
 
+fn job_table(out: &mut String, title: &str, jobs: &[JobFigures]) {
+    let _ = writeln!(out, "<h2>{}</h2>\n<table><tr><th>job</th><th>name</th><th>user</th><th>state</th><th>GPUs</th><th>energy</th><th>carbon</th><th>carbon source</th><th>policy</th><th>clock</th><th>saved</th></tr>", esc(title));
+    for j in jobs {
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&j.job_id),
+            esc(&j.name),
+            esc(&j.user),
+            esc(&j.state),
+            j.gpus,
+            j.energy_j.map_or_else(|| "-".into(), fmt_energy),
+            j.carbon_g.map_or_else(|| "-".into(), fmt_carbon),
+            j.carbon_source.as_str(),
+            esc(j.policy.as_deref().unwrap_or("-")),
+            j.clock_mhz.map_or_else(|| "-".into(), |c| format!("{c} MHz")),
+            j.energy_saved_j.map_or_else(|| "-".into(), fmt_energy)
+        );
+    }
+    out.push_str("</table>\n");
+}
+
 pub fn render(r: &Report) -> String {
     let t = &r.totals;
     let mut out = String::with_capacity(64 * 1024);
@@ -141,28 +163,15 @@ pub fn render(r: &Report) -> String {
         let clock = c.clock_mhz.map_or_else(|| "no record".into(), |m| format!("{m} MHz"));
         let _ = writeln!(out, "<tr><td>{clock}</td><td>{}</td><td>{:.3}</td><td>{}</td></tr>", c.jobs, c.gpu_hours, fmt_energy(c.energy_j));
     }
-    out.push_str("</table>\n<h2>Top jobs by energy</h2>\n<table><tr><th>job</th><th>name</th><th>user</th><th>GPUs</th><th>energy</th><th>carbon</th><th>carbon source</th><th>policy</th><th>clock</th><th>saved</th></tr>\n");
-    for j in &r.top_jobs {
-        let _ = writeln!(
-            out,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&j.job_id),
-            esc(&j.name),
-            esc(&j.user),
-            j.gpus,
-            j.energy_j.map_or_else(|| "-".into(), fmt_energy),
-            j.carbon_g.map_or_else(|| "-".into(), fmt_carbon),
-            j.carbon_source.as_str(),
-            esc(j.policy.as_deref().unwrap_or("-")),
-            j.clock_mhz.map_or_else(|| "-".into(), |c| format!("{c} MHz")),
-            j.energy_saved_j.map_or_else(|| "-".into(), fmt_energy)
-        );
-    }
+    out.push_str("</table>\n");
+    job_table(&mut out, "Top jobs by energy", &r.top_jobs);
+    let shown = r.jobs.len().min(MAX_JOB_LINES);
+    job_table(&mut out, &format!("Jobs ({shown} of {})", r.jobs.len()), &r.jobs[..shown]);
     let d = &r.decisions;
     let policies: Vec<String> = d.jobs_per_policy.iter().map(|(p, n)| format!("{} {n}", esc(p))).collect();
     let _ = writeln!(
         out,
-        "</table>\n<h2>Decision records</h2>\n<table><tr><td>jobs with a record</td><td>{}</td></tr><tr><td>jobs without</td><td>{}</td></tr>\
+        "<h2>Decision records</h2>\n<table><tr><td>jobs with a record</td><td>{}</td></tr><tr><td>jobs without</td><td>{}</td></tr>\
          <tr><td>policies</td><td>{}</td></tr><tr><td>below the default clock</td><td>{}</td></tr><tr><td>sharing GPUs</td><td>{}</td></tr>\
          <tr><td>mean predicted slowdown</td><td>{}</td></tr><tr><td>measured / predicted energy</td><td>{}</td></tr></table>",
         d.jobs_with_record,

@@ -22,6 +22,9 @@ pub fn fmt_carbon(g: f64) -> String {
     if g.abs() >= 1e3 { format!("{:.2} kg", g / 1e3) } else { format!("{g:.2} g") }
 }
 
+/// Jobs listed one per line at most (all are in the JSON).
+pub const MAX_JOB_LINES: usize = 200;
+
 fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
     v.map_or_else(|| "-".into(), f)
 }
@@ -111,6 +114,13 @@ pub fn render(r: &Report) -> String {
     );
     for j in &r.top_jobs {
         job_line(&mut out, j);
+    }
+    let _ = writeln!(out, "\nJobs ({})", r.jobs.len());
+    for j in r.jobs.iter().take(MAX_JOB_LINES) {
+        job_line(&mut out, j);
+    }
+    if r.jobs.len() > MAX_JOB_LINES {
+        let _ = writeln!(out, "  ... {} more in the JSON", r.jobs.len() - MAX_JOB_LINES);
     }
     let d = &r.decisions;
     let _ = writeln!(out, "\nDecision records: {} jobs with one, {} without", d.jobs_with_record, d.jobs_without_record);
