@@ -264,11 +264,12 @@ fn decision_stats(records: &[SacctJob], jobs: &[JobFigures]) -> DecisionStats {
             slow_n += 1;
             s.jobs_below_default_clock += usize::from(slow > 1.0 + 1e-9);
         }
-        if let (Some(m), Some(p), false) = (r.energy_j, rec.predicted_energy_j, r.is_running()) {
-            if p > 0.0 {
+        match (r.energy_j, rec.predicted_energy_j, r.is_running()) {
+            (Some(m), Some(p), false) if p > 0.0 => {
                 measured += m;
                 predicted += p;
             }
+            _ => {}
         }
     }
     s.mean_predicted_slowdown = (slow_n > 0).then(|| slow_sum / slow_n as f64);

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::aggregate::{GroupTotals, JobFigures, Report};
-use super::text::{MAX_JOB_LINES, fmt_carbon, fmt_energy};
+use super::text::{MAX_JOB_LINES, fmt_carbon, fmt_energy, ratio};
 use crate::plots::{Series, bar_svg, line_chart_svg};
 
 const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:1100px;color:#222}\
@@ -180,7 +180,7 @@ pub fn render(r: &Report) -> String {
         d.jobs_below_default_clock,
         d.jobs_shared,
         d.mean_predicted_slowdown.map_or_else(|| "-".into(), |s| format!("{s:.3}")),
-        d.measured_over_predicted_energy.map_or_else(|| "-".into(), |s| format!("{s:.2}"))
+        d.measured_over_predicted_energy.map_or_else(|| "-".into(), ratio)
     );
     out.push_str("<p class=\"note\">How each number is computed: docs/report.md of the slurm-energy project.</p>\n</body></html>\n");
     out

@@ -22,6 +22,11 @@ pub fn fmt_carbon(g: f64) -> String {
     if g.abs() >= 1e3 { format!("{:.2} kg", g / 1e3) } else { format!("{g:.2} g") }
 }
 
+/// A ratio with three significant digits (small ratios in scientific notation).
+pub fn ratio(r: f64) -> String {
+    if r != 0.0 && r.abs() < 0.01 { format!("{r:.2e}") } else { format!("{r:.3}") }
+}
+
 /// Jobs listed one per line at most (all are in the JSON).
 pub const MAX_JOB_LINES: usize = 200;
 
@@ -132,7 +137,7 @@ pub fn render(r: &Report) -> String {
         d.jobs_below_default_clock,
         d.jobs_shared,
         opt(d.mean_predicted_slowdown, |s| format!("{s:.3}")),
-        opt(d.measured_over_predicted_energy, |s| format!("{s:.2}"))
+        opt(d.measured_over_predicted_energy, ratio)
     );
     out
 }
