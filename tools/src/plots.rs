@@ -281,18 +281,21 @@ fn cartesian<'a, 'b>(
         .x_label_area_size(if x_label.is_empty() { 28 } else { 46 })
         .y_label_area_size(70)
         .build_cartesian_2d(x.clone(), y.clone())?;
-    chart
-        .configure_mesh()
-        .bold_line_style(GRID.stroke_width(1))
+    let mut mesh = chart.configure_mesh();
+    mesh.bold_line_style(GRID.stroke_width(1))
         .light_line_style(TRANSPARENT)
         .axis_style(AXIS.stroke_width(1))
         .x_labels(x.ticks.len().max(1))
         .y_labels(y.ticks.len().max(1))
         .label_style(text_style(15.0, INK))
-        .axis_desc_style(text_style(16.0, INK))
-        .x_desc(clean_text(x_label))
-        .y_desc(clean_text(y_label))
-        .draw()?;
+        .axis_desc_style(text_style(16.0, INK));
+    if !x_label.is_empty() {
+        mesh.x_desc(clean_text(x_label));
+    }
+    if !y_label.is_empty() {
+        mesh.y_desc(clean_text(y_label));
+    }
+    mesh.draw()?;
     Ok(chart)
 }
 
@@ -349,7 +352,8 @@ fn text_style(size: f64, colour: RGBColor) -> TextStyle<'static> {
 }
 
 fn dash(i: usize) -> Option<(u32, u32)> {
-    DASHES[(i / PALETTE.len() + i) % DASHES.len()]
+    // Series that repeat a colour (every 7th) get another dash pattern.
+    DASHES[(i % PALETTE.len() + i / PALETTE.len()) % DASHES.len()]
 }
 
 /// A chart that says why it could not be drawn (well-formed, like every other output).
@@ -594,6 +598,12 @@ mod tests {
             labels,
             ["1 s", "10 s", "1 min", "10 min", "1 h", "1 d", "1 wk"]
         );
+    }
+
+    #[test]
+    fn no_two_of_the_first_fourteen_series_look_alike() {
+        let looks: std::collections::BTreeSet<(usize, Option<(u32, u32)>)> = (0..14).map(|i| (i % PALETTE.len(), dash(i))).collect();
+        assert_eq!(looks.len(), 14);
     }
 
     #[test]
