@@ -6,8 +6,8 @@
 //! ticks, grid lines, axis labels and a legend right of the plot. plotters is built without its
 //! font features, so text is written as SVG `<text>` (sans-serif) and laid out with plotters'
 //! own size estimate: no font files and no fontconfig are needed. Colours come from the
-//! Okabe-Ito palette, which stays readable for colour-blind readers; lines also differ by dash
-//! pattern so a greyscale print still tells them apart.
+//! Okabe-Ito palette (and a grey), which stays readable for colour-blind readers; lines of up to
+//! 400 points also differ by dash pattern so a greyscale print still tells them apart.
 //!
 //! These functions never panic and never write `NaN`: non-finite points are dropped, negative
 //! bar values count as zero, and empty input gives an empty chart saying "no data". They do not
@@ -26,12 +26,15 @@ const WIDTH_PX: u32 = 720;
 const HEIGHT_PX: u32 = 420;
 const LEGEND_WIDTH_PX: u32 = 176;
 const LEGEND_MAX_CHARS: usize = 20;
+/// Series of more points are drawn solid: a dash pattern is not visible on a jagged line, and
+/// plotters writes every dash as its own element.
+const DASHED_POINTS_MAX: usize = 400;
 /// Series of at most this many points get a marker at each point.
 const MARKED_POINTS_MAX: usize = 16;
 const FONT: &str = "sans-serif";
 
-/// Okabe-Ito, without the yellow that vanishes on white paper.
-const PALETTE: [RGBColor; 7] = [
+/// Okabe-Ito, without the yellow that vanishes on white paper, and a grey.
+const PALETTE: [RGBColor; 8] = [
     RGBColor(0x00, 0x72, 0xB2),
     RGBColor(0xD5, 0x5E, 0x00),
     RGBColor(0x00, 0x9E, 0x73),
@@ -39,6 +42,7 @@ const PALETTE: [RGBColor; 7] = [
     RGBColor(0xE6, 0x9F, 0x00),
     RGBColor(0x56, 0xB4, 0xE9),
     RGBColor(0x00, 0x00, 0x00),
+    RGBColor(0x99, 0x99, 0x99),
 ];
 /// (dash, gap) in pixels; `None` is a solid line.
 const DASHES: [Option<(u32, u32)>; 4] = [None, Some((7, 4)), Some((2, 3)), Some((10, 3))];
@@ -92,7 +96,8 @@ pub fn line_chart_svg(
     let legend: Vec<(String, Swatch)> = series
         .iter()
         .enumerate()
-        .map(|(i, s)| (s.name.clone(), Swatch::Line(i)))
+        .zip(&drawable)
+        .map(|((i, s), points)| (s.name.clone(), Swatch::Line(i, line_dash(i, points.len()))))
         .collect();
     let empty = drawable.iter().all(Vec::is_empty);
     render(title, &legend, |area| {
@@ -100,7 +105,7 @@ pub fn line_chart_svg(
         for (i, points) in drawable.iter().enumerate() {
             let colour = PALETTE[i % PALETTE.len()];
             let style = colour.stroke_width(2);
-            match (points.as_slice(), dash(i)) {
+            match (points.as_slice(), line_dash(i, points.len())) {
                 ([], _) => {}
                 ([only], _) => {
                     chart.draw_series(std::iter::once(Circle::new(*only, 3, colour.filled())))?;
@@ -314,7 +319,8 @@ where
 }
 
 enum Swatch {
-    Line(usize),
+    /// Colour index and dash pattern.
+    Line(usize, Option<(u32, u32)>),
     Block(usize),
 }
 
@@ -322,16 +328,16 @@ fn legend(area: &Area<'_>, entries: &[(String, Swatch)]) -> DrawResult {
     for (row, (name, swatch)) in entries.iter().enumerate() {
         let y = 16 + row as i32 * 20;
         match swatch {
-            Swatch::Line(i) => {
+            Swatch::Line(i, dash) => {
                 let style = PALETTE[i % PALETTE.len()].stroke_width(2);
-                match dash(*i) {
+                match dash {
                     None => area.draw(&PathElement::new([(4, y), (30, y)], style))?,
                     Some((on, off)) => {
                         let mut x = 4;
                         while x < 30 {
-                            let end = (x + on as i32).min(30);
+                            let end = (x + *on as i32).min(30);
                             area.draw(&PathElement::new([(x, y), (end, y)], style))?;
-                            x = end + off as i32;
+                            x = end + *off as i32;
                         }
                     }
                 }
@@ -351,8 +357,12 @@ fn text_style(size: f64, colour: RGBColor) -> TextStyle<'static> {
     (FONT, size).into_font().color(&colour)
 }
 
+fn line_dash(i: usize, points: usize) -> Option<(u32, u32)> {
+    if points > DASHED_POINTS_MAX { None } else { dash(i) }
+}
+
 fn dash(i: usize) -> Option<(u32, u32)> {
-    // Series that repeat a colour (every 7th) get another dash pattern.
+    // Series that repeat a colour (every 8th) get another dash pattern.
     DASHES[(i % PALETTE.len() + i / PALETTE.len()) % DASHES.len()]
 }
 
@@ -601,9 +611,9 @@ mod tests {
     }
 
     #[test]
-    fn no_two_of_the_first_fourteen_series_look_alike() {
-        let looks: std::collections::BTreeSet<(usize, Option<(u32, u32)>)> = (0..14).map(|i| (i % PALETTE.len(), dash(i))).collect();
-        assert_eq!(looks.len(), 14);
+    fn no_two_of_the_first_sixteen_series_look_alike() {
+        let looks: std::collections::BTreeSet<(usize, Option<(u32, u32)>)> = (0..16).map(|i| (i % PALETTE.len(), dash(i))).collect();
+        assert_eq!(looks.len(), 16);
     }
 
     #[test]
