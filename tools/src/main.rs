@@ -76,9 +76,13 @@ struct ReportArgs {
     #[arg(long)]
     html: Option<PathBuf>,
     /// Grid carbon intensity (`Time,Carbon Intensity` CSV) for jobs whose decision record has
-    /// no carbon_g= figure.
+    /// no carbon_g= figure. Default: the `[carbon] source` of --energy-toml.
     #[arg(long)]
     carbon: Option<PathBuf>,
+    /// The energy.toml whose `[carbon] source` to use without --carbon. Default: energy.toml
+    /// beside the slurm.conf SLURM_CONF names, if there is one.
+    #[arg(long)]
+    energy_toml: Option<PathBuf>,
     /// Read sacct output from this file (captured with the fields of docs/report.md) instead
     /// of running sacct.
     #[arg(long)]
@@ -102,6 +106,7 @@ fn acct_report(a: ReportArgs) -> Result<(), String> {
         sacct_file: a.sacct_file,
         sacct: None,
         carbon_file: a.carbon,
+        energy_toml: a.energy_toml,
         data_dir: Some(a.data.unwrap_or_else(default_data_dir)),
         gpu_model: a.gpu_model,
     };

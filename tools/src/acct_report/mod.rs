@@ -16,7 +16,7 @@ pub mod saving;
 pub mod text;
 pub mod window;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use aggregate::Report;
 
@@ -31,6 +31,9 @@ pub struct ReportOptions {
     pub sacct: Option<PathBuf>,
     /// Grid-intensity file for jobs whose record has no `carbon_g=`.
     pub carbon_file: Option<PathBuf>,
+    /// energy.toml whose `[carbon] source` is the intensity file when `carbon_file` is not
+    /// given (default: `energy.toml` beside the slurm.conf `SLURM_CONF` names, if present).
+    pub energy_toml: Option<PathBuf>,
     /// Measured data whose curves estimate the default-clock energy (`None`: no estimate).
     pub data_dir: Option<PathBuf>,
     pub gpu_model: String,
@@ -47,7 +50,17 @@ pub fn build(opts: &ReportOptions) -> Result<Report, String> {
             (sacct::run(&exe, &window).map_err(|e| e.to_string())?, format!("sacct ({conf})"))
         }
     };
-    let carbon = opts.carbon_file.as_deref().map(carbon::load).transpose().map_err(|e| format!("--carbon: {e}"))?;
+    let carbon_file = match &opts.carbon_file {
+        Some(file) => Some(file.clone()),
+        None => match opts.energy_toml.clone().or_else(default_energy_toml) {
+            Some(toml) => carbon_source_of(&toml)?,
+            None => None,
+        },
+    };
+    let carbon = carbon_file
+        .as_deref()
+        .map(|f| carbon::load(f).map_err(|e| format!("carbon intensity {}: {e}", f.display())))
+        .transpose()?;
     let saving = match &opts.data_dir {
         Some(dir) if dir.join("zeus").is_dir() => Some(saving::SavingModel::load(dir, &opts.gpu_model)?),
         _ => None,
@@ -58,7 +71,47 @@ pub fn build(opts: &ReportOptions) -> Result<Report, String> {
     ))
 }
 
+/// `energy.toml` beside the slurm.conf that `SLURM_CONF` names, when there is one.
+fn default_energy_toml() -> Option<PathBuf> {
+    let conf = PathBuf::from(std::env::var_os("SLURM_CONF")?);
+    Some(conf.parent()?.join("energy.toml")).filter(|p| p.is_file())
+}
+
+/// The `[carbon] source` of an energy.toml (the intensity file sched/energy reads), resolved
+/// against the file's directory; `None` when it sets none.
+pub fn carbon_source_of(energy_toml: &Path) -> Result<Option<PathBuf>, String> {
+    let text = std::fs::read_to_string(energy_toml).map_err(|e| format!("{}: {e}", energy_toml.display()))?;
+    let value: toml::Value = toml::from_str(&text).map_err(|e| format!("{}: {e}", energy_toml.display()))?;
+    match value.get("carbon").and_then(|c| c.get("source")) {
+        None => Ok(None),
+        Some(toml::Value::String(s)) if !s.trim().is_empty() => {
+            let base = energy_toml.parent().unwrap_or_else(|| Path::new("."));
+            Ok(Some(base.join(s.trim())))
+        }
+        Some(other) => Err(format!("{}: [carbon] source must be a file name, not {other}", energy_toml.display())),
+    }
+}
+
 /// The JSON of a report (pretty-printed).
 pub fn to_json(report: &Report) -> Result<String, String> {
     serde_json::to_string_pretty(report).map_err(|e| format!("JSON: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_carbon_source_of_energy_toml_is_found_relative_to_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let toml = dir.path().join("energy.toml");
+        std::fs::write(&toml, "[carbon]\nsource = \"ci.csv\"\n").expect("write");
+        assert_eq!(carbon_source_of(&toml), Ok(Some(dir.path().join("ci.csv"))));
+        std::fs::write(&toml, "[sched]\ncycle_s = 5\n").expect("write");
+        assert_eq!(carbon_source_of(&toml), Ok(None));
+        std::fs::write(&toml, "[carbon]\nsource = 5\n").expect("write");
+        assert!(carbon_source_of(&toml).expect_err("not a path").contains("[carbon] source"));
+        std::fs::write(&toml, "[carbon\n").expect("write");
+        assert!(carbon_source_of(&toml).expect_err("bad TOML").starts_with(&toml.display().to_string()));
+    }
 }
