@@ -185,3 +185,51 @@ pub fn render(r: &Report) -> String {
     out.push_str("<p class=\"note\">How each number is computed: docs/report.md of the slurm-energy project.</p>\n</body></html>\n");
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acct_report::aggregate::CarbonSource;
+
+    fn job(start: i64, end: Option<i64>, elapsed_s: u64, energy_j: Option<f64>) -> JobFigures {
+        JobFigures {
+            job_id: "1".into(),
+            name: "j".into(),
+            user: "u".into(),
+            account: "a".into(),
+            partition: "p".into(),
+            tag: None,
+            state: "COMPLETED".into(),
+            running: end.is_none(),
+            array_task: false,
+            start_unix_s: Some(start),
+            end_unix_s: end,
+            elapsed_s,
+            gpus: 1,
+            gpu_hours: 0.0,
+            energy_j,
+            carbon_g: None,
+            carbon_source: CarbonSource::None,
+            policy: None,
+            clock_mhz: None,
+            predicted_energy_j: None,
+            default_clock_energy_j: None,
+            energy_saved_j: None,
+        }
+    }
+
+    #[test]
+    fn cumulative_energy_rises_to_the_total_and_spreads_each_job_over_its_run() {
+        let jobs = [job(0, Some(3_600), 3_600, Some(1_000.0)), job(1_800, None, 5_400, Some(500.0)), job(0, Some(10), 10, None)];
+        let curve = cumulative_energy(&jobs, 1.0);
+        assert_eq!(curve.len(), TIME_POINTS + 1);
+        assert_eq!(curve.first(), Some(&(0.0, 0.0)));
+        let (last_h, last_j) = curve[TIME_POINTS];
+        assert!((last_h - 2.0).abs() < 1e-9 && (last_j - 1_500.0).abs() < 1e-9, "{last_h} h, {last_j} J");
+        assert!(curve.windows(2).all(|w| w[1].0 > w[0].0 && w[1].1 >= w[0].1));
+        // Half way through the first job, before the second starts: half of the first's energy.
+        let quarter = curve[TIME_POINTS / 4];
+        assert!((quarter.0 - 0.5).abs() < 1e-9 && (quarter.1 - 500.0).abs() < 1e-9, "{quarter:?}");
+        assert!(cumulative_energy(&[], 1.0).is_empty());
+    }
+}
