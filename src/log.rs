@@ -137,3 +137,107 @@ pub fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown payload".to_string())
 }
+
+/// Where lines of the `log` facade end up: a plugin's [`Logger`], or another sink (the SPANK
+/// plugin logs through `slurm_info`/`slurm_error` of whatever process loaded it).
+pub trait Sink: Send + Sync {
+    fn enabled(&self, level: Level) -> bool;
+    fn write(&self, level: Level, msg: &str);
+}
+
+impl Sink for Logger {
+    fn enabled(&self, level: Level) -> bool {
+        Logger::enabled(self, level)
+    }
+    fn write(&self, level: Level, msg: &str) {
+        self.log(level, msg)
+    }
+}
+
+/// Slurm's level for a `log` level. Slurm has no separate warning level for plugins: its own
+/// `warning()` logs at info with a `warning: ` tag, and so does this.
+fn slurm_level(level: log::Level) -> (Level, &'static str) {
+    match level {
+        log::Level::Error => (Level::Error, ""),
+        log::Level::Warn => (Level::Info, "warning: "),
+        log::Level::Info => (Level::Info, ""),
+        log::Level::Debug => (Level::Debug, ""),
+        log::Level::Trace => (Level::Debug2, ""),
+    }
+}
+
+/// The `log` facade's logger in a plugin: the library crates (model/, gpu-control/) log through
+/// `log::info!` etc. and their lines reach the daemon's log with the plugin's prefix. Debug and
+/// trace lines name the module they come from (`gpu/nvml: gpu_control::arbiter: ...`).
+pub struct Bridge {
+    sink: &'static dyn Sink,
+}
+
+impl log::Log for Bridge {
+    fn enabled(&self, meta: &log::Metadata) -> bool {
+        self.sink.enabled(slurm_level(meta.level()).0)
+    }
+
+    fn log(&self, record: &log::Record) {
+        let (level, tag) = slurm_level(record.level());
+        if !self.sink.enabled(level) {
+            return;
+        }
+        let msg = if record.level() >= log::Level::Debug {
+            format!("{tag}{}: {}", record.target(), record.args())
+        } else {
+            format!("{tag}{}", record.args())
+        };
+        self.sink.write(level, &msg);
+    }
+
+    fn flush(&self) {}
+}
+
+/// Installs the bridge to `sink` as this library's `log` logger (each plugin is its own shared
+/// object with its own copy of the facade, so each plugin installs one). A second call (a plugin
+/// initialised again in the same process) keeps the first: it points at the same sink.
+pub fn install_bridge(sink: &'static dyn Sink) {
+    if log::set_boxed_logger(Box::new(Bridge { sink })).is_ok() {
+        log::set_max_level(log::LevelFilter::Trace);
+    }
+}
+
+#[cfg(test)]
+mod bridge_tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    struct Recorder {
+        lines: Mutex<Vec<(Level, String)>>,
+    }
+
+    impl Sink for Recorder {
+        fn enabled(&self, level: Level) -> bool {
+            level <= Level::Debug
+        }
+        fn write(&self, level: Level, msg: &str) {
+            if let Ok(mut lines) = self.lines.lock() {
+                lines.push((level, msg.to_string()));
+            }
+        }
+    }
+
+    static RECORDER: Recorder = Recorder { lines: Mutex::new(Vec::new()) };
+
+    #[test]
+    fn facade_lines_reach_the_sink_at_slurm_levels() {
+        install_bridge(&RECORDER);
+        log::warn!(target: "gpu_control::arbiter", "clock restore failed on GPU {}", 2);
+        log::debug!(target: "model::predictor", "fitted {} curves", 3);
+        log::trace!(target: "model::predictor", "dropped: below the sink's level");
+        let lines = RECORDER.lines.lock().map(|l| l.clone()).unwrap_or_default();
+        assert_eq!(
+            lines,
+            vec![
+                (Level::Info, "warning: clock restore failed on GPU 2".to_string()),
+                (Level::Debug, "model::predictor: fitted 3 curves".to_string()),
+            ]
+        );
+    }
+}

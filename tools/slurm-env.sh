@@ -57,6 +57,8 @@ log() { echo "$prog: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 [[ $(id -u) -eq 0 ]] || die "must run as root (installs packages, writes an apt source file)"
+# shellcheck source=tools/apt-src.sh
+. "$(cd "$(dirname "$0")" && pwd)/apt-src.sh"
 command -v apt-get >/dev/null || die "apt-get not found: this script supports Debian only"
 
 CACHE=${SLURM_ENERGY_CACHE:-/var/cache/slurm-energy}
@@ -158,16 +160,6 @@ tree_complete() {
     [[ -f $TREE/$MARKER_NAME ]] && [[ $(cat "$TREE/$MARKER_NAME") == "$(marker_content)" ]]
 }
 
-write_if_changed() { # path content
-    local path=$1 content=$2
-    if [[ -f $path ]] && [[ $(cat "$path") == "$content" ]]; then
-        return 1
-    fi
-    printf '%s\n' "$content" >"$path.tmp.$$"
-    mv -f "$path.tmp.$$" "$path"
-    return 0
-}
-
 if ! tree_complete; then
     # --- 2. deb-src entry --------------------------------------------------------------------
 
@@ -181,59 +173,10 @@ if ! tree_complete; then
     if ! source_available; then
         # Only the repositories that serve slurmctld (as apt-cache policy lists them): a
         # third-party repository offers no sources and would make the update fail.
-        slurm_uris=$(apt-cache policy slurmctld | awk '$1 ~ /^[0-9]+$/ && $2 ~ /:\/\// { sub(/\/+$/, "", $2); print $2 }' | sort -u)
+        slurm_uris=$(slurm_repo_uris)
         [[ -n $slurm_uris ]] || die "no apt repository of this machine offers slurmctld"
-        # deb822: every enabled stanza whose Types has 'deb' (not already 'deb-src') and whose
-        # URIs serve slurmctld is copied with Types: deb-src; comment lines are dropped.
-        deb822=$(
-            shopt -s nullglob
-            for f in /etc/apt/sources.list.d/*.sources; do
-                [[ $f == "$SRC_DEB822" ]] && continue
-                awk -v uris="$slurm_uris" '
-                    BEGIN {
-                        RS = ""; FS = "\n"
-                        n = split(uris, list, "\n")
-                        for (i = 1; i <= n; i++) wanted[list[i]] = 1
-                    }
-                    {
-                        out = ""; deb = 0; enabled = 1; serves = 0
-                        for (i = 1; i <= NF; i++) {
-                            line = $i
-                            if (line ~ /^#/) continue
-                            if (tolower(line) ~ /^types:/) {
-                                if (line ~ /[ \t]deb([ \t]|$)/ && line !~ /deb-src/) deb = 1
-                                line = "Types: deb-src"
-                            }
-                            if (tolower(line) ~ /^enabled:[ \t]*no/) enabled = 0
-                            if (tolower(line) ~ /^uris:/) {
-                                m = split(line, words, /[ \t]+/)
-                                for (j = 2; j <= m; j++) {
-                                    uri = words[j]; sub(/\/+$/, "", uri)
-                                    if (uri in wanted) serves = 1
-                                }
-                            }
-                            out = out line "\n"
-                        }
-                        if (deb && enabled && serves) printf "%s\n", out
-                    }' "$f"
-            done
-        )
-        # One-line format: "deb [options] URI suite components".
-        oneline=$(
-            shopt -s nullglob
-            for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-                [[ $f == "$SRC_ONELINE" ]] && continue
-                [[ -f $f ]] || continue
-                awk -v uris="$slurm_uris" '
-                    BEGIN { n = split(uris, list, "\n"); for (i = 1; i <= n; i++) wanted[list[i]] = 1 }
-                    $1 == "deb" {
-                        k = 2
-                        if ($2 ~ /^\[/) { while (k <= NF && $k !~ /\]$/) k++; k++ }
-                        uri = $k; sub(/\/+$/, "", uri)
-                        if (uri in wanted) { sub(/^[ \t]*deb/, "deb-src"); print }
-                    }' "$f"
-            done
-        )
+        deb822=$(deb_src_deb822 "$SRC_DEB822" "$slurm_uris")
+        oneline=$(deb_src_oneline "$SRC_ONELINE" "$slurm_uris")
         [[ -n $deb822 || -n $oneline ]] || die "no 'deb' entry in this machine's apt sources to derive a deb-src entry from"
         changed=0
         header="# Added by the slurm-energy tools/slurm-env.sh: deb-src copies of this machine's own entries."

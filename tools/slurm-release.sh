@@ -78,6 +78,8 @@ die() { log "error: $*"; exit 1; }
 command -v apt-get >/dev/null || die "apt-get not found: this script supports Debian only"
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tools/apt-src.sh
+. "$here/apt-src.sh"
 CACHE=${SLURM_ENERGY_CACHE:-/var/cache/slurm-energy}
 [[ $CACHE == /* ]] || die "SLURM_ENERGY_CACHE must be an absolute path (got '$CACHE')"
 read -r -a SUITES <<<"${SLURM_ENERGY_SUITES:-$SUITES_DEFAULT}"
@@ -211,80 +213,13 @@ fi
 codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
 [[ -n $codename ]] || die "cannot read this machine's release codename from /etc/os-release"
 
-write_if_changed() { # path content
-    local path=$1 content=$2
-    if [[ -f $path ]] && [[ $(cat "$path") == "$content" ]]; then
-        return 1
-    fi
-    printf '%s\n' "$content" >"$path.tmp.$$"
-    mv -f "$path.tmp.$$" "$path"
-    return 0
-}
-
 # The repositories that serve slurmctld (as apt-cache policy lists them); an entry is copied when
 # it names one of them with this machine's own codename as a suite (the main archive, not
 # -updates or -security, which have no counterpart under the other suites' names).
-slurm_uris=$(apt-cache policy slurmctld | awk '$1 ~ /^[0-9]+$/ && $2 ~ /:\/\// { sub(/\/+$/, "", $2); print $2 }' | sort -u)
+slurm_uris=$(slurm_repo_uris)
 [[ -n $slurm_uris ]] || die "no apt repository of this machine offers slurmctld"
-deb822=$(
-    shopt -s nullglob
-    for f in /etc/apt/sources.list.d/*.sources; do
-        [[ $f == "$SRC_DEB822" ]] && continue
-        awk -v uris="$slurm_uris" -v codename="$codename" -v suites="${SUITES[*]}" '
-            BEGIN {
-                RS = ""; FS = "\n"
-                n = split(uris, list, "\n")
-                for (i = 1; i <= n; i++) wanted[list[i]] = 1
-            }
-            {
-                out = ""; deb = 0; enabled = 1; serves = 0; ours = 0
-                for (i = 1; i <= NF; i++) {
-                    line = $i
-                    if (line ~ /^#/) continue
-                    key = tolower(line)
-                    if (key ~ /^types:/) {
-                        if (line ~ /[ \t]deb([ \t]|$)/) deb = 1
-                        line = "Types: deb-src"
-                    } else if (key ~ /^enabled:[ \t]*no/) {
-                        enabled = 0
-                    } else if (key ~ /^uris:/) {
-                        m = split(line, words, /[ \t]+/)
-                        for (j = 2; j <= m; j++) {
-                            uri = words[j]; sub(/\/+$/, "", uri)
-                            if (uri in wanted) serves = 1
-                        }
-                    } else if (key ~ /^suites:/) {
-                        m = split(line, words, /[ \t]+/)
-                        for (j = 2; j <= m; j++) if (words[j] == codename) ours = 1
-                        line = "Suites: " suites
-                    }
-                    out = out line "\n"
-                }
-                if (deb && enabled && serves && ours) printf "%s\n", out
-            }' "$f"
-    done
-)
-oneline=$(
-    shopt -s nullglob
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-        [[ $f == "$SRC_ONELINE" ]] && continue
-        [[ -f $f ]] || continue
-        awk -v uris="$slurm_uris" -v codename="$codename" -v suites="${SUITES[*]}" '
-            BEGIN {
-                n = split(uris, list, "\n"); for (i = 1; i <= n; i++) wanted[list[i]] = 1
-                ns = split(suites, suite, " ")
-            }
-            $1 == "deb" {
-                k = 2; opts = ""
-                if ($2 ~ /^\[/) { while (k <= NF && $k !~ /\]$/) { opts = opts " " $k; k++ } opts = opts " " $k; k++ }
-                uri = $k; sub(/\/+$/, "", uri)
-                if (!(uri in wanted) || $(k + 1) != codename) next
-                rest = ""
-                for (j = k + 2; j <= NF; j++) rest = rest " " $j
-                for (s = 1; s <= ns; s++) printf "deb-src%s %s %s%s\n", opts, $k, suite[s], rest
-            }' "$f"
-    done
-)
+deb822=$(deb_src_deb822 "$SRC_DEB822" "$slurm_uris" "$codename" "${SUITES[*]}")
+oneline=$(deb_src_oneline "$SRC_ONELINE" "$slurm_uris" "$codename" "${SUITES[*]}")
 [[ -n $deb822 || -n $oneline ]] || die "no 'deb' entry for suite $codename in this machine's apt sources to derive deb-src entries from"
 header="# Added by the slurm-energy tools/slurm-release.sh: sources only (see $PIN_FILE)."$'\n'"# Copies of this machine's own entries with other suites."
 changed=0

@@ -58,7 +58,7 @@ impl Rig {
             .expect("fake state")
             .gpus
             .iter()
-            .map(|g| g.app_graphics_clock_mhz)
+            .map(|g| g.target_graphics_clock_mhz())
             .collect()
     }
 

@@ -28,10 +28,26 @@
 //! nvlinks_per_gpu = 6                 # link l of GPU i goes to GPU (i + l + 1) % gpu_count
 //! driver_version = 535.183.01
 //! cuda_driver_version = 12020
+//! model = V100                        # V100 | A100 | H100: name, clock tables, power limits
+//!                                     # and support matrix of that model (see `generations`)
+//! model.<i> = H100                    # GPU i plays that model (its own tables and matrix)
+//! application_clocks = supported      # supported | not_supported | no_permission; `.<i>` for one GPU
+//! locked_clocks = supported           # likewise (nvmlDeviceSetGpuLockedClocks)
+//! power_limit = supported             # nvmlDeviceSetPowerManagementLimit
+//! set_requires_root = false           # true: every setter answers NO_PERMISSION unless euid 0
 //! ```
+//!
+//! `model = X` sets the machine-wide tables (clock lists, limits, matrix) and the default name
+//! to model X's; the table keys above then override them in any order. `model.<i> = X` gives
+//! GPU i model X's tables and matrix whole (the machine-wide table keys do not apply to it), its
+//! name unless `name.<i>` says otherwise; [`Config::for_gpu`] is the view one GPU's calls see.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::path::{Path, PathBuf};
+
+pub use crate::generations::clock_ladder_mhz;
+use crate::generations::{Answer, Control, GpuModel, Preset, SupportMatrix};
 
 /// One simulated GPU's identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +60,10 @@ pub struct GpuSpec {
     pub pci_bus: u32,
     pub pci_device: u32,
     pub minor_number: u32,
+    /// `model.<i>`: this GPU plays another model than the machine-wide tables describe.
+    pub model: Option<GpuModel>,
+    /// `<control>.<i>`: this GPU's answers that differ from its model's matrix.
+    pub support_overrides: Vec<(Control, Answer)>,
 }
 
 /// The simulated machine.
@@ -71,6 +91,13 @@ pub struct Config {
     pub cuda_driver_version: i32,
     pub pci_device_id: u32,
     pub pci_subsystem_id: u32,
+    /// The model the machine-wide tables came from (`model = ...`; V100 by default).
+    pub model: GpuModel,
+    pub compute_capability: (i32, i32),
+    /// What the setters answer (machine-wide; per GPU see [`Config::for_gpu`]).
+    pub support: SupportMatrix,
+    /// Setters answer `NO_PERMISSION` to a caller whose effective uid is not 0.
+    pub set_requires_root: bool,
 }
 
 /// A config file that could not be read or understood.
@@ -97,25 +124,6 @@ pub const DEFAULT_GPU_COUNT: usize = 4;
 pub const DEFAULT_NAME: &str = "Tesla V100-SXM2-32GB";
 /// PCI buses of the eight V100s in a DGX-1.
 const DGX1_BUSES: [u32; 8] = [0x06, 0x07, 0x0A, 0x0B, 0x85, 0x86, 0x89, 0x8A];
-
-/// V100's graphics clock ladder: `floor(max - k * step)` for k = 0.. while >= min.
-pub fn clock_ladder_mhz(min_mhz: u32, max_mhz: u32, step_mhz: f64) -> Vec<u32> {
-    let mut out = Vec::new();
-    if step_mhz <= 0.0 || min_mhz > max_mhz {
-        return out;
-    }
-    let mut k = 0u32;
-    loop {
-        let value = (f64::from(max_mhz) - f64::from(k) * step_mhz).floor();
-        if value < f64::from(min_mhz) {
-            break;
-        }
-        // In range [min_mhz, max_mhz] by the checks above, so the cast is exact.
-        out.push(value as u32);
-        k += 1;
-    }
-    out
-}
 
 fn default_uuid(index: usize) -> String {
     format!("GPU-fa4e0000-0000-4000-8000-{index:012x}")
@@ -144,33 +152,80 @@ pub fn parse_bus_id(text: &str) -> Option<(u32, u32, u32)> {
 
 impl Default for Config {
     fn default() -> Self {
+        let v100 = GpuModel::V100.preset();
         let mut config = Config {
             source: None,
             gpus: Vec::new(),
-            memory_clocks_mhz: vec![877],
-            graphics_clocks_mhz: clock_ladder_mhz(135, 1530, 7.5),
-            default_memory_clock_mhz: 877,
-            default_graphics_clock_mhz: 1312,
-            power_limit_min_mw: 150_000,
-            power_limit_max_mw: 300_000,
-            power_limit_default_mw: 300_000,
-            idle_power_mw: 41_000,
-            max_power_mw: 250_000,
-            memory_total_bytes: 32 * 1024 * 1024 * 1024,
+            memory_clocks_mhz: Vec::new(),
+            graphics_clocks_mhz: Vec::new(),
+            default_memory_clock_mhz: 0,
+            default_graphics_clock_mhz: 0,
+            power_limit_min_mw: 0,
+            power_limit_max_mw: 0,
+            power_limit_default_mw: 0,
+            idle_power_mw: 0,
+            max_power_mw: 0,
+            memory_total_bytes: 0,
             cpu_count: 40,
             numa_nodes: 2,
             nvlinks_per_gpu: 6,
             driver_version: "535.183.01".to_string(),
             cuda_driver_version: 12020,
-            pci_device_id: 0x1DB1_10DE,
-            pci_subsystem_id: 0x1249_10DE,
+            pci_device_id: 0,
+            pci_subsystem_id: 0,
+            model: GpuModel::V100,
+            compute_capability: (0, 0),
+            support: v100.support,
+            set_requires_root: false,
         };
+        config.apply_preset(GpuModel::V100, &v100);
         config.set_gpu_count(DEFAULT_GPU_COUNT);
         config
     }
 }
 
 impl Config {
+    /// Model `model`'s tables, limits and matrix (not the GPUs' identities).
+    fn apply_preset(&mut self, model: GpuModel, p: &Preset) {
+        self.model = model;
+        self.memory_clocks_mhz = p.memory_clocks_mhz.clone();
+        self.graphics_clocks_mhz = p.graphics_clocks_mhz.clone();
+        self.default_memory_clock_mhz = p.default_memory_clock_mhz;
+        self.default_graphics_clock_mhz = p.default_graphics_clock_mhz;
+        self.power_limit_min_mw = p.power_limit_min_mw;
+        self.power_limit_max_mw = p.power_limit_max_mw;
+        self.power_limit_default_mw = p.power_limit_default_mw;
+        self.idle_power_mw = p.idle_power_mw;
+        self.max_power_mw = p.max_power_mw;
+        self.memory_total_bytes = p.memory_total_bytes;
+        self.pci_device_id = p.pci_device_id;
+        self.pci_subsystem_id = p.pci_subsystem_id;
+        self.compute_capability = p.compute_capability;
+        self.support = p.support;
+    }
+
+    /// What GPU `index`'s calls see: the machine-wide config, or, for a GPU with its own
+    /// `model.<i>` or `<control>.<i>` keys, a copy with that model's tables and its answers.
+    pub fn for_gpu(&self, index: usize) -> Cow<'_, Config> {
+        let Some(spec) = self.gpus.get(index) else { return Cow::Borrowed(self) };
+        if spec.model.is_none() && spec.support_overrides.is_empty() {
+            return Cow::Borrowed(self);
+        }
+        let mut view = self.clone();
+        if let Some(model) = spec.model {
+            view.apply_preset(model, &model.preset());
+        }
+        for &(control, answer) in &spec.support_overrides {
+            view.support.set(control, answer);
+        }
+        Cow::Owned(view)
+    }
+
+    /// The model GPU `index` plays.
+    pub fn model_of(&self, index: usize) -> GpuModel {
+        self.gpus.get(index).and_then(|g| g.model).unwrap_or(self.model)
+    }
+
     fn set_gpu_count(&mut self, count: usize) {
         let name = self
             .gpus
@@ -187,6 +242,8 @@ impl Config {
                     pci_bus: bus,
                     pci_device: 0,
                     minor_number: i as u32,
+                    model: None,
+                    support_overrides: Vec::new(),
                 }
             })
             .collect();
@@ -250,7 +307,26 @@ impl Config {
                 config.set_gpu_count(count);
             }
         }
-        let (mut ladder_min, mut ladder_max, mut ladder_step) = (135u32, 1530u32, 7.5f64);
+        // Then the models: the keys below override what a model sets, whatever their order.
+        for (line, key, value) in &entries {
+            let model = || GpuModel::parse(value).ok_or_else(|| err(*line, format!("{key}: expected V100, A100 or H100, got {value:?}")));
+            if *key == "model" {
+                let m = model()?;
+                config.apply_preset(m, &m.preset());
+                config.gpus.iter_mut().for_each(|g| g.name = m.preset().name.to_string());
+            } else if let Some(i) = key.strip_prefix("model.") {
+                let m = model()?;
+                let count = config.gpus.len();
+                let gpu = i
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|i| config.gpus.get_mut(i))
+                    .ok_or_else(|| err(*line, format!("{key}: no such GPU (gpu_count = {count})")))?;
+                gpu.model = Some(m);
+                gpu.name = m.preset().name.to_string();
+            }
+        }
+        let (mut ladder_min, mut ladder_max, mut ladder_step) = (config.min_graphics_clock_mhz(), config.max_graphics_clock_mhz(), 7.5f64);
         let mut ladder_given = false;
         let mut explicit_graphics = None;
         for (line, key, value) in entries {
@@ -266,8 +342,28 @@ impl Config {
                 }
                 None => (key, None),
             };
+            let answer = |v: &str| Answer::parse(v).ok_or_else(|| err(line, format!("{key}: expected supported, not_supported or no_permission, got {v:?}")));
             match (base, index) {
-                ("gpu_count", None) => {}
+                ("gpu_count", None) | ("model", _) => {}
+                (control, None) if Control::parse_key(control).is_some() => {
+                    if let Some(c) = Control::parse_key(control) {
+                        config.support.set(c, answer(value)?);
+                    }
+                }
+                (control, Some(i)) if Control::parse_key(control).is_some() => {
+                    if let Some(c) = Control::parse_key(control) {
+                        let a = answer(value)?;
+                        config.gpus[i].support_overrides.retain(|(o, _)| *o != c);
+                        config.gpus[i].support_overrides.push((c, a));
+                    }
+                }
+                ("set_requires_root", None) => {
+                    config.set_requires_root = match value.to_ascii_lowercase().as_str() {
+                        "true" | "yes" | "1" => true,
+                        "false" | "no" | "0" => false,
+                        _ => return Err(err(line, format!("{key}: expected true or false, got {value:?}"))),
+                    }
+                }
                 ("name", None) => config.gpus.iter_mut().for_each(|g| g.name = value.to_string()),
                 ("name", Some(i)) => config.gpus[i].name = value.to_string(),
                 ("uuid", Some(i)) => config.gpus[i].uuid = value.to_string(),
@@ -321,6 +417,16 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), String> {
+        self.validate_tables()?;
+        for i in 0..self.gpus.len() {
+            if let Cow::Owned(view) = self.for_gpu(i) {
+                view.validate_tables().map_err(|m| format!("GPU {i} ({}): {m}", view.model))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_tables(&self) -> Result<(), String> {
         if self.graphics_clocks_mhz.is_empty() || self.memory_clocks_mhz.is_empty() {
             return Err("the clock lists must not be empty".into());
         }
@@ -413,5 +519,41 @@ mod tests {
         assert_eq!(c.cpu_affinity(7), 20..40);
         assert_eq!(c.nvlink_peer(7, 0), Some(0));
         assert_eq!(c.nvlink_peer(0, 6), None);
+    }
+
+    #[test]
+    fn models_per_gpu_with_their_own_tables_and_answers() {
+        let c = Config::parse("gpu_count = 3\nmodel.1 = A100\nmodel.2 = h100\nlocked_clocks.0 = no_permission\npower_limit.2 = not_supported\n", None).unwrap();
+        assert_eq!(c.gpus[0].name, "Tesla V100-SXM2-32GB");
+        assert_eq!(c.gpus[1].name, "NVIDIA A100-SXM4-40GB");
+        assert_eq!(c.model_of(2), GpuModel::H100);
+        let (v, a, h) = (c.for_gpu(0), c.for_gpu(1), c.for_gpu(2));
+        assert_eq!(v.support.locked_clocks, Answer::NoPermission);
+        assert_eq!(v.default_graphics_clock_mhz, 1312);
+        assert_eq!((a.default_graphics_clock_mhz, a.max_graphics_clock_mhz(), a.power_limit_max_mw), (1410, 1410, 400_000));
+        assert_eq!(a.support.application_clocks, Answer::Supported);
+        assert_eq!(h.support.application_clocks, Answer::NotSupported);
+        assert_eq!(h.support.power_limit, Answer::NotSupported);
+        assert_eq!(h.compute_capability, (9, 0));
+        assert!(matches!(c.for_gpu(1), Cow::Owned(_)));
+        assert!(matches!(Config::default().for_gpu(0), Cow::Borrowed(_)), "no copy for a plain GPU");
+    }
+
+    #[test]
+    fn a_machine_wide_model_and_keys_that_override_it() {
+        let c = Config::parse("default_graphics_clock_mhz = 1200\nmodel = A100\napplication_clocks = not_supported\nset_requires_root = true\n", None).unwrap();
+        assert_eq!(c.gpus[3].name, "NVIDIA A100-SXM4-40GB");
+        assert_eq!(c.default_graphics_clock_mhz, 1200, "keys override the model in any order");
+        assert_eq!(c.support.application_clocks, Answer::NotSupported);
+        assert!(c.set_requires_root);
+        for (text, needle) in [
+            ("model = B200", "B200"),
+            ("model.9 = A100", "no such GPU"),
+            ("locked_clocks = sometimes", "sometimes"),
+            ("set_requires_root = maybe", "true or false"),
+        ] {
+            let e = Config::parse(text, Some(PathBuf::from("x.conf"))).unwrap_err();
+            assert!(e.to_string().contains(needle) && e.to_string().starts_with("x.conf:1:"), "{text}: {e}");
+        }
     }
 }

@@ -13,6 +13,7 @@
 
 #![allow(non_snake_case)]
 
+use std::borrow::Cow;
 use std::ffi::{CStr, c_char, c_int, c_uint, c_ulong, c_ulonglong};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -23,8 +24,9 @@ use nvml_wrapper_sys::bindings::{
     nvmlReturn_t, nvmlTemperatureSensors_t, nvmlUtilization_t,
 };
 
-use crate::codes::{self, INSUFFICIENT_SIZE, INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, Ret, SUCCESS, UNKNOWN};
+use crate::codes::{self, INSUFFICIENT_SIZE, INVALID_ARGUMENT, NO_PERMISSION, NOT_FOUND, NOT_SUPPORTED, Ret, SUCCESS, UNKNOWN};
 use crate::config::{Config, GpuSpec, parse_bus_id};
+use crate::generations::{Answer, Control};
 use crate::model;
 use crate::session::{self, Session};
 use crate::state::{GpuState, State, now_unix_ns};
@@ -39,6 +41,10 @@ const CLOCK_ID_BOOST_MAX: nvmlClockId_t = 3;
 const FEATURE_DISABLED: nvmlEnableState_t = 0;
 const FEATURE_ENABLED: nvmlEnableState_t = 1;
 const NVLINK_MAX_LINKS: u32 = nvml_wrapper_sys::bindings::NVML_NVLINK_MAX_LINKS;
+/// `nvmlClockLimitId_t`: symbolic bounds of `nvmlDeviceSetGpuLockedClocks`.
+const CLOCK_LIMIT_ID_RANGE_START: c_uint = 0xffff_ff00;
+const CLOCK_LIMIT_ID_TDP: c_uint = 0xffff_ff01;
+const CLOCK_LIMIT_ID_UNLIMITED: c_uint = 0xffff_ff02;
 /// NVML_STRUCT_VERSION(Memory, 2)
 const MEMORY_V2_VERSION: c_uint = (std::mem::size_of::<nvmlMemory_v2_t>() as c_uint) | (2 << 24);
 
@@ -54,17 +60,39 @@ enum Target {
 }
 
 /// What a simulated call sees: the session, the state as read at entry and, for device calls,
-/// the GPU.
+/// the GPU and the config as that GPU's model sees it ([`Config::for_gpu`]).
 struct Ctx<'a> {
     session: &'a Session,
     state: &'a State,
     index: usize,
     call: &'static str,
+    view: Cow<'a, Config>,
+}
+
+/// Effective uid 0, from `/proc/self/status` (`Uid: real effective saved fs`).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Uid:").map(|r| r.split_whitespace().nth(1) == Some("0"))))
+        .unwrap_or(false)
 }
 
 impl Ctx<'_> {
     fn config(&self) -> &Config {
-        &self.session.config
+        &self.view
+    }
+
+    /// May this caller use `control` on this GPU? NVML's answers: `NO_PERMISSION` for a
+    /// non-root caller where setters need root, else what the GPU's support matrix says.
+    fn permitted(&self, control: Control) -> Result<(), Ret> {
+        if self.view.set_requires_root && !is_root() {
+            return Err(NO_PERMISSION);
+        }
+        match self.view.support.answer(control) {
+            Answer::Supported => Ok(()),
+            Answer::NotSupported => Err(NOT_SUPPORTED),
+            Answer::NoPermission => Err(NO_PERMISSION),
+        }
     }
 
     fn spec(&self) -> Result<&GpuSpec, Ret> {
@@ -117,7 +145,8 @@ fn run_unguarded(call: &'static str, target: Target, body: impl FnOnce(&Ctx) -> 
     if let Some(code) = state.failure_for(call, index.map(|i| i as u32)) {
         return code;
     }
-    let ctx = Ctx { session: &session, state: &state, index: index.unwrap_or(0), call };
+    let index = index.unwrap_or(0);
+    let ctx = Ctx { session: &session, state: &state, index, call, view: session.config.for_gpu(index) };
     match body(&ctx) {
         Ok(()) => SUCCESS,
         Err(code) => code,
@@ -445,6 +474,7 @@ pub extern "C" fn nvmlDeviceGetClock(
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceSetApplicationsClocks(device: nvmlDevice_t, memory_clock_mhz: c_uint, graphics_clock_mhz: c_uint) -> nvmlReturn_t {
     run("nvmlDeviceSetApplicationsClocks", Target::Device(device), |c| {
+        c.permitted(Control::ApplicationClocks)?;
         let config = c.config();
         if !config.memory_clocks_mhz.contains(&memory_clock_mhz) || !config.graphics_clocks_mhz.contains(&graphics_clock_mhz) {
             return Err(INVALID_ARGUMENT);
@@ -459,6 +489,7 @@ pub extern "C" fn nvmlDeviceSetApplicationsClocks(device: nvmlDevice_t, memory_c
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceResetApplicationsClocks(device: nvmlDevice_t) -> nvmlReturn_t {
     run("nvmlDeviceResetApplicationsClocks", Target::Device(device), |c| {
+        c.permitted(Control::ApplicationClocks)?;
         let (memory, graphics) = (c.config().default_memory_clock_mhz, c.config().default_graphics_clock_mhz);
         c.update(|g| {
             g.app_memory_clock_mhz = memory;
@@ -470,17 +501,41 @@ pub extern "C" fn nvmlDeviceResetApplicationsClocks(device: nvmlDevice_t) -> nvm
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceSetGpuLockedClocks(device: nvmlDevice_t, min_mhz: c_uint, max_mhz: c_uint) -> nvmlReturn_t {
     run("nvmlDeviceSetGpuLockedClocks", Target::Device(device), |c| {
-        let range = c.config().min_graphics_clock_mhz()..=c.config().max_graphics_clock_mhz();
-        if min_mhz > max_mhz || !range.contains(&min_mhz) || !range.contains(&max_mhz) {
-            return Err(INVALID_ARGUMENT);
+        c.permitted(Control::LockedClocks)?;
+        let (lowest, highest) = (c.config().min_graphics_clock_mhz(), c.config().max_graphics_clock_mhz());
+        let symbolic = |v: c_uint| v >= CLOCK_LIMIT_ID_RANGE_START;
+        match (symbolic(min_mhz), symbolic(max_mhz)) {
+            // Both symbolic: unlimited/unlimited unlocks; TDP bounds act as the full range
+            // (the fake has no separate TDP clock).
+            (true, true) => {
+                let known = |v| v == CLOCK_LIMIT_ID_TDP || v == CLOCK_LIMIT_ID_UNLIMITED;
+                if !known(min_mhz) || !known(max_mhz) {
+                    return Err(INVALID_ARGUMENT);
+                }
+                if min_mhz == CLOCK_LIMIT_ID_UNLIMITED && max_mhz == CLOCK_LIMIT_ID_UNLIMITED {
+                    return c.update(|g| g.locked_clocks_mhz = None);
+                }
+                c.update(|g| g.locked_clocks_mhz = Some((lowest, highest)))
+            }
+            (false, false) => {
+                let range = lowest..=highest;
+                if min_mhz > max_mhz || !range.contains(&min_mhz) || !range.contains(&max_mhz) {
+                    return Err(INVALID_ARGUMENT);
+                }
+                c.update(|g| g.locked_clocks_mhz = Some((min_mhz, max_mhz)))
+            }
+            // Mixed numeric and symbolic: NVML refuses it.
+            _ => Err(INVALID_ARGUMENT),
         }
-        c.update(|g| g.locked_clocks_mhz = Some((min_mhz, max_mhz)))
     })
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceResetGpuLockedClocks(device: nvmlDevice_t) -> nvmlReturn_t {
-    run("nvmlDeviceResetGpuLockedClocks", Target::Device(device), |c| c.update(|g| g.locked_clocks_mhz = None))
+    run("nvmlDeviceResetGpuLockedClocks", Target::Device(device), |c| {
+        c.permitted(Control::LockedClocks)?;
+        c.update(|g| g.locked_clocks_mhz = None)
+    })
 }
 
 // ---- power and energy -----------------------------------------------------------------------
@@ -528,6 +583,7 @@ pub extern "C" fn nvmlDeviceGetPowerManagementLimitConstraints(device: nvmlDevic
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceSetPowerManagementLimit(device: nvmlDevice_t, limit_mw: c_uint) -> nvmlReturn_t {
     run("nvmlDeviceSetPowerManagementLimit", Target::Device(device), |c| {
+        c.permitted(Control::PowerLimit)?;
         if !(c.config().power_limit_min_mw..=c.config().power_limit_max_mw).contains(&limit_mw) {
             return Err(INVALID_ARGUMENT);
         }
@@ -668,9 +724,10 @@ pub extern "C" fn nvmlDeviceGetPerformanceState(device: nvmlDevice_t, pstate: *m
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetCudaComputeCapability(device: nvmlDevice_t, major: *mut c_int, minor: *mut c_int) -> nvmlReturn_t {
-    run("nvmlDeviceGetCudaComputeCapability", Target::Device(device), |_| {
-        put(major, 7)?;
-        put(minor, 0)
+    run("nvmlDeviceGetCudaComputeCapability", Target::Device(device), |c| {
+        let (ma, mi) = c.config().compute_capability;
+        put(major, ma)?;
+        put(minor, mi)
     })
 }
 

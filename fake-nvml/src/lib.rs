@@ -14,11 +14,13 @@
 //!
 //! Modules: [`config`] (the static machine), [`state`] (the shared mutable state and its
 //! lock), [`model`] (clock and power physics), [`session`] (where a process finds config and
-//! state), [`codes`] (NVML return codes), and `ffi` (the exported C functions).
+//! state), [`codes`] (NVML return codes), [`generations`] (the V100, A100 and H100 it can play,
+//! with their support matrices), and `ffi` (the exported C functions).
 
 pub mod codes;
 pub mod config;
 mod ffi;
+pub mod generations;
 pub mod model;
 pub mod session;
 pub mod state;
@@ -27,6 +29,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 pub use config::{Config, ConfigError, GpuSpec};
+pub use generations::{Answer, Control, GpuModel, SupportMatrix};
 pub use session::Session;
 pub use state::{FailRule, GpuProcess, GpuState, State, StateError, StateStore};
 

@@ -150,7 +150,8 @@ pub struct GpuState {
 
 impl GpuState {
     /// A GPU just after boot: default clocks and limit, idle, counter at zero now.
-    pub fn initial(config: &Config, _index: usize) -> GpuState {
+    pub fn initial(config: &Config, index: usize) -> GpuState {
+        let config = config.for_gpu(index);
         GpuState {
             util_gpu_pct: 0,
             util_memory_pct: 0,
@@ -162,6 +163,12 @@ impl GpuState {
             energy_at_unix_ns: now_unix_ns(),
             processes: Vec::new(),
         }
+    }
+
+    /// The graphics clock this GPU runs at when busy, whichever control set it: the top of the
+    /// locked range while clocks are locked, else the application clock.
+    pub fn target_graphics_clock_mhz(&self) -> u32 {
+        self.locked_clocks_mhz.map_or(self.app_graphics_clock_mhz, |(_, max)| max)
     }
 
     pub fn memory_used_bytes(&self) -> u64 {
@@ -221,8 +228,8 @@ impl State {
 
     /// Moves the energy each GPU drew since its last fold into its counter.
     fn fold_energy(&mut self, config: &Config, now_ns: u128) {
-        for gpu in &mut self.gpus {
-            gpu.energy_mj = model::energy_mj_at(config, gpu, now_ns);
+        for (index, gpu) in self.gpus.iter_mut().enumerate() {
+            gpu.energy_mj = model::energy_mj_at(&config.for_gpu(index), gpu, now_ns);
             gpu.energy_at_unix_ns = gpu.energy_at_unix_ns.max(now_ns);
         }
     }

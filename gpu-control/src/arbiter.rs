@@ -9,8 +9,10 @@
 //! [`Source::Explicit`] `--gpu-freq` beats the [`Source::Policy`] clock (of the same step, or of
 //! the batch step around an `srun --gpu-freq`).
 //!
-//! Application clocks only (`nvmlDeviceSetApplicationsClocks` / `...Reset...`), as stock
-//! Slurm 22.05's gpu/nvml uses for `--gpu-freq`; locked clocks are never touched here.
+//! How a clock reaches a GPU is the GPU's **control** ([`crate::clock_control`]): locked clocks,
+//! application clocks or a power limit, probed in that order (or `$SLURM_ENERGY_GPU_CONTROLS`)
+//! the first time a step asks for a setting on the GPU, kept in the ledger, and undone the same
+//! way when the last step leaves (also by repair, after a step died).
 //!
 //! # The ledger
 //!
@@ -25,9 +27,14 @@
 //! Text format, one record per line (`#` starts a comment):
 //!
 //! ```text
-//! gpu uuid=GPU-... default_memory_mhz=877 default_graphics_mhz=1312 prior_memory_mhz=0 prior_graphics_mhz=0 reset_pending=0
-//! req uuid=GPU-... job=17 step=4294967291 node=n1 pid=4242 start_ticks=991 source=policy memory_mhz=877 graphics_mhz=945
+//! gpu uuid=GPU-... default_memory_mhz=877 default_graphics_mhz=1312 prior_memory_mhz=0 prior_graphics_mhz=0 reset_pending=0 control=locked_clocks prior_power_limit_mw=0
+//! req uuid=GPU-... job=17 step=4294967291 node=n1 pid=4242 start_ticks=991 source=policy memory_mhz=877 graphics_mhz=945 power_limit_mw=0
 //! ```
+//!
+//! `control` is the GPU's control once probed (`none` before; a ledger written before controls
+//! existed has only application clocks, and is read so), `prior_power_limit_mw` the limit to
+//! restore under the power-limit control, `power_limit_mw` the planner's ladder limit of a
+//! request (0: only a clock).
 //!
 //! A `gpu` line exists while the arbiter has (or may have) changed that GPU's clocks: its
 //! defaults as the driver reported them, the clocks in force before the first request when
@@ -69,6 +76,8 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::clock_control::{self, ClockControl, ControlOrder, Prior, Setting};
+pub use crate::clock_control::Applied;
 use crate::control::{AppClocksMhz, GpuControl};
 use crate::error::GpuError;
 
@@ -185,6 +194,20 @@ pub struct GpuRecord {
     pub prior_clocks_mhz: Option<AppClocksMhz>,
     /// A reset failed: retry it at the next operation.
     pub reset_pending: bool,
+    /// How this GPU's clock is set; `None` until a control worked.
+    pub control: Option<ClockControl>,
+    /// The power limit in force before the power-limit control changed it.
+    pub prior_power_limit_mw: Option<u32>,
+}
+
+impl GpuRecord {
+    fn new(uuid: String, default_clocks_mhz: Option<AppClocksMhz>) -> GpuRecord {
+        GpuRecord { uuid, default_clocks_mhz, prior_clocks_mhz: None, reset_pending: false, control: None, prior_power_limit_mw: None }
+    }
+
+    fn prior(&self) -> Prior {
+        Prior { clocks_mhz: self.prior_clocks_mhz, power_limit_mw: self.prior_power_limit_mw }
+    }
 }
 
 /// One step's request on one GPU.
@@ -194,6 +217,14 @@ pub struct Request {
     pub step: StepKey,
     pub source: Source,
     pub clocks_mhz: AppClocksMhz,
+    /// The planner's power limit for this clock (its ladder's unit), if it chose one.
+    pub power_limit_mw: Option<u32>,
+}
+
+impl Request {
+    fn setting(&self) -> Setting {
+        Setting { clocks_mhz: self.clocks_mhz, power_limit_mw: self.power_limit_mw }
+    }
 }
 
 /// The ledger's content.
@@ -209,15 +240,21 @@ impl Ledger {
     /// requests (so a user's `srun --gpu-freq` inside a batch job beats the policy clock the
     /// batch step asked for), else its policy requests. `None`: no step left, reset to default.
     pub fn effective_clocks_mhz(&self, uuid: &str) -> Option<AppClocksMhz> {
+        self.job_settings(uuid).into_iter().map(|s| s.clocks_mhz).max_by_key(|c| (c.graphics_mhz, c.memory_mhz))
+    }
+
+    /// Each job's winning setting on GPU `uuid` (explicit over policy, then the highest clock);
+    /// [`clock_control::combine`] makes them one.
+    pub fn job_settings(&self, uuid: &str) -> Vec<Setting> {
         let key = |c: &AppClocksMhz| (c.graphics_mhz, c.memory_mhz);
-        let mut per_job: BTreeMap<u32, (Source, AppClocksMhz)> = BTreeMap::new();
+        let mut per_job: BTreeMap<u32, (Source, Setting)> = BTreeMap::new();
         for r in self.requests.iter().filter(|r| r.uuid == uuid) {
-            let e = per_job.entry(r.step.job_id).or_insert((r.source, r.clocks_mhz));
-            if r.source > e.0 || (r.source == e.0 && key(&r.clocks_mhz) > key(&e.1)) {
-                *e = (r.source, r.clocks_mhz);
+            let e = per_job.entry(r.step.job_id).or_insert((r.source, r.setting()));
+            if r.source > e.0 || (r.source == e.0 && key(&r.clocks_mhz) > key(&e.1.clocks_mhz)) {
+                *e = (r.source, r.setting());
             }
         }
-        per_job.values().map(|(_, c)| *c).max_by_key(key)
+        per_job.into_values().map(|(_, s)| s).collect()
     }
 
     fn gpu_mut(&mut self, uuid: &str) -> Option<&mut GpuRecord> {
@@ -231,14 +268,16 @@ impl Ledger {
             let (m, gr) = g.default_clocks_mhz.map_or((0, 0), |c| (c.memory_mhz, c.graphics_mhz));
             let (pm, pg) = g.prior_clocks_mhz.map_or((0, 0), |c| (c.memory_mhz, c.graphics_mhz));
             out.push_str(&format!(
-                "gpu uuid={} default_memory_mhz={m} default_graphics_mhz={gr} prior_memory_mhz={pm} prior_graphics_mhz={pg} reset_pending={}\n",
+                "gpu uuid={} default_memory_mhz={m} default_graphics_mhz={gr} prior_memory_mhz={pm} prior_graphics_mhz={pg} reset_pending={} control={} prior_power_limit_mw={}\n",
                 g.uuid,
-                u8::from(g.reset_pending)
+                u8::from(g.reset_pending),
+                g.control.map_or("none", ClockControl::as_str),
+                g.prior_power_limit_mw.unwrap_or(0)
             ));
         }
         for r in &self.requests {
             out.push_str(&format!(
-                "req uuid={} job={} step={} node={} pid={} start_ticks={} source={} memory_mhz={} graphics_mhz={}\n",
+                "req uuid={} job={} step={} node={} pid={} start_ticks={} source={} memory_mhz={} graphics_mhz={} power_limit_mw={}\n",
                 r.uuid,
                 r.step.job_id,
                 r.step.step_id,
@@ -247,7 +286,8 @@ impl Ledger {
                 r.step.stepd_start_ticks,
                 r.source.as_str(),
                 r.clocks_mhz.memory_mhz,
-                r.clocks_mhz.graphics_mhz
+                r.clocks_mhz.graphics_mhz,
+                r.power_limit_mw.unwrap_or(0)
             ));
         }
         out
@@ -274,11 +314,19 @@ impl Ledger {
                     // Ledgers written before prior clocks were kept have none.
                     let optional = |k: &str| if fields.contains_key(k) { num32(k) } else { Ok(0) };
                     let prior = AppClocksMhz { memory_mhz: optional("prior_memory_mhz")?, graphics_mhz: optional("prior_graphics_mhz")? };
+                    // Ledgers written before controls existed used application clocks only.
+                    let control = match fields.get("control").copied() {
+                        None => Some(ClockControl::ApplicationClocks),
+                        Some("none") => None,
+                        Some(c) => Some(ClockControl::parse(c).ok_or_else(|| bad("bad control"))?),
+                    };
                     ledger.gpus.push(GpuRecord {
                         uuid: text_of("uuid")?.to_string(),
                         default_clocks_mhz: (defaults.graphics_mhz != 0).then_some(defaults),
                         prior_clocks_mhz: (prior.graphics_mhz != 0).then_some(prior),
                         reset_pending: num("reset_pending")? != 0,
+                        control,
+                        prior_power_limit_mw: Some(optional("prior_power_limit_mw")?).filter(|l| *l != 0),
                     });
                 }
                 "req" => ledger.requests.push(Request {
@@ -292,6 +340,7 @@ impl Ledger {
                     },
                     source: Source::parse(text_of("source")?).ok_or_else(|| bad("bad source"))?,
                     clocks_mhz: AppClocksMhz { memory_mhz: num32("memory_mhz")?, graphics_mhz: num32("graphics_mhz")? },
+                    power_limit_mw: if fields.contains_key("power_limit_mw") { Some(num32("power_limit_mw")?).filter(|l| *l != 0) } else { None },
                 }),
                 _ => return Err(bad("unknown record")),
             }
@@ -321,15 +370,6 @@ fn ioerr<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(io::Error) -> Arbi
     move |e| ArbiterError { path: path.to_path_buf(), op, reason: e.to_string() }
 }
 
-/// What an operation did to one GPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Applied {
-    /// Application clocks set to these.
-    Set(AppClocksMhz),
-    /// Reset to the driver's default (no step left).
-    Reset,
-}
-
 /// What an operation did. GPU failures do not stop it: the ledger stays right, the failed
 /// GPUs are listed (each error names the GPU and the NVML call), and a failed reset is retried
 /// by the next operation.
@@ -342,6 +382,27 @@ pub struct Outcome {
     pub repaired_steps: Vec<StepKey>,
     /// A ledger that could not be read was moved aside (the operation went on without it).
     pub quarantined: Option<Quarantined>,
+    /// GPUs whose control was probed by this operation: (NVML index, the control that worked,
+    /// the controls skipped before it with their answers).
+    pub controls: Vec<(u32, ClockControl, Vec<GpuError>)>,
+}
+
+impl Outcome {
+    /// One log line per GPU whose control was chosen, e.g. `GPU 2: clock control: locked clocks
+    /// (skipped application clocks: nvmlDeviceSetApplicationsClocks: Not Supported)`.
+    pub fn describe_controls(&self) -> Vec<String> {
+        self.controls
+            .iter()
+            .map(|(gpu, control, skipped)| {
+                let mut line = format!("GPU {gpu}: clock control: {}", control.describe());
+                if !skipped.is_empty() {
+                    let s: Vec<String> = skipped.iter().map(|e| format!("{}: {}", e.call, e.reason)).collect();
+                    line.push_str(&format!(" (skipped {})", s.join("; ")));
+                }
+                line
+            })
+            .collect()
+    }
 }
 
 /// Where an unreadable ledger went, and why it was unreadable.
@@ -355,6 +416,7 @@ pub struct Quarantined {
 #[derive(Debug, Clone)]
 pub struct Arbiter {
     dir: PathBuf,
+    order: ControlOrder,
 }
 
 /// Exclusive lock on the ledger; released on drop (closing the descriptor).
@@ -365,9 +427,20 @@ struct LockGuard {
 impl Arbiter {
     /// Opens (creating if needed) the ledger directory, checked by [`ensure_private_dir`]:
     /// whoever can write the ledger can make root set clocks.
+    ///
+    /// The order in which GPU controls are probed comes from `$SLURM_ENERGY_GPU_CONTROLS`
+    /// (default locked clocks, application clocks, power limit); a value that does not parse
+    /// is an error (`op` = `config`).
     pub fn open(dir: &Path) -> Result<Arbiter, ArbiterError> {
+        let order = ControlOrder::from_env().map_err(|reason| ArbiterError { path: dir.to_path_buf(), op: "config", reason })?;
         ensure_private_dir(dir)?;
-        Ok(Arbiter { dir: dir.to_path_buf() })
+        Ok(Arbiter { dir: dir.to_path_buf(), order })
+    }
+
+    /// The same ledger, probing GPU controls in `order`.
+    pub fn with_order(mut self, order: ControlOrder) -> Arbiter {
+        self.order = order;
+        self
     }
 
     pub fn dir(&self) -> &Path {
@@ -389,6 +462,13 @@ impl Arbiter {
     /// Like [`Arbiter::request`] with clocks per GPU (`(NVML index, clocks)`), for steps whose
     /// GPUs resolve the same `--gpu-freq` to different clocks.
     pub fn request_each(&self, gpu: &dyn GpuControl, step: &StepKey, gpus: &[(u32, AppClocksMhz)], source: Source) -> Result<Outcome, ArbiterError> {
+        let each: Vec<(u32, Setting)> = gpus.iter().map(|&(g, c)| (g, Setting::clocks(c))).collect();
+        self.request_settings(gpu, step, &each, source)
+    }
+
+    /// Like [`Arbiter::request_each`] with settings that may carry the planner's power limit
+    /// (used as measured where a GPU is controlled by its power limit).
+    pub fn request_settings(&self, gpu: &dyn GpuControl, step: &StepKey, gpus: &[(u32, Setting)], source: Source) -> Result<Outcome, ArbiterError> {
         let _lock = self.lock()?;
         let mut out = Outcome::default();
         let mut ledger = self.load(&mut out)?;
@@ -397,7 +477,7 @@ impl Arbiter {
         }
         let mut touched = prune_dead(&mut ledger, &mut out);
         let mut index_of: BTreeMap<String, u32> = BTreeMap::new();
-        for &(index, clocks) in gpus {
+        for &(index, setting) in gpus {
             let uuid = match gpu.uuid(index) {
                 Ok(u) => u,
                 Err(e) => {
@@ -413,12 +493,11 @@ impl Arbiter {
                         None
                     }
                 };
-                // What was in force before us, if someone set other clocks: restored at the end.
-                let prior = gpu.application_clocks_mhz(index).ok().filter(|now| defaults.is_some_and(|d| d != *now));
-                ledger.gpus.push(GpuRecord { uuid: uuid.clone(), default_clocks_mhz: defaults, prior_clocks_mhz: prior, reset_pending: false });
+                // The control, and what it must restore, are found when the setting is applied.
+                ledger.gpus.push(GpuRecord::new(uuid.clone(), defaults));
             }
             ledger.requests.retain(|r| !(r.uuid == uuid && r.source == source && r.step.same_step(step)));
-            ledger.requests.push(Request { uuid: uuid.clone(), step: step.clone(), source, clocks_mhz: clocks });
+            ledger.requests.push(Request { uuid: uuid.clone(), step: step.clone(), source, clocks_mhz: setting.clocks_mhz, power_limit_mw: setting.power_limit_mw });
             index_of.insert(uuid.clone(), index);
             touched.insert(uuid);
         }
@@ -507,25 +586,48 @@ impl Arbiter {
                 // the GPU comes back; forget a GPU no request names.
                 continue;
             };
-            match ledger.effective_clocks_mhz(uuid) {
-                Some(clocks) => match gpu.set_application_clocks_mhz(index, clocks) {
-                    Ok(()) => out.applied.push((index, Applied::Set(clocks))),
+            let record = ledger.gpus.iter().find(|g| &g.uuid == uuid).cloned();
+            let wanted = clock_control::combine(gpu, index, &ledger.job_settings(uuid));
+            match (wanted, record.as_ref().and_then(|r| r.control)) {
+                (Some(setting), Some(control)) => match clock_control::apply(gpu, index, control, setting) {
+                    Ok(applied) => out.applied.push((index, applied)),
                     Err(e) => out.gpu_errors.push(e),
                 },
-                None => match restore(gpu, index, ledger.gpus.iter().find(|g| &g.uuid == uuid).and_then(|g| g.prior_clocks_mhz)) {
-                    Ok(applied) => {
-                        out.applied.push((index, applied));
-                        ledger.gpus.retain(|g| &g.uuid != uuid);
+                (Some(setting), None) => match clock_control::probe_and_apply(gpu, index, &self.order, setting) {
+                    Ok(probed) => {
+                        out.applied.push((index, probed.applied));
+                        let r = match ledger.gpu_mut(uuid) {
+                            Some(r) => r,
+                            None => {
+                                ledger.gpus.push(GpuRecord::new(uuid.clone(), None));
+                                let last = ledger.gpus.len() - 1;
+                                &mut ledger.gpus[last]
+                            }
+                        };
+                        r.control = Some(probed.control);
+                        r.prior_clocks_mhz = probed.prior.clocks_mhz;
+                        r.prior_power_limit_mw = probed.prior.power_limit_mw;
+                        out.controls.push((index, probed.control, probed.skipped));
                     }
-                    Err(e) => {
-                        out.gpu_errors.push(e);
-                        if let Some(g) = ledger.gpu_mut(uuid) {
-                            g.reset_pending = true;
-                        } else {
-                            ledger.gpus.push(GpuRecord { uuid: uuid.clone(), default_clocks_mhz: None, prior_clocks_mhz: None, reset_pending: true });
+                    Err(e) => out.gpu_errors.push(e),
+                },
+                // Nothing was ever applied with a control: nothing to undo.
+                (None, None) => ledger.gpus.retain(|g| &g.uuid != uuid),
+                (None, Some(control)) => {
+                    let prior = record.as_ref().map(GpuRecord::prior).unwrap_or_default();
+                    match clock_control::restore(gpu, index, control, prior) {
+                        Ok(applied) => {
+                            out.applied.push((index, applied));
+                            ledger.gpus.retain(|g| &g.uuid != uuid);
+                        }
+                        Err(e) => {
+                            out.gpu_errors.push(e);
+                            if let Some(g) = ledger.gpu_mut(uuid) {
+                                g.reset_pending = true;
+                            }
                         }
                     }
-                },
+                }
             }
         }
         if must_store || ledger.gpus != before {
@@ -620,7 +722,7 @@ impl Arbiter {
 }
 
 /// The ledger was lost: nothing tells which GPU a step of ours slowed, so every GPU of the node
-/// that is not at its default application clocks is reset. Live steps lose their request and
+/// gets every control back to its default ([`clock_control::reset_all`]). Live steps lose their request and
 /// run on at the default clock, never slower than without the bundle.
 fn reset_off_default(gpu: &dyn GpuControl, out: &mut Outcome) {
     let count = match gpu.device_count() {
@@ -628,18 +730,10 @@ fn reset_off_default(gpu: &dyn GpuControl, out: &mut Outcome) {
         Err(e) => return out.gpu_errors.push(e),
     };
     for index in 0..count {
-        let off_default = match (gpu.application_clocks_mhz(index), gpu.default_application_clocks_mhz(index)) {
-            (Ok(now), Ok(default)) => now != default,
-            (Err(e), _) | (_, Err(e)) => {
-                out.gpu_errors.push(e);
-                true
-            }
-        };
-        if off_default {
-            match gpu.reset_application_clocks(index) {
-                Ok(()) => out.applied.push((index, Applied::Reset)),
-                Err(e) => out.gpu_errors.push(e),
-            }
+        match clock_control::reset_all(gpu, index) {
+            Ok(true) => out.applied.push((index, Applied::Reset)),
+            Ok(false) => {}
+            Err(errors) => out.gpu_errors.extend(errors),
         }
     }
 }
@@ -682,15 +776,6 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), ArbiterError> {
     Ok(())
 }
 
-/// No step is left on a GPU: back to the clocks in force before the first request, else the
-/// driver's defaults.
-fn restore(gpu: &dyn GpuControl, index: u32, prior: Option<AppClocksMhz>) -> Result<Applied, GpuError> {
-    match prior {
-        Some(clocks) => gpu.set_application_clocks_mhz(index, clocks).map(|()| Applied::Set(clocks)),
-        None => gpu.reset_application_clocks(index).map(|()| Applied::Reset),
-    }
-}
-
 /// Drops requests of dead slurmstepds; returns the GPUs they were on.
 fn prune_dead(ledger: &mut Ledger, out: &mut Outcome) -> BTreeSet<String> {
     let mut touched = BTreeSet::new();
@@ -711,7 +796,7 @@ fn prune_dead(ledger: &mut Ledger, out: &mut Outcome) -> BTreeSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fake::FakeGpus;
+    use crate::fake::{FakeGpu, FakeGpus};
     use crate::error::GpuErrorKind;
 
     fn tmp_dir(name: &str) -> PathBuf {
@@ -743,8 +828,14 @@ mod tests {
         AppClocksMhz { memory_mhz: 877, graphics_mhz }
     }
 
+    /// The clock a busy GPU targets, whichever clock control set it.
     fn app(gpus: &FakeGpus, i: u32) -> u32 {
-        gpus.application_clocks_mhz(i).unwrap().graphics_mhz
+        gpus.with_gpu(i, |g| g.target_graphics_clock_mhz()).unwrap()
+    }
+
+    /// An arbiter that uses application clocks only (the behaviour before controls were probed).
+    fn app_clock_arbiter(dir: &Path) -> Arbiter {
+        Arbiter::open(dir).unwrap().with_order(ControlOrder(vec![ClockControl::ApplicationClocks]))
     }
 
     #[test]
@@ -755,7 +846,9 @@ mod tests {
         let a = live_step(1, 0);
         let b = live_step(2, 0);
         let out = arb.request(&gpus, &a, &[0], clocks(945), Source::Policy).unwrap();
-        assert_eq!(out.applied, vec![(0, Applied::Set(clocks(945)))]);
+        assert_eq!(out.applied, vec![(0, Applied::Locked { min_mhz: 135, max_mhz: 945 })], "locked clocks first by default");
+        assert_eq!(out.describe_controls(), vec!["GPU 0: clock control: locked clocks".to_string()]);
+        assert_eq!(gpus.application_clocks_mhz(0).unwrap().graphics_mhz, 1312, "application clocks untouched");
         assert_eq!(app(&gpus, 0), 945);
         assert_eq!(app(&gpus, 1), 1312, "the other GPU is untouched");
         arb.request(&gpus, &b, &[0], clocks(1200), Source::Explicit).unwrap();
@@ -900,7 +993,7 @@ mod tests {
             }
         }
         let dir = tmp_dir("flaky");
-        let arb = Arbiter::open(&dir).unwrap();
+        let arb = app_clock_arbiter(&dir);
         let gpus = Flaky { inner: FakeGpus::v100s(1), fail_reset: true.into() };
         let a = live_step(1, 0);
         arb.request(&gpus, &a, &[0], clocks(510), Source::Policy).unwrap();
@@ -1009,7 +1102,7 @@ mod tests {
     #[test]
     fn the_clocks_in_force_before_the_first_request_come_back() {
         let dir = tmp_dir("prior");
-        let arb = Arbiter::open(&dir).unwrap();
+        let arb = app_clock_arbiter(&dir);
         let gpus = FakeGpus::v100s(1);
         // An admin set 1005 MHz before any job.
         gpus.set_application_clocks_mhz(0, clocks(1005)).unwrap();
@@ -1022,7 +1115,9 @@ mod tests {
         assert_eq!(app(&gpus, 0), 1005, "the admin's clocks, not the driver default");
         // A ledger written before prior clocks were kept still parses.
         let old = "gpu uuid=GPU-1 default_memory_mhz=877 default_graphics_mhz=1312 reset_pending=0\n";
-        assert_eq!(Ledger::parse(old).unwrap().gpus[0].prior_clocks_mhz, None);
+        let parsed = Ledger::parse(old).unwrap();
+        assert_eq!(parsed.gpus[0].prior_clocks_mhz, None);
+        assert_eq!(parsed.gpus[0].control, Some(ClockControl::ApplicationClocks), "older ledgers used application clocks only");
     }
 
     #[test]
@@ -1042,4 +1137,112 @@ mod tests {
         arb.request(&gpus, &live_step(1, 0), &[0], clocks(945), Source::Policy).unwrap();
     }
 
+    /// A V100, an A100 and an H100 on one node, each with its default order of controls.
+    fn three_generations() -> FakeGpus {
+        FakeGpus::new(vec![FakeGpu::v100(0), FakeGpu::a100(1), FakeGpu::h100(2)])
+    }
+
+    #[test]
+    fn each_generation_gets_the_control_it_supports_and_the_same_one_restores() {
+        let dir = tmp_dir("generations");
+        let gpus = three_generations();
+        // Locked clocks refused by the admin on the V100; application clocks next.
+        gpus.with_gpu(0, |g| g.refuse_locked = Some(GpuErrorKind::NoPermission)).unwrap();
+        let arb = Arbiter::open(&dir).unwrap();
+        let a = live_step(1, 0);
+        let out = arb.request_each(&gpus, &a, &[(0, clocks(945)), (1, AppClocksMhz { memory_mhz: 1215, graphics_mhz: 1005 }), (2, AppClocksMhz { memory_mhz: 2619, graphics_mhz: 1290 })], Source::Policy).unwrap();
+        assert!(out.gpu_errors.is_empty(), "{:?}", out.gpu_errors);
+        let chosen: Vec<(u32, ClockControl)> = out.controls.iter().map(|(g, c, _)| (*g, *c)).collect();
+        assert_eq!(chosen, vec![(0, ClockControl::ApplicationClocks), (1, ClockControl::LockedClocks), (2, ClockControl::LockedClocks)]);
+        let lines = out.describe_controls();
+        assert!(lines[0].starts_with("GPU 0: clock control: application clocks (skipped nvmlDeviceSetGpuLockedClocks"), "{lines:?}");
+        assert_eq!(gpus.application_clocks_mhz(0).unwrap().graphics_mhz, 945);
+        assert_eq!(gpus.with_gpu(1, |g| g.locked_clocks_mhz).unwrap(), Some((210, 1005)));
+        assert_eq!(gpus.with_gpu(2, |g| g.locked_clocks_mhz).unwrap(), Some((345, 1290)));
+        let text = fs::read_to_string(arb.ledger_path()).unwrap();
+        assert!(text.contains("control=application_clocks") && text.matches("control=locked_clocks").count() == 2, "{text}");
+        // A second step on the A100 does not probe again.
+        let b = live_step(2, 0);
+        let out = arb.request(&gpus, &b, &[1], AppClocksMhz { memory_mhz: 1215, graphics_mhz: 1200 }, Source::Explicit).unwrap();
+        assert!(out.controls.is_empty());
+        assert_eq!(gpus.with_gpu(1, |g| g.locked_clocks_mhz).unwrap(), Some((210, 1200)));
+        arb.release(&gpus, &b).unwrap();
+        let out = arb.release(&gpus, &a).unwrap();
+        assert_eq!(out.applied.len(), 3, "{out:?}");
+        assert!(out.applied.iter().all(|(_, a)| *a == Applied::Reset));
+        for i in 0..3 {
+            gpus.with_gpu(i, |g| {
+                assert_eq!(g.locked_clocks_mhz, None, "GPU {i}");
+                assert_eq!(g.app_clocks_mhz, g.default_clocks_mhz, "GPU {i}");
+            })
+            .unwrap();
+        }
+        assert!(arb.ledger().unwrap().gpus.is_empty());
+    }
+
+    #[test]
+    fn power_limit_control_uses_the_planners_limit_and_restores_the_prior_limit() {
+        let dir = tmp_dir("power");
+        let gpus = three_generations();
+        // No clock control allowed on the H100 (a site that only allows power capping).
+        gpus.with_gpu(2, |g| g.refuse_locked = Some(GpuErrorKind::NoPermission)).unwrap();
+        gpus.set_power_limit_mw(2, 650_000).unwrap();
+        let arb = Arbiter::open(&dir).unwrap();
+        let batch = live_step(3, 0xfffffffb);
+        let ladder_step = Setting { clocks_mhz: AppClocksMhz { memory_mhz: 2619, graphics_mhz: 1290 }, power_limit_mw: Some(350_000) };
+        let out = arb.request_settings(&gpus, &batch, &[(2, ladder_step)], Source::Policy).unwrap();
+        assert_eq!(out.applied, vec![(2, Applied::PowerLimit { limit_mw: 350_000 })]);
+        let text = fs::read_to_string(arb.ledger_path()).unwrap();
+        assert!(text.contains("control=power_limit prior_power_limit_mw=650000") && text.contains("power_limit_mw=350000"), "{text}");
+        // An srun --gpu-freq=1980 in the same job: only a clock, mapped to 700 W x 1980/1980.
+        let srun = live_step(3, 0);
+        let out = arb.request(&gpus, &srun, &[2], AppClocksMhz { memory_mhz: 2619, graphics_mhz: 1980 }, Source::Explicit).unwrap();
+        assert_eq!(out.applied, vec![(2, Applied::PowerLimit { limit_mw: 700_000 })]);
+        arb.release(&gpus, &srun).unwrap();
+        assert_eq!(gpus.power_limit_mw(2).unwrap(), 350_000, "back to the batch step's ladder limit");
+        arb.release(&gpus, &batch).unwrap();
+        assert_eq!(gpus.power_limit_mw(2).unwrap(), 650_000, "the limit in force before, not the default");
+    }
+
+    #[test]
+    fn a_gpu_without_any_control_is_an_error_not_a_panic() {
+        let dir = tmp_dir("nocontrol");
+        let gpus = three_generations();
+        gpus.with_gpu(2, |g| {
+            g.refuse_locked = Some(GpuErrorKind::NoPermission);
+            g.refuse_power_limit = Some(GpuErrorKind::NotSupported);
+        })
+        .unwrap();
+        let arb = Arbiter::open(&dir).unwrap();
+        let a = live_step(4, 0);
+        let out = arb.request(&gpus, &a, &[2], AppClocksMhz { memory_mhz: 2619, graphics_mhz: 1290 }, Source::Policy).unwrap();
+        assert_eq!(out.gpu_errors.len(), 1);
+        let e = &out.gpu_errors[0];
+        assert_eq!((e.gpu, e.call, e.kind), (Some(2), "no clock control", GpuErrorKind::NotSupported));
+        assert!(e.reason.contains("nvmlDeviceSetApplicationsClocks") && e.reason.contains("NoPermission"), "{e}");
+        let out = arb.release(&gpus, &a).unwrap();
+        assert!(out.gpu_errors.is_empty() && out.applied.is_empty(), "nothing to undo: {out:?}");
+        assert!(arb.ledger().unwrap().gpus.is_empty());
+    }
+
+    #[test]
+    fn a_dead_step_is_undone_with_each_gpus_own_control() {
+        let dir = tmp_dir("dead-generations");
+        let gpus = three_generations();
+        gpus.with_gpu(2, |g| g.refuse_locked = Some(GpuErrorKind::NotSupported)).unwrap();
+        let arb = Arbiter::open(&dir).unwrap();
+        let dead = dead_step(11);
+        let per_gpu = [(0, clocks(945)), (1, AppClocksMhz { memory_mhz: 1215, graphics_mhz: 1005 }), (2, AppClocksMhz { memory_mhz: 2619, graphics_mhz: 990 })];
+        arb.request_each(&gpus, &dead, &per_gpu, Source::Policy).unwrap();
+        assert_eq!(gpus.with_gpu(0, |g| g.locked_clocks_mhz).unwrap(), Some((135, 945)));
+        // H100: no locked clocks here, no application clocks on Hopper: power limit,
+        // 700 W x 990 / 1980.
+        assert_eq!(gpus.power_limit_mw(2).unwrap(), 350_000);
+        let out = arb.repair(&gpus).unwrap();
+        assert_eq!(out.repaired_steps, vec![dead]);
+        assert_eq!(gpus.with_gpu(0, |g| g.locked_clocks_mhz).unwrap(), None);
+        assert_eq!(gpus.with_gpu(1, |g| g.locked_clocks_mhz).unwrap(), None);
+        assert_eq!(gpus.power_limit_mw(2).unwrap(), 700_000);
+        assert!(arb.ledger().unwrap().gpus.is_empty());
+    }
 }

@@ -24,6 +24,13 @@ pub struct FakeGpu {
     pub power_mw: u32,
     pub energy_mj: u64,
     pub power_limit_mw: u32,
+    pub power_limit_range_mw: PowerLimitRangeMw,
+    pub default_power_limit_mw: u32,
+    /// The support matrix: `Some(kind)` makes the control's set and reset calls fail with it
+    /// (`NotSupported` on a generation without it, `NoPermission` for a restricted one).
+    pub refuse_application: Option<GpuErrorKind>,
+    pub refuse_locked: Option<GpuErrorKind>,
+    pub refuse_power_limit: Option<GpuErrorKind>,
     pub utilization: UtilizationPct,
     pub memory: MemoryBytes,
     /// Processes with a compute context.
@@ -50,11 +57,66 @@ impl FakeGpu {
             power_mw: 41_000,
             energy_mj: 0,
             power_limit_mw: 300_000,
+            power_limit_range_mw: PowerLimitRangeMw { min_mw: 150_000, max_mw: 300_000 },
+            default_power_limit_mw: 300_000,
+            refuse_application: None,
+            refuse_locked: None,
+            refuse_power_limit: None,
             utilization: UtilizationPct { gpu_pct: 0, memory_pct: 0 },
             memory: MemoryBytes { used_bytes: 0, total_bytes: 32 << 30 },
             processes: Vec::new(),
             process_sm_pct: None,
         }
+    }
+}
+
+impl FakeGpu {
+    /// An A100-SXM4-40GB at rest (clocks 1410 down to 210 MHz in 15 MHz steps).
+    pub fn a100(index: u32) -> FakeGpu {
+        let defaults = AppClocksMhz { memory_mhz: 1215, graphics_mhz: 1410 };
+        FakeGpu {
+            name: "NVIDIA A100-SXM4-40GB".into(),
+            memory_clocks_mhz: vec![1215],
+            graphics_clocks_mhz: (0..81).map(|k| 1410 - 15 * k).collect(),
+            default_clocks_mhz: defaults,
+            app_clocks_mhz: defaults,
+            power_limit_mw: 400_000,
+            power_limit_range_mw: PowerLimitRangeMw { min_mw: 100_000, max_mw: 400_000 },
+            default_power_limit_mw: 400_000,
+            memory: MemoryBytes { used_bytes: 0, total_bytes: 40 << 30 },
+            ..FakeGpu::v100(index)
+        }
+    }
+
+    /// An H100-SXM5-80GB at rest: no application clocks (`NotSupported`).
+    pub fn h100(index: u32) -> FakeGpu {
+        let defaults = AppClocksMhz { memory_mhz: 2619, graphics_mhz: 1980 };
+        FakeGpu {
+            name: "NVIDIA H100 80GB HBM3".into(),
+            memory_clocks_mhz: vec![2619],
+            graphics_clocks_mhz: (0..110).map(|k| 1980 - 15 * k).collect(),
+            default_clocks_mhz: defaults,
+            app_clocks_mhz: defaults,
+            power_limit_mw: 700_000,
+            power_limit_range_mw: PowerLimitRangeMw { min_mw: 200_000, max_mw: 700_000 },
+            default_power_limit_mw: 700_000,
+            refuse_application: Some(GpuErrorKind::NotSupported),
+            memory: MemoryBytes { used_bytes: 0, total_bytes: 80 << 30 },
+            ..FakeGpu::v100(index)
+        }
+    }
+
+    /// The graphics clock a busy GPU targets: the top of a locked range, else the application
+    /// clock.
+    pub fn target_graphics_clock_mhz(&self) -> u32 {
+        self.locked_clocks_mhz.map_or(self.app_clocks_mhz.graphics_mhz, |(_, max)| max)
+    }
+}
+
+fn refused(gpu: u32, call: &'static str, kind: Option<GpuErrorKind>) -> Result<(), GpuError> {
+    match kind {
+        None => Ok(()),
+        Some(kind) => Err(GpuError::new(Some(gpu), call, kind, format!("{kind:?} (simulated support matrix)"))),
     }
 }
 
@@ -128,6 +190,7 @@ impl GpuControl for FakeGpus {
         self.with_gpu(gpu, |g| g.app_clocks_mhz)
     }
     fn set_application_clocks_mhz(&self, gpu: u32, clocks: AppClocksMhz) -> Result<(), GpuError> {
+        refused(gpu, "nvmlDeviceSetApplicationsClocks", self.with_gpu(gpu, |g| g.refuse_application)?)?;
         self.with_gpu(gpu, |g| {
             let ok = g.memory_clocks_mhz.contains(&clocks.memory_mhz) && g.graphics_clocks_mhz.contains(&clocks.graphics_mhz);
             ok.then(|| g.app_clocks_mhz = clocks)
@@ -135,15 +198,18 @@ impl GpuControl for FakeGpus {
         .ok_or_else(|| Self::invalid(gpu, "nvmlDeviceSetApplicationsClocks", format!("unsupported clocks {clocks:?}")))
     }
     fn reset_application_clocks(&self, gpu: u32) -> Result<(), GpuError> {
+        refused(gpu, "nvmlDeviceResetApplicationsClocks", self.with_gpu(gpu, |g| g.refuse_application)?)?;
         self.with_gpu(gpu, |g| g.app_clocks_mhz = g.default_clocks_mhz)
     }
     fn set_locked_clocks_mhz(&self, gpu: u32, min_mhz: u32, max_mhz: u32) -> Result<(), GpuError> {
+        refused(gpu, "nvmlDeviceSetGpuLockedClocks", self.with_gpu(gpu, |g| g.refuse_locked)?)?;
         if min_mhz > max_mhz {
             return Err(Self::invalid(gpu, "nvmlDeviceSetGpuLockedClocks", format!("min {min_mhz} > max {max_mhz}")));
         }
         self.with_gpu(gpu, |g| g.locked_clocks_mhz = Some((min_mhz, max_mhz)))
     }
     fn reset_locked_clocks(&self, gpu: u32) -> Result<(), GpuError> {
+        refused(gpu, "nvmlDeviceResetGpuLockedClocks", self.with_gpu(gpu, |g| g.refuse_locked)?)?;
         self.with_gpu(gpu, |g| g.locked_clocks_mhz = None)
     }
     fn current_graphics_clock_mhz(&self, gpu: u32) -> Result<u32, GpuError> {
@@ -159,13 +225,15 @@ impl GpuControl for FakeGpus {
         self.with_gpu(gpu, |g| g.power_limit_mw)
     }
     fn power_limit_range_mw(&self, gpu: u32) -> Result<PowerLimitRangeMw, GpuError> {
-        self.with_gpu(gpu, |_| PowerLimitRangeMw { min_mw: 150_000, max_mw: 300_000 })
+        self.with_gpu(gpu, |g| g.power_limit_range_mw)
     }
     fn default_power_limit_mw(&self, gpu: u32) -> Result<u32, GpuError> {
-        self.with_gpu(gpu, |_| 300_000)
+        self.with_gpu(gpu, |g| g.default_power_limit_mw)
     }
     fn set_power_limit_mw(&self, gpu: u32, limit_mw: u32) -> Result<(), GpuError> {
-        if !(150_000..=300_000).contains(&limit_mw) {
+        refused(gpu, "nvmlDeviceSetPowerManagementLimit", self.with_gpu(gpu, |g| g.refuse_power_limit)?)?;
+        let range = self.with_gpu(gpu, |g| g.power_limit_range_mw)?;
+        if !(range.min_mw..=range.max_mw).contains(&limit_mw) {
             return Err(Self::invalid(gpu, "nvmlDeviceSetPowerManagementLimit", format!("{limit_mw} mW out of range")));
         }
         self.with_gpu(gpu, |g| g.power_limit_mw = limit_mw)

@@ -4,12 +4,18 @@
 //! policy clock of the same step, the last step out restores the default, dead steps are
 //! repaired), and released at the step's end.
 //!
+//! Each GPU's clock goes through the control it supports ([`gpu_control::clock_control`]:
+//! locked clocks, application clocks or a power limit), logged once when it is chosen:
+//! `GPU 2: clock control: locked clocks`.
+//!
 //! If the arbiter's ledger cannot be used at all (no writable spool directory), the clocks are
-//! set and reset directly, as stock gpu/nvml does, and that is logged.
+//! set directly with the control probed the same way, undone with it at the step's end, and
+//! that is logged.
 
 use std::path::Path;
 
 use gpu_control::arbiter::{Applied, Arbiter, Outcome, Source, StepKey};
+use gpu_control::clock_control::{self, ControlOrder, Probed, Setting};
 use gpu_control::gpu_freq::{self, GpuFreqError, GpuFreqRequest, SLURM_DEFAULT_GPU_FREQ_DEF};
 use gpu_control::{AppClocksMhz, GpuControl};
 use slurm_bindings::Logger;
@@ -58,20 +64,30 @@ pub struct StepClocks {
 #[derive(Debug)]
 enum How {
     Arbitrated(Arbiter, StepKey),
-    /// Set directly (no usable ledger): reset directly at the end.
-    Direct,
+    /// Set directly (no usable ledger): undone directly at the end, with each GPU's control.
+    Direct(Vec<(u32, Probed)>),
 }
 
 fn describe(c: AppClocksMhz) -> String {
     format!("graphics {} MHz, memory {} MHz", c.graphics_mhz, c.memory_mhz)
 }
 
+/// `GPU 0: application clocks for --gpu-freq=...: graphics 1005 MHz, memory 877 MHz`.
+fn describe_applied(gpu: u32, what: &str, applied: &Applied) -> String {
+    match applied {
+        Applied::Set(c) => format!("GPU {gpu}: application clocks {what}: {}", describe(*c)),
+        Applied::Locked { min_mhz, max_mhz } => format!("GPU {gpu}: locked clocks {what}: graphics {min_mhz}-{max_mhz} MHz"),
+        Applied::PowerLimit { limit_mw } => format!("GPU {gpu}: power limit {what}: {} W", f64::from(*limit_mw) / 1000.0),
+        Applied::Reset => format!("GPU {gpu}: clock control {what}: back to the setting before the first step"),
+    }
+}
+
 fn log_outcome(log: &Logger, ctx: &str, what: &str, out: &Outcome, verbose: bool, errs: &mut ErrorOnce) {
+    for line in out.describe_controls() {
+        log.info(&format!("{ctx}: {line}"));
+    }
     for (gpu, applied) in &out.applied {
-        let text = match applied {
-            Applied::Set(c) => format!("{ctx}: GPU {gpu}: application clocks {what}: {}", describe(*c)),
-            Applied::Reset => format!("{ctx}: GPU {gpu}: application clocks {what}: reset to the default"),
-        };
+        let text = format!("{ctx}: {}", describe_applied(*gpu, what, applied));
         if verbose { log.info(&text) } else { slurm_bindings::slurm_log!(log, verbose, "{text}") }
     }
     for step in &out.repaired_steps {
@@ -120,18 +136,25 @@ impl StepClocks {
             Some(Err(e)) => log.error(&format!("{ctx}: {e}; setting clocks without arbitration")),
             None => log.error(&format!("{ctx}: step identity unknown; setting clocks without arbitration")),
         }
+        let order = ControlOrder::from_env().unwrap_or_else(|e| {
+            log.error(&format!("{ctx}: {e}; using the default order"));
+            ControlOrder::default()
+        });
+        let mut done = Vec::new();
         for (gpu, clocks) in wanted {
-            match ctrl.set_application_clocks_mhz(gpu, clocks) {
-                Ok(()) => {
-                    let text = format!("{ctx}: GPU {gpu}: application clocks set for --gpu-freq={request}: {}", describe(clocks));
+            match clock_control::probe_and_apply(ctrl, gpu, &order, Setting::clocks(clocks)) {
+                Ok(probed) => {
+                    log.info(&format!("{ctx}: GPU {gpu}: clock control: {}", probed.control.describe()));
+                    let text = format!("{ctx}: {}", describe_applied(gpu, &format!("set for --gpu-freq={request}"), &probed.applied));
                     if request.verbose { log.info(&text) } else { slurm_bindings::slurm_log!(log, verbose, "{text}") }
+                    done.push((gpu, probed));
                 }
                 Err(e) => {
                     errs.report(log, ctx, &e);
                 }
             }
         }
-        StepClocks { gpus: gpus.to_vec(), how: How::Direct }
+        StepClocks { gpus: gpus.to_vec(), how: How::Direct(done) }
     }
 
     /// NVML indices of the step's GPUs.
@@ -150,11 +173,22 @@ impl StepClocks {
                 }
                 Err(e) => log.error(&format!("{ctx}: {e}; resetting clocks directly")),
             },
-            How::Direct => {}
+            How::Direct(done) => {
+                for (gpu, probed) in done {
+                    if let Err(e) = clock_control::restore(ctrl, gpu, probed.control, probed.prior) {
+                        errs.report(log, ctx, &e);
+                    }
+                }
+                return;
+            }
         }
+        // The ledger could not be reached: nothing tells which control was used, so every
+        // control of the step's GPUs goes back to its default (never slower than stock).
         for &gpu in &self.gpus {
-            if let Err(e) = ctrl.reset_application_clocks(gpu) {
-                errs.report(log, ctx, &e);
+            if let Err(errors) = clock_control::reset_all(ctrl, gpu) {
+                for e in errors {
+                    errs.report(log, ctx, &e);
+                }
             }
         }
     }
@@ -204,10 +238,11 @@ mod tests {
         let mut errs = ErrorOnce::new();
         let req = step_request("gpu:1000", None).unwrap().unwrap();
         let clocks = StepClocks::start(&gpus, dir.path(), Some(key), &[1], &req, &mut errs, &LOG, "step 5.0");
-        let c1 = gpus.application_clocks_mhz(1).unwrap();
-        assert!(c1.graphics_mhz >= 1000 && c1.graphics_mhz < 1010, "{c1:?}");
-        assert_eq!(gpus.application_clocks_mhz(0).unwrap(), gpus.default_application_clocks_mhz(0).unwrap());
+        let c1 = gpus.with_gpu(1, |g| g.locked_clocks_mhz).unwrap().expect("locked clocks on a V100 by default");
+        assert!(c1.1 >= 1000 && c1.1 < 1010, "{c1:?}");
+        assert_eq!(gpus.with_gpu(0, |g| g.locked_clocks_mhz).unwrap(), None);
         clocks.finish(&gpus, &mut errs, &LOG, "step 5.0");
+        assert_eq!(gpus.with_gpu(1, |g| g.locked_clocks_mhz).unwrap(), None);
         assert_eq!(gpus.application_clocks_mhz(1).unwrap(), gpus.default_application_clocks_mhz(1).unwrap());
         assert_eq!(errs.reported(), 0);
     }
@@ -215,12 +250,16 @@ mod tests {
     #[test]
     fn direct_without_step_identity() {
         static LOG: Logger = Logger::new("test");
-        let gpus = FakeGpus::v100s(1);
         let mut errs = ErrorOnce::new();
         let req = step_request("gpu:low", None).unwrap().unwrap();
+        // An H100 refusing locked clocks: no application clocks on Hopper, so its power limit.
+        let gpus = gpu_control::FakeGpus::new(vec![gpu_control::FakeGpu::h100(0)]);
+        gpus.with_gpu(0, |g| g.refuse_locked = Some(gpu_control::GpuErrorKind::NoPermission)).unwrap();
         let clocks = StepClocks::start(&gpus, Path::new("/nonexistent"), None, &[0], &req, &mut errs, &LOG, "t");
-        assert_eq!(gpus.application_clocks_mhz(0).unwrap().graphics_mhz, 135);
+        // low = 345 MHz: 700 W x 345 / 1980 = 122 W, below the 200 W floor.
+        assert_eq!(gpus.power_limit_mw(0).unwrap(), 200_000);
         clocks.finish(&gpus, &mut errs, &LOG, "t");
-        assert_eq!(gpus.application_clocks_mhz(0).unwrap(), gpus.default_application_clocks_mhz(0).unwrap());
+        assert_eq!(gpus.power_limit_mw(0).unwrap(), 700_000);
+        assert_eq!(errs.reported(), 0);
     }
 }

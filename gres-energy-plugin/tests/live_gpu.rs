@@ -8,7 +8,7 @@
 //!     total would not match);
 //! (c) `srun --gpu-freq=1000`: the fake shows the resolved clock during the step, the default
 //!     after it;
-//! (d) NVML errors injected (energy counter, SetApplicationsClocks): the job completes, and each
+//! (d) NVML errors injected (energy counter, SetGpuLockedClocks): the job completes, and each
 //!     step logs the failure once, with GPU and call.
 //!
 //! Skipped (with a printed reason) only when not root or when Slurm is not installed.
@@ -226,20 +226,22 @@ fn gpu_plugins_in_a_live_cluster() {
     let mut seen = None;
     while Instant::now() < deadline && seen.is_none() {
         if let Ok(s) = fake.state() {
-            seen = s.gpus.iter().position(|g| g.app_graphics_clock_mhz == want_mhz);
+            seen = s.gpus.iter().position(|g| g.target_graphics_clock_mhz() == want_mhz);
         }
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(cluster.wait_job_done(job, Duration::from_secs(60)).unwrap(), "COMPLETED");
     let after = fake.state().expect("fake state");
     println!("gpu-freq: GPU {seen:?} ran at {want_mhz} MHz during the step; after: {:?} MHz",
-        after.gpus.iter().map(|g| g.app_graphics_clock_mhz).collect::<Vec<_>>());
+        after.gpus.iter().map(|g| g.target_graphics_clock_mhz()).collect::<Vec<_>>());
     assert!(seen.is_some(), "no GPU at {want_mhz} MHz during the step:\n{}", cluster.slurmd_log("n1"));
-    assert!(after.gpus.iter().all(|g| g.app_graphics_clock_mhz == default_mhz), "clocks not restored: {after:?}");
+    assert!(after.gpus.iter().all(|g| g.target_graphics_clock_mhz() == default_mhz), "clocks not restored: {after:?}");
 
     // (d) errors: the job completes; one line per step, GPU and call.
     fake.inject_failure(FailRule::parse("nvmlDeviceGetTotalEnergyConsumption").unwrap()).unwrap();
-    fake.inject_failure(FailRule::parse("nvmlDeviceSetApplicationsClocks:NO_PERMISSION").unwrap()).unwrap();
+    // Locked clocks are the V100's first control; an UNKNOWN error stops the probe (a
+    // NO_PERMISSION would fall through to application clocks: live_gpu_generations covers it).
+    fake.inject_failure(FailRule::parse("nvmlDeviceSetGpuLockedClocks:UNKNOWN").unwrap()).unwrap();
     let job = cluster
         .sbatch(&["--gres=gpu:1", "--wrap", "srun --gres=gpu:1 --gpu-freq=low sleep 1; sleep 1"], "")
         .expect("sbatch");
@@ -252,13 +254,13 @@ fn gpu_plugins_in_a_live_cluster() {
     let (batch_energy, step_energy, step_clock) = (
         lines("batch", "nvmlDeviceGetTotalEnergyConsumption"),
         lines("0", "nvmlDeviceGetTotalEnergyConsumption"),
-        lines("0", "nvmlDeviceSetApplicationsClocks"),
+        lines("0", "nvmlDeviceSetGpuLockedClocks"),
     );
     println!("errors: job {job} {state}; error lines: batch energy {batch_energy}, step energy {step_energy}, step clocks {step_clock}");
     assert_eq!(state, "COMPLETED");
     assert_eq!((batch_energy, step_energy, step_clock), (1, 1, 1), "slurmd log:\n{log}");
     let after = fake.state().expect("fake state");
-    assert!(after.gpus.iter().all(|g| g.app_graphics_clock_mhz == default_mhz), "clocks not restored: {after:?}");
+    assert!(after.gpus.iter().all(|g| g.target_graphics_clock_mhz() == default_mhz), "clocks not restored: {after:?}");
 
     // (e) a slurmstepd killed with SIGKILL leaves its clock; slurmd's next start repairs it.
     let low_mhz = *ladder.last().expect("clocks");
@@ -268,7 +270,7 @@ fn gpu_plugins_in_a_live_cluster() {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut gpu = None;
     while Instant::now() < deadline && gpu.is_none() {
-        gpu = fake.state().ok().and_then(|s| s.gpus.iter().position(|g| g.app_graphics_clock_mhz == low_mhz));
+        gpu = fake.state().ok().and_then(|s| s.gpus.iter().position(|g| g.target_graphics_clock_mhz() == low_mhz));
         std::thread::sleep(Duration::from_millis(100));
     }
     let gpu = gpu.unwrap_or_else(|| panic!("no GPU at {low_mhz} MHz:\n{}", cluster.slurmd_log("n1")));
@@ -277,13 +279,13 @@ fn gpu_plugins_in_a_live_cluster() {
     assert_eq!(unsafe { libc::kill(stepd as i32, libc::SIGKILL) }, 0, "kill slurmstepd {stepd}");
     let _ = cluster.command("scancel").arg(job.to_string()).status();
     let _ = cluster.wait_job_done(job, Duration::from_secs(60));
-    let stuck = fake.state().expect("fake state").gpus[gpu].app_graphics_clock_mhz;
+    let stuck = fake.state().expect("fake state").gpus[gpu].target_graphics_clock_mhz();
     cluster.restart_slurmd("n1").expect("restart slurmd");
     // slurmctld may still count the old slurmd as responding: wait for the new one's start.
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut repaired = stuck;
     while Instant::now() < deadline {
-        repaired = fake.state().expect("fake state").gpus[gpu].app_graphics_clock_mhz;
+        repaired = fake.state().expect("fake state").gpus[gpu].target_graphics_clock_mhz();
         if repaired == default_mhz {
             break;
         }
@@ -400,7 +402,7 @@ fn gpu_numbering_follows_slurms_device_files() {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut clocked = None;
     while Instant::now() < deadline && clocked.is_none() {
-        clocked = fake.state().ok().and_then(|s| s.gpus.iter().position(|g| g.app_graphics_clock_mhz == low_mhz));
+        clocked = fake.state().ok().and_then(|s| s.gpus.iter().position(|g| g.target_graphics_clock_mhz() == low_mhz));
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(cluster.wait_job_done(job, Duration::from_secs(60)).unwrap(), "COMPLETED");

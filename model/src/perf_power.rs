@@ -16,6 +16,21 @@
 //! of `time_ratio - 1 = beta (1/f - 1)` over the class's measured points, and `alpha`, `p_floor`
 //! the least-squares fit of the measured powers (grid over `alpha`, closed form for `p_floor`).
 //!
+//! **Units.** Zeus measured under power limits, so each ladder step keeps the limit it was
+//! measured at ([`ClockStep::power_limit_w`]) beside the clock it maps to. On a GPU whose
+//! control is its power limit (`gpu_control::clock_control`), a step is applied as that limit,
+//! relative to the ladder's top ([`ClockStep::power_limit_frac`]) times the GPU's default limit;
+//! the clock of the step is used only where a clock control (locked or application clocks) is.
+//!
+//! **A100 and H100** have no sweeps in the data. They stand in with the A40's ([`STAND_INS`]):
+//! the A40 is the only Ampere GPU measured, the architecture of the A100 and the closest to the
+//! H100 (Hopper keeps Ampere's clock/voltage management; nothing newer was measured). The stand-in
+//! keeps the A40's clock fractions, slow-down curves and power shape, and scales its powers and
+//! limits by the ratio of board powers (A100-SXM4 400 W, H100-SXM5 700 W, A40 300 W), so a
+//! step is the same fraction of the board's limit; clocks come from the target's own maximum.
+//! What this does not capture: HBM (A100, H100) instead of GDDR6 (A40) changes the share of
+//! memory power, so memory-bound classes will save less on them than predicted.
+//!
 //! This module predicts; it must never be used as the simulator's ground truth.
 
 use std::collections::BTreeMap;
@@ -118,7 +133,16 @@ pub fn fit_sweep(sweep: &ZeusSweep, ladder: &[ClockStep]) -> Option<CurveParams>
 pub struct ClockStep {
     pub clock_mhz: u32,
     pub clock_frac: f64,
+    /// The power limit the step was measured at (the data's unit), in W of the measured GPU.
     pub power_limit_w: f64,
+}
+
+impl ClockStep {
+    /// The step's limit as a fraction of the ladder's top limit (`ladder_top_w`): what it is on
+    /// another board of the same type (`fraction x that board's default limit`).
+    pub fn power_limit_frac(&self, ladder_top_w: f64) -> f64 {
+        if ladder_top_w > 0.0 { (self.power_limit_w / ladder_top_w).clamp(0.0, 1.0) } else { 1.0 }
+    }
 }
 
 /// Prediction for one job on one GPU at one clock step.
@@ -212,7 +236,32 @@ impl GpuCurves {
     pub fn default_step(&self) -> usize {
         self.ladder.len().saturating_sub(1)
     }
+
+    /// The ladder's top power limit (W): what a step's limit is relative to.
+    pub fn top_power_limit_w(&self) -> f64 {
+        self.ladder.last().map_or(0.0, |s| s.power_limit_w)
+    }
+
+    /// These curves standing in for GPU type `gpu` (module docs): same clock fractions and
+    /// slow-downs, clocks from `max_clock_mhz`, powers and limits times `power_scale`.
+    pub fn stand_in(&self, gpu: &str, max_clock_mhz: u32, power_scale: f64) -> GpuCurves {
+        let scale = |p: &CurveParams| CurveParams { power_floor_w: p.power_floor_w * power_scale, power_full_w: p.power_full_w * power_scale, ..*p };
+        GpuCurves {
+            gpu: gpu.to_string(),
+            ladder: self
+                .ladder
+                .iter()
+                .map(|s| ClockStep { clock_mhz: (s.clock_frac * f64::from(max_clock_mhz)).round() as u32, clock_frac: s.clock_frac, power_limit_w: s.power_limit_w * power_scale })
+                .collect(),
+            classes: self.classes.iter().map(|(k, p)| (k.clone(), scale(p))).collect(),
+            generic: scale(&self.generic),
+        }
+    }
 }
+
+/// A GPU type without sweeps of its own: (type, measured type standing in, its maximum
+/// graphics clock MHz, its board power W, the measured type's board power W).
+pub const STAND_INS: [(&str, &str, u32, f64, f64); 2] = [("a100", "a40", 1410, 400.0, 300.0), ("h100", "a40", 1980, 700.0, 300.0)];
 
 /// Curves for every GPU type the site has data for.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -224,24 +273,94 @@ pub struct PerfPowerModel {
 pub const ZEUS_GPUS: [(&str, u32); 4] = [("v100", 1530), ("a40", 1740), ("p100", 1480), ("rtx6000", 1770)];
 
 impl PerfPowerModel {
-    /// Fit from `<data_dir>/zeus/summary_power_<gpu>.csv` for each known GPU type present.
+    /// Fit from `<data_dir>/zeus/summary_power_<gpu>.csv` for each known GPU type present, and
+    /// the [`STAND_INS`] of those types.
     pub fn fit_from_dir(data_dir: &Path) -> Result<PerfPowerModel, DataError> {
-        let mut gpus = Vec::new();
+        let mut gpus: Vec<GpuCurves> = Vec::new();
         for (gpu, max_clock_mhz) in ZEUS_GPUS {
-            let path = data_dir.join("zeus").join(format!("summary_power_{gpu}.csv"));
-            if !path.exists() {
-                continue;
-            }
-            let rows = load_zeus(&path)?;
-            if let Some(c) = GpuCurves::fit(gpu, &zeus_sweeps(&rows), max_clock_mhz) {
+            if let Some(c) = fit_measured(data_dir, gpu, max_clock_mhz)? {
                 gpus.push(c);
             }
         }
+        for (gpu, source, max_clock_mhz, board_w, source_board_w) in STAND_INS {
+            let stand_in = gpus.iter().find(|c| c.gpu == source).map(|c| c.stand_in(gpu, max_clock_mhz, board_w / source_board_w));
+            gpus.extend(stand_in);
+        }
         Ok(PerfPowerModel { gpus })
+    }
+
+    /// The curves of one GPU type: fitted from its own sweeps, or its stand-in's
+    /// ([`STAND_INS`]); `None` when the data has neither.
+    pub fn fit_type(data_dir: &Path, gpu_type: &str) -> Result<Option<GpuCurves>, DataError> {
+        if let Some((gpu, max_clock_mhz)) = ZEUS_GPUS.iter().copied().find(|(g, _)| *g == gpu_type) {
+            return fit_measured(data_dir, gpu, max_clock_mhz);
+        }
+        let Some((gpu, source, max_clock_mhz, board_w, source_board_w)) = STAND_INS.iter().copied().find(|(g, ..)| *g == gpu_type) else {
+            return Ok(None);
+        };
+        let source_clock = ZEUS_GPUS.iter().find(|(g, _)| *g == source).map_or(max_clock_mhz, |(_, c)| *c);
+        Ok(fit_measured(data_dir, source, source_clock)?.map(|c| c.stand_in(gpu, max_clock_mhz, board_w / source_board_w)))
+    }
+
+    /// GPU types the model knows, measured or standing in (`v100`, ..., `a100`, `h100`).
+    pub fn known_types() -> impl Iterator<Item = &'static str> {
+        ZEUS_GPUS.iter().map(|(g, _)| *g).chain(STAND_INS.iter().map(|(g, ..)| *g))
     }
 
     pub fn curves(&self, gpu: &str) -> Option<&GpuCurves> {
         let gpu = gpu.to_ascii_lowercase();
         self.gpus.iter().find(|c| c.gpu == gpu)
+    }
+}
+
+/// The curves of a measured type from `<data_dir>/zeus/summary_power_<gpu>.csv`, if present.
+fn fit_measured(data_dir: &Path, gpu: &str, max_clock_mhz: u32) -> Result<Option<GpuCurves>, DataError> {
+    let path = data_dir.join("zeus").join(format!("summary_power_{gpu}.csv"));
+    if !path.exists() {
+        return Ok(None);
+    }
+    let rows = load_zeus(&path)?;
+    Ok(GpuCurves::fit(gpu, &zeus_sweeps(&rows), max_clock_mhz))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::default_data_dir;
+
+    #[test]
+    fn a100_and_h100_stand_in_with_the_a40_sweeps_scaled_to_their_boards() {
+        let dir = default_data_dir();
+        let model = PerfPowerModel::fit_from_dir(&dir).expect("zeus data");
+        let a40 = model.curves("a40").expect("a40 measured");
+        for (gpu, max_clock_mhz, board_w) in [("a100", 1410, 400.0), ("h100", 1980, 700.0)] {
+            let c = model.curves(gpu).unwrap_or_else(|| panic!("{gpu} stands in"));
+            let scale = board_w / 300.0;
+            assert_eq!(c.ladder.len(), a40.ladder.len(), "{gpu}");
+            for (s, m) in c.ladder.iter().zip(&a40.ladder) {
+                assert_eq!(s.clock_frac, m.clock_frac);
+                assert!((s.power_limit_w - m.power_limit_w * scale).abs() < 1e-9);
+                assert!((s.power_limit_frac(c.top_power_limit_w()) - m.power_limit_frac(a40.top_power_limit_w())).abs() < 1e-12);
+            }
+            assert_eq!(c.ladder.last().map(|s| s.clock_mhz), Some(max_clock_mhz));
+            // Same slow-down, power times the board ratio, so the same energy-optimal step.
+            for step in 0..c.ladder.len() {
+                let (p, q) = (c.predict(None, step), a40.predict(None, step));
+                assert!((p.time_ratio - q.time_ratio).abs() < 1e-12);
+                assert!((p.power_w - q.power_w * scale).abs() < 1e-9);
+            }
+            let own = PerfPowerModel::fit_type(&dir, gpu).expect("read").expect("stand-in");
+            assert_eq!(&own, c, "fit_type and fit_from_dir agree for {gpu}");
+        }
+        assert_eq!(PerfPowerModel::fit_type(&dir, "b200").expect("read"), None);
+        assert!(PerfPowerModel::known_types().any(|t| t == "h100"));
+    }
+
+    #[test]
+    fn a_steps_limit_is_a_fraction_of_the_ladder_top() {
+        let s = ClockStep { clock_mhz: 900, clock_frac: 0.6, power_limit_w: 150.0 };
+        assert_eq!(s.power_limit_frac(250.0), 0.6);
+        assert_eq!(s.power_limit_frac(0.0), 1.0);
+        assert_eq!(s.power_limit_frac(100.0), 1.0, "never above the top");
     }
 }

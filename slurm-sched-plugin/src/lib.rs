@@ -61,6 +61,7 @@ const SLURM_ERROR: c_int = -1;
 /// write lock held). Non-zero makes slurmctld fail to start.
 #[unsafe(no_mangle)]
 pub extern "C" fn init() -> c_int {
+    slurm_bindings::log::install_bridge(&LOG);
     LOG.guarded("init", SLURM_ERROR, || match start() {
         Ok(()) => SLURM_SUCCESS,
         Err(e) => {

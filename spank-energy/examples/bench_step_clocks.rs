@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use gpu_control::arbiter::{Arbiter, Source, StepKey};
-use gpu_control::{GpuControl, NvmlGpu};
+use gpu_control::NvmlGpu;
 use model::config::HintDefaults;
 use spank_energy::clocks::{self, Choice, ClockArgs, PolicyModel};
 
@@ -66,11 +66,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let model = PolicyModel::load(&args)?;
         model_load.push(tm.elapsed());
         let ta = Instant::now();
-        let (per_gpu, errors) = clocks::step_clocks(&gpu, &gpus, &choice, Some(&model));
+        let (per_gpu, errors) = clocks::step_settings(&gpu, &gpus, &choice, Some(&model));
         if !errors.is_empty() || per_gpu.len() != GPUS as usize {
             return Err(format!("clocks: {errors:?}").into());
         }
-        let out = arb.request_each(&gpu, &step, &per_gpu, Source::Policy)?;
+        let out = arb.request_settings(&gpu, &step, &per_gpu, Source::Policy)?;
         if !out.gpu_errors.is_empty() {
             return Err(format!("request: {:?}", out.gpu_errors).into());
         }
@@ -82,7 +82,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let gpu = NvmlGpu::open(&lib)?;
         let te = Instant::now();
         let out = arb.release(&gpu, &step)?;
-        if !out.gpu_errors.is_empty() || gpu.application_clocks_mhz(0)? != gpu.default_application_clocks_mhz(0)? {
+        let restored = out.applied.len() == GPUS as usize && out.applied.iter().all(|(_, a)| *a == gpu_control::arbiter::Applied::Reset);
+        if !out.gpu_errors.is_empty() || !restored {
             return Err("release did not restore the default".into());
         }
         arbiter_only.push(arb_start + te.elapsed());

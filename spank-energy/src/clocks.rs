@@ -35,8 +35,8 @@ use gpu_control::arbiter::ledger_dir_from_env;
 use gpu_control::gpu_freq::{FreqValue, GpuFreqRequest, SLURM_DEFAULT_GPU_FREQ_DEF, parse_gpu_freq, resolve_application_clocks, resolve_freq_mhz};
 use gpu_control::{AppClocksMhz, GpuControl, GpuError};
 use model::config::{HintDefaults, PlannerConfig};
-use model::data::zeus::{load_zeus, zeus_sweeps};
-use model::perf_power::{GpuCurves, PerfPowerModel, ZEUS_GPUS};
+use gpu_control::clock_control::Setting;
+use model::perf_power::PerfPowerModel;
 use model::predictor::Predictor;
 use model::types::{EnergyPolicy, GpuType, Hints, JobId, Node, PendingJob, PowerState, Request, Snapshot};
 
@@ -264,9 +264,8 @@ impl PolicyModel {
             return None;
         }
         let dir = self.data_dir.as_ref()?;
-        let (name, max_clock_mhz) = ZEUS_GPUS.iter().copied().find(|(n, _)| *n == gpu_type)?;
-        let rows = load_zeus(&dir.join("zeus").join(format!("summary_power_{name}.csv"))).ok()?;
-        let curves = GpuCurves::fit(name, &zeus_sweeps(&rows), max_clock_mhz)?;
+        // Measured sweeps, or the stand-in's for A100/H100 (model::perf_power::STAND_INS).
+        let curves = PerfPowerModel::fit_type(dir, gpu_type).ok()??;
         let mut predictor = self.predictor.clone();
         predictor.perf = PerfPowerModel { gpus: vec![curves] };
         Some(predictor)
@@ -275,6 +274,13 @@ impl PolicyModel {
     /// The clock (MHz) the planner would give a job with `hints` and `gpus` GPUs of
     /// `gpu_type` on an idle node: the same planner sched/energy runs.
     pub fn clock_mhz(&self, hints: &Hints, gpu_type: &GpuType, gpus: u32) -> u32 {
+        self.clock_and_power_frac(hints, gpu_type, gpus).0
+    }
+
+    /// The planner's clock (MHz) and, when it chose a step of a measured power-limit ladder,
+    /// that step's limit as a fraction of the ladder's top (model::perf_power's units): applied
+    /// as that fraction of the GPU's default limit where the GPU is controlled by its limit.
+    pub fn clock_and_power_frac(&self, hints: &Hints, gpu_type: &GpuType, gpus: u32) -> (u32, Option<f64>) {
         let gpus = gpus.max(1);
         let job = PendingJob {
             id: JobId(1),
@@ -291,8 +297,13 @@ impl PolicyModel {
         let node = Node { name: "step".into(), gpu_type: 0, gpus, cpus: 1, mem_mb: 0, power: PowerState::On, available: true };
         let snapshot = Snapshot { now_s: 0.0, gpu_types: vec![gpu_type.clone()], nodes: vec![node], running: Vec::new(), pending: vec![job], node_sets: Vec::new(), reservations: Vec::new() };
         let fitted = self.with_curves_for(&gpu_type.name);
-        let outcome = model::planner::plan_snapshot(&snapshot, &self.planner, fitted.as_ref().unwrap_or(&self.predictor));
-        outcome.starts().next().map_or(gpu_type.default_clock_mhz, |d| d.clock_mhz)
+        let predictor = fitted.as_ref().unwrap_or(&self.predictor);
+        let outcome = model::planner::plan_snapshot(&snapshot, &self.planner, predictor);
+        let top_w = predictor.curves(&gpu_type.name).map(|c| c.top_power_limit_w()).filter(|w| *w > 0.0);
+        outcome
+            .starts()
+            .next()
+            .map_or((gpu_type.default_clock_mhz, None), |d| (d.clock_mhz, top_w.map(|top| (d.power_limit_w / top).clamp(0.0, 1.0))))
     }
 }
 
@@ -306,9 +317,7 @@ pub fn default_energy_config() -> PathBuf {
 /// the lower-cased name itself when the model has no curves for it.
 pub fn gpu_type_name(nvml_name: &str) -> String {
     let flat: String = nvml_name.to_ascii_lowercase().chars().filter(|c| c.is_ascii_alphanumeric()).collect();
-    ZEUS_GPUS
-        .iter()
-        .map(|(name, _)| *name)
+    PerfPowerModel::known_types()
         .find(|name| flat.contains(name))
         .map_or_else(|| nvml_name.to_ascii_lowercase(), str::to_string)
 }
@@ -389,23 +398,37 @@ pub fn choose(env: &StepEnv, decision_mhz: Option<u32>, defaults: &HintDefaults)
 /// errors. The model is asked once per GPU model name (NVML calls are cheap on real drivers but
 /// not free, and nodes are usually uniform).
 pub fn step_clocks(gpu: &dyn GpuControl, gpus: &[u32], choice: &Choice, model: Option<&PolicyModel>) -> (Vec<(u32, AppClocksMhz)>, Vec<GpuError>) {
+    let (settings, errors) = step_settings(gpu, gpus, choice, model);
+    (settings.into_iter().map(|(g, s)| (g, s.clocks_mhz)).collect(), errors)
+}
+
+/// [`step_clocks`] with the planner's power limit where it chose a ladder step (hints through
+/// the model): the step's fraction of the ladder's top times this GPU's default limit.
+pub fn step_settings(gpu: &dyn GpuControl, gpus: &[u32], choice: &Choice, model: Option<&PolicyModel>) -> (Vec<(u32, Setting)>, Vec<GpuError>) {
     let mut clocks = Vec::new();
     let mut errors = Vec::new();
-    let mut by_name: BTreeMap<String, AppClocksMhz> = BTreeMap::new();
+    let mut by_name: BTreeMap<String, (AppClocksMhz, Option<f64>)> = BTreeMap::new();
     for &index in gpus {
         let result = match choice {
-            Choice::Explicit(req, _) => explicit_clocks(gpu, index, req),
-            Choice::Decision(mhz) => policy_clocks(gpu, index, *mhz),
-            Choice::Hints(hints) => gpu.name(index).and_then(|name| match by_name.get(&name) {
-                Some(c) => Ok(*c),
-                None => {
-                    let c = gpu_type_of(gpu, index).and_then(|gt| {
-                        let mhz = model.map_or(gt.default_clock_mhz, |m| m.clock_mhz(hints, &gt, gpus.len() as u32));
-                        policy_clocks(gpu, index, mhz)
-                    })?;
-                    by_name.insert(name, c);
-                    Ok(c)
-                }
+            Choice::Explicit(req, _) => explicit_clocks(gpu, index, req).map(Setting::clocks),
+            Choice::Decision(mhz) => policy_clocks(gpu, index, *mhz).map(Setting::clocks),
+            Choice::Hints(hints) => gpu.name(index).and_then(|name| {
+                let (c, frac) = match by_name.get(&name) {
+                    Some(c) => *c,
+                    None => {
+                        let c = gpu_type_of(gpu, index).and_then(|gt| {
+                            let (mhz, frac) = model.map_or((gt.default_clock_mhz, None), |m| m.clock_and_power_frac(hints, &gt, gpus.len() as u32));
+                            Ok((policy_clocks(gpu, index, mhz)?, frac))
+                        })?;
+                        by_name.insert(name, c);
+                        c
+                    }
+                };
+                let power_limit_mw = match frac {
+                    Some(f) => Some((f64::from(gpu.default_power_limit_mw(index)?) * f).round() as u32),
+                    None => None,
+                };
+                Ok(Setting { clocks_mhz: c, power_limit_mw })
             }),
         };
         match result {
@@ -495,6 +518,32 @@ mod tests {
         let (clocks, errors) = step_clocks(&gpus, &[0], &Choice::Hints(eff), Some(&m));
         assert!(errors.is_empty());
         assert!(clocks[0].1.graphics_mhz >= eff_mhz && clocks[0].1.graphics_mhz < eff_mhz + 8);
+    }
+
+    #[test]
+    fn h100_policy_steps_carry_the_ladders_power_limit() {
+        let gpus = FakeGpus::new(vec![gpu_control::FakeGpu::h100(0)]);
+        let gt = gpu_type_of(&gpus, 0).unwrap();
+        assert_eq!((gt.name.as_str(), gt.default_clock_mhz), ("h100", 1980));
+        let d = HintDefaults::default();
+        let eff = hints_from_values(&[("policy".to_string(), "efficiency".to_string()), ("max_slowdown".into(), "2".into())].into(), &d);
+        let data = model::data::default_data_dir();
+        if !data.join("zeus").is_dir() {
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "no model data at {} under CI", data.display());
+            println!("SKIPPED: no model data at {}", data.display());
+            return;
+        }
+        let m = PolicyModel::load(&ClockArgs { data_dir: Some(data), energy_config: None, ..ClockArgs::default() }).unwrap();
+        let (mhz, frac) = m.clock_and_power_frac(&eff, &gt, 1);
+        let frac = frac.expect("the A40 stand-in's ladder has limits");
+        assert!(mhz < 1980 && frac < 1.0 && frac > 0.0, "{mhz} MHz, {frac}");
+        let (settings, errors) = step_settings(&gpus, &[0], &Choice::Hints(eff.clone()), Some(&m));
+        assert!(errors.is_empty(), "{errors:?}");
+        let limit_mw = settings[0].1.power_limit_mw.expect("a limit");
+        assert_eq!(limit_mw, (700_000.0 * frac).round() as u32, "the step's fraction of the H100's default limit");
+        // An explicit --gpu-freq or sched/energy's clock carry only a clock.
+        let (settings, _) = step_settings(&gpus, &[0], &Choice::Decision(1500), Some(&m));
+        assert_eq!(settings[0].1.power_limit_mw, None);
     }
 
     #[test]

@@ -106,6 +106,30 @@ fn log_error(msg: &str) {
     log_with(c"slurm_error", msg);
 }
 
+/// The `log` facade's lines (model/, gpu-control/) go through the SPANK log functions of the
+/// loading process, each at its level (spank.h exports `slurm_debug` etc. as well; whether a
+/// debug line shows is the process's own log level's decision).
+struct SpankSink;
+
+impl slurm_bindings::log::Sink for SpankSink {
+    fn enabled(&self, _level: slurm_bindings::log::Level) -> bool {
+        true
+    }
+    fn write(&self, level: slurm_bindings::log::Level, msg: &str) {
+        use slurm_bindings::log::Level;
+        let func = match level {
+            Level::Error => c"slurm_error",
+            Level::Info => c"slurm_info",
+            Level::Verbose => c"slurm_verbose",
+            Level::Debug => c"slurm_debug",
+            Level::Debug2 => c"slurm_debug2",
+        };
+        log_with(func, msg);
+    }
+}
+
+static SPANK_SINK: SpankSink = SpankSink;
+
 fn log_info(msg: &str) {
     log_with(c"slurm_info", msg);
 }
@@ -187,6 +211,7 @@ fn slurmd_env_var(pid: u32, name: &str) -> Option<String> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn slurm_spank_init(spank: *mut c_void, ac: c_int, av: *mut *mut c_char) -> c_int {
     catch_unwind(AssertUnwindSafe(|| {
+        slurm_bindings::log::install_bridge(&SPANK_SINK);
         // SAFETY: Slurm passes `ac` valid NUL-terminated strings in `av`.
         let args = unsafe { plugin_args(ac, av) };
         let b = match parse::parse_plugin_args(args.iter().map(String::as_str)) {

@@ -268,13 +268,13 @@ fn nvml_indices(gpu: &dyn GpuControl, slurm_gpus: &[usize], label: &str) -> Opti
 }
 
 fn request(arbiter: &Arbiter, gpu: &dyn GpuControl, key: &StepKey, label: &str, gpus: &[u32], choice: &Choice, model: Option<&PolicyModel>) {
-    let (per_gpu, errors) = clocks::step_clocks(gpu, gpus, choice, model);
+    let (per_gpu, errors) = clocks::step_settings(gpu, gpus, choice, model);
     log_gpu_errors(label, &errors, "the step runs without its clock on this GPU");
     if per_gpu.is_empty() {
         return;
     }
     let source = if matches!(choice, Choice::Explicit(..)) { Source::Explicit } else { Source::Policy };
-    match arbiter.request_each(gpu, key, &per_gpu, source) {
+    match arbiter.request_settings(gpu, key, &per_gpu, source) {
         Ok(out) => report(label, &out, choice, &per_gpu),
         Err(e) => log_once(None, "ledger", &format!("{label}: {e}; GPU clocks unchanged")),
     }
@@ -290,10 +290,19 @@ fn log_repaired(label: &str, out: &Outcome) {
     }
 }
 
-fn report(label: &str, out: &Outcome, choice: &Choice, asked: &[(u32, gpu_control::AppClocksMhz)]) {
+fn report(label: &str, out: &Outcome, choice: &Choice, asked: &[(u32, gpu_control::clock_control::Setting)]) {
     log_gpu_errors(label, &out.gpu_errors, "the step runs on; clocks are restored when it ends");
     log_repaired(label, out);
-    let asked: Vec<String> = asked.iter().map(|(g, c)| format!("GPU {g} {} MHz", c.graphics_mhz)).collect();
+    for line in out.describe_controls() {
+        log_info(&format!("{label}: {line}"));
+    }
+    let asked: Vec<String> = asked
+        .iter()
+        .map(|(g, s)| match s.power_limit_mw {
+            Some(mw) => format!("GPU {g} {} MHz or {} W", s.clocks_mhz.graphics_mhz, mw / 1000),
+            None => format!("GPU {g} {} MHz", s.clocks_mhz.graphics_mhz),
+        })
+        .collect();
     log_info(&format!("{label}: {} asks for {}", choice.describe(), asked.join(", ")));
 }
 
@@ -318,7 +327,7 @@ pub(crate) fn step_end(args: &ClockArgs) {
         // The ledger stayed locked (another process stuck): do not leave this step's GPUs
         // slowed; their defaults are never slower. The next operation prunes the request.
         Err(e) if e.op == "lock" => {
-            let reset: Vec<String> = step.gpus.iter().filter(|&&g| gpu.reset_application_clocks(g).is_ok()).map(ToString::to_string).collect();
+            let reset: Vec<String> = step.gpus.iter().filter(|&&g| gpu_control::clock_control::reset_all(&gpu, g).is_ok()).map(ToString::to_string).collect();
             log_error(&format!("{}: {e}; reset GPU(s) {} to their default clocks without the ledger", step.label, reset.join(",")));
         }
         Err(e) => log_error(&format!("{}: {e}; the next step or slurmd start repairs the clocks", step.label)),

@@ -105,7 +105,7 @@ impl Rig {
 
     /// Application graphics clock of each GPU, from the fake's state file.
     fn clocks_mhz(&self) -> Vec<u32> {
-        self.fake.state().expect("fake state").gpus.iter().map(|g| g.app_graphics_clock_mhz).collect()
+        self.fake.state().expect("fake state").gpus.iter().map(|g| g.target_graphics_clock_mhz()).collect()
     }
 
     /// Polls the state until `pred` holds; panics with `what` and the last clocks otherwise.
@@ -336,13 +336,14 @@ fn shard_jobs_share_a_gpu_and_faults_do_not_fail_jobs() {
     assert_eq!(rig.ledger_requests(), 0);
 
     // (e) NVML fails setting clocks: the job still completes, one log line names GPU and call.
-    rig.fake.inject_failure(FailRule::parse("nvmlDeviceSetApplicationsClocks").expect("rule")).expect("inject");
+    // (The V100's control is locked clocks, tried first: fail that call.)
+    rig.fake.inject_failure(FailRule::parse("nvmlDeviceSetGpuLockedClocks").expect("rule")).expect("inject");
     let job = rig.sbatch(&["--gres=shard:1", "--energy-policy=efficiency", "--energy-max-slowdown=2.0", "--wrap", "srun sleep 1; sleep 1"]);
     rig.wait_done(job);
     let log = rig.cluster().slurmd_log("n1");
     let lines: Vec<&str> = log
         .lines()
-        .filter(|l| l.contains(&format!("job {job} step")) && l.contains("GPU 0: nvmlDeviceSetApplicationsClocks"))
+        .filter(|l| l.contains(&format!("job {job} step")) && l.contains("GPU 0: nvmlDeviceSetGpuLockedClocks"))
         .collect();
     println!("  fault log lines:\n    {}", lines.join("\n    "));
     // One line for each of the job's two steps (batch and the srun step), no more.

@@ -37,7 +37,7 @@ fn mknod_gpus(dir: &Path) {
 fn wait_clocks(fake: &FakeNvml, cluster: &LocalCluster, what: &str, pred: impl Fn(&[u32]) -> bool) {
     let start = Instant::now();
     loop {
-        let c: Vec<u32> = fake.state().expect("state").gpus.iter().map(|g| g.app_graphics_clock_mhz).collect();
+        let c: Vec<u32> = fake.state().expect("state").gpus.iter().map(|g| g.target_graphics_clock_mhz()).collect();
         if pred(&c) {
             println!("  {what}: {c:?} after {:.1}s", start.elapsed().as_secs_f64());
             return;

@@ -400,9 +400,15 @@ for g in $gpus; do $ctl set-util "$g" 0; done
     }
 }
 
-/// The graphics application clock in a `fake-nvml-ctl show` line (`... app 877/1312 MHz ...`).
+/// The graphics clock a busy GPU targets in a `fake-nvml-ctl show` line: the top of the locked
+/// range (`... locked 135-1057 ...`, the V100's first clock control) if clocks are locked, else
+/// the application clock (`... app 877/1312 MHz ...`).
 pub fn parse_app_clock_mhz(output: &str) -> Option<u32> {
     output.lines().filter(|l| l.starts_with("gpu ")).find_map(|l| {
+        let locked = l.split(" locked ").nth(1).and_then(|r| r.split_whitespace().next()).and_then(|r| r.split_once('-')).and_then(|(_, hi)| hi.parse().ok());
+        if locked.is_some() {
+            return locked;
+        }
         let after = l.split(" app ").nth(1)?;
         let pair = after.split_whitespace().next()?;
         pair.split('/').nth(1)?.parse().ok()
@@ -836,6 +842,8 @@ mod tests {
         assert_eq!(parse_app_clock_mhz(out), Some(1057));
         assert_eq!(parse_app_clock_mhz("GPUs on n1\n"), None);
         assert_eq!(parse_app_clock_mhz("gpu 0: app x/y MHz"), None);
+        let locked = "gpu 1: util  90%/ 10%  app 877/1312 MHz  locked 135-945  clock 945 MHz  power 120.3 W  energy 5.000 J\n";
+        assert_eq!(parse_app_clock_mhz(locked), Some(945), "locked clocks are what the GPU runs at");
     }
 
     #[test]

@@ -3,6 +3,11 @@
 
 pub mod acct_report;
 pub mod demo;
+pub mod package;
+pub mod package_cli;
+pub mod package_deb;
+pub mod package_lintian;
+pub mod package_man;
 pub mod plots;
 pub mod report;
 pub mod sim;

@@ -52,6 +52,15 @@ enum Command {
     ///
     /// Needs root on Debian 12, like `demo`. Exit status 0 only when every check passed.
     Soak(SoakArgs),
+    /// Build the Debian package of the plugins for one Slurm release:
+    /// target/packages/slurm-energy-plugins-<release>_<version>_<arch>.deb.
+    ///
+    /// It depends on Debian's Slurm packages of exactly that release (bookworm's 22.05.8,
+    /// trixie's 24.11.5, forky's 26.05.5) and installs the plugins into their plugin directory,
+    /// this CLI, a man page of the --energy-* options and example configuration under
+    /// /usr/share/doc. Needs root on Debian 12 (it prepares the release's Slurm source tree with
+    /// tools/slurm-env.sh or tools/slurm-release.sh), cargo and dpkg-dev.
+    Package(tools::package_cli::PackageArgs),
     /// Energy and carbon report of the cluster's jobs over a time window, from the accounting
     /// records of the cluster SLURM_CONF names (`sacct`): per user, account, partition, tag
     /// and job; GPU-hours at each clock; energy saved against the default clock (estimate);
@@ -420,11 +429,15 @@ fn simulate(a: SimulateArgs) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
+    // Lines of the library crates (model/, gpu-control/) at warn and above; RUST_LOG=debug etc.
+    // shows more, e.g. RUST_LOG=model=debug.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Simulate(a) => simulate(a),
         Command::Demo(a) => demo(a),
         Command::Soak(a) => soak(a),
+        Command::Package(a) => tools::package_cli::run(a),
         Command::Report(a) => acct_report(a),
     };
     match result {

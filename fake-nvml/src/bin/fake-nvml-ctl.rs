@@ -113,15 +113,18 @@ fn run(args: &[String]) -> Result<(), String> {
                 let locked = g
                     .locked_clocks_mhz
                     .map_or_else(|| "-".to_string(), |(lo, hi)| format!("{lo}-{hi}"));
+                let view = fake.config.for_gpu(i);
                 println!(
-                    "gpu {i}: util {:>3}%/{:>3}%  app {}/{} MHz  locked {locked}  clock {} MHz  power {:.1} W  energy {:.3} J",
+                    "gpu {i}: util {:>3}%/{:>3}%  app {}/{} MHz  locked {locked}  clock {} MHz  power {:.1} W  energy {:.3} J  limit {:.1} W  model {}",
                     g.util_gpu_pct,
                     g.util_memory_pct,
                     g.app_memory_clock_mhz,
                     g.app_graphics_clock_mhz,
-                    model::current_graphics_clock_mhz(&fake.config, g),
-                    model::power_mw(&fake.config, g) / 1000.0,
-                    model::energy_mj_at(&fake.config, g, now) / 1000.0,
+                    model::current_graphics_clock_mhz(&view, g),
+                    model::power_mw(&view, g) / 1000.0,
+                    model::energy_mj_at(&view, g, now) / 1000.0,
+                    f64::from(g.power_limit_mw) / 1000.0,
+                    view.model,
                 );
             }
             Ok(())

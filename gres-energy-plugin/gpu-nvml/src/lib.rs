@@ -105,6 +105,7 @@ fn devmap<'a>(st: &'a mut State, ctrl: &dyn GpuControl, ctx: &str) -> Option<&'a
 
 #[unsafe(no_mangle)]
 pub extern "C" fn init() -> c_int {
+    slurm_bindings::log::install_bridge(&LOG);
     LOG.guarded("init", SLURM_ERROR, || {
         if let Err(e) = node_api::node_api() {
             LOG.error(&format!("cannot load: {e}"));

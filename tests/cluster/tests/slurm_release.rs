@@ -24,8 +24,11 @@ fn release_script_takes_one_release_and_names_no_host() {
     assert!(help.status.success());
     assert!(String::from_utf8_lossy(&help.stdout).contains("deb-src"));
     // Entries are derived from the machine's own sources: the project names no repository.
-    let text = std::fs::read_to_string(script()).expect("read the script");
-    assert!(!text.contains("://"), "tools/slurm-release.sh must not name a repository host");
+    for name in ["slurm-release.sh", "slurm-env.sh", "apt-src.sh"] {
+        let path = script().with_file_name(name);
+        let text = std::fs::read_to_string(&path).expect("read the script");
+        assert!(!text.contains("://"), "tools/{name} must not name a repository host");
+    }
 }
 
 /// `KEY=value` lines of the script's output.

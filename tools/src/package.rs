@@ -1,0 +1,405 @@
+//! `slurm-energy package --slurm 22.05|24.11|26.05`: one Debian package per Slurm release,
+//! `slurm-energy-plugins-<series>_<version>_<arch>.deb`, for Debian's own Slurm packages of that
+//! release (bookworm's 22.05.8, trixie's 24.11.5, forky's 26.05.5).
+//!
+//! Steps: find the release's configured Slurm tree (`tools/slurm-env.sh` for the system's
+//! 22.05.8, `tools/slurm-release.sh` for the others, or `--slurm-src`), check that it is exactly
+//! that release, build the plugins in release mode against it (a target dir of their own per
+//! release), the `slurm-energy` CLI and the man pages, then lay out the package
+//! ([`crate::package_deb`]) and build it with `dpkg-deb`.
+//!
+//! Which Debian packages the result depends on, and why a range pinned to the micro release:
+//! see [`SlurmRelease::depends`].
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::package_deb::{self, DebInputs};
+
+/// A Slurm release the bundle is packaged for, and Debian's package of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlurmRelease {
+    /// `major.minor`, as given to `--slurm` and in the package name.
+    pub series: &'static str,
+    /// The micro release the plugins are built for (Slurm checks it at load time).
+    pub upstream: &'static str,
+    /// Version of Debian's `slurm-wlm` source package of that release.
+    pub debian_version: &'static str,
+    /// The Debian suite that ships it.
+    pub suite: &'static str,
+    /// The next micro release (excluded by `Depends`).
+    pub next_micro: &'static str,
+}
+
+/// The releases the bundle is written for (README, "Slurm releases").
+pub const RELEASES: [SlurmRelease; 3] = [
+    SlurmRelease { series: "22.05", upstream: "22.05.8", debian_version: "22.05.8-4+deb12u3", suite: "bookworm", next_micro: "22.05.9" },
+    SlurmRelease { series: "24.11", upstream: "24.11.5", debian_version: "24.11.5-4+deb13u1", suite: "trixie", next_micro: "24.11.6" },
+    SlurmRelease { series: "26.05", upstream: "26.05.5", debian_version: "26.05.5-1", suite: "forky", next_micro: "26.05.6" },
+];
+
+/// Debian's binary package that ships Slurm's plugin directory and `libslurmfull.so`; slurmctld,
+/// slurmd and slurm-client each depend on exactly its version, so every host of a cluster
+/// (controller, compute node, submit host) has it, and our plugins go into its directory.
+pub const SLURM_PLUGINS_PACKAGE: &str = "slurm-wlm-basic-plugins";
+
+/// Debian's package with Slurm's own `gpu_nvml.so` (source `slurm-wlm-contrib`, in contrib for bookworm, trixie and forky); ours replaces it.
+pub const STOCK_NVML_PACKAGE: &str = "slurm-wlm-nvml-plugin";
+
+/// Virtual package every `slurm-energy-plugins-<series>` provides and conflicts with: they all
+/// install the same plugin names and `/usr/bin/slurm-energy`, so only one can be installed.
+pub const VIRTUAL_PACKAGE: &str = "slurm-energy-plugins";
+
+/// The plugins in the package: (cargo package, file cargo builds, name in the plugin dir).
+pub const PLUGINS: [(&str, &str, &str); 5] = [
+    ("slurm-sched-plugin", "libsched_energy.so", "sched_energy.so"),
+    ("spank-energy", "libspank_energy.so", "spank_energy.so"),
+    ("gpu-nvml-plugin", "libgpu_nvml.so", "gpu_nvml.so"),
+    ("acct-gather-energy-nvml", "libacct_gather_energy_nvml.so", "acct_gather_energy_nvml.so"),
+    ("cli-filter-energy", "libcli_filter_energy.so", "cli_filter_energy.so"),
+];
+
+impl SlurmRelease {
+    /// The release for `--slurm` (`22.05`, or the full `22.05.8`).
+    pub fn find(series: &str) -> Result<SlurmRelease, String> {
+        RELEASES.iter().copied().find(|r| r.series == series || r.upstream == series).ok_or_else(|| {
+            let known: Vec<&str> = RELEASES.iter().map(|r| r.series).collect();
+            format!("no package for Slurm {series:?}: the bundle is built for {}", known.join(", "))
+        })
+    }
+
+    /// `slurm-energy-plugins-22.05`.
+    pub fn package_name(&self) -> String {
+        format!("{VIRTUAL_PACKAGE}-{}", self.series)
+    }
+
+    /// The `Depends` on Slurm: `slurm-wlm-basic-plugins (>= 22.05.8), slurm-wlm-basic-plugins
+    /// (<< 22.05.9~)`. Slurm refuses a plugin built for another micro release (it compares
+    /// `plugin_version` with its own `SLURM_VERSION_NUMBER`), so the range is exactly the micro
+    /// release; within it, Debian's stable updates (`-4+deb12u3` -> `u4`) keep the version
+    /// Slurm checks and the internal interfaces, and an exact `(= 22.05.8-4+deb12u3)` would
+    /// only make apt hold back or remove the bundle at each security update.
+    pub fn depends(&self) -> String {
+        format!("{SLURM_PLUGINS_PACKAGE} (>= {}), {SLURM_PLUGINS_PACKAGE} (<< {}~)", self.upstream, self.next_micro)
+    }
+}
+
+/// What `slurm-energy package` was asked for.
+#[derive(Clone, Debug)]
+pub struct PackageOptions {
+    pub project_dir: PathBuf,
+    pub release: SlurmRelease,
+    /// Where the `.deb` goes (default `<project>/target/packages`).
+    pub out_dir: PathBuf,
+    /// The configured Slurm tree; default: the one `tools/slurm-env.sh` (22.05) or
+    /// `tools/slurm-release.sh` (others) prepares.
+    pub slurm_src: Option<PathBuf>,
+    /// Cargo's target dir for the plugins; default `<project>/target` for 22.05 (the system's
+    /// release, as `.ci/run`) and `<project>/target/slurm-<series>` for the others.
+    pub target_dir: Option<PathBuf>,
+    /// `Maintainer:` of the package (default: packaging/debian/maintainer).
+    pub maintainer: Option<String>,
+}
+
+impl PackageOptions {
+    pub fn new(project_dir: &Path, release: SlurmRelease) -> PackageOptions {
+        PackageOptions {
+            out_dir: project_dir.join("target").join("packages"),
+            project_dir: project_dir.to_path_buf(),
+            release,
+            slurm_src: None,
+            target_dir: None,
+            maintainer: None,
+        }
+    }
+
+    fn plugin_target_dir(&self) -> PathBuf {
+        match &self.target_dir {
+            Some(d) => d.clone(),
+            None if self.release.series == "22.05" => self.project_dir.join("target"),
+            None => self.project_dir.join("target").join(format!("slurm-{}", self.release.series)),
+        }
+    }
+}
+
+/// `#define SLURM_VERSION_NUMBER 0x160508` of a configured tree -> `22.05.8`.
+pub fn tree_release(src: &Path) -> Result<String, String> {
+    let header = src.join("slurm").join("slurm_version.h");
+    let text = std::fs::read_to_string(&header).map_err(|e| format!("{}: {e} (not a configured Slurm source tree)", header.display()))?;
+    let (line_no, hex) = text
+        .lines()
+        .enumerate()
+        .find_map(|(i, l)| l.strip_prefix("#define SLURM_VERSION_NUMBER ").map(|v| (i + 1, v.trim())))
+        .ok_or_else(|| format!("{}: no SLURM_VERSION_NUMBER line", header.display()))?;
+    let n = u32::from_str_radix(hex.trim_start_matches("0x"), 16)
+        .map_err(|e| format!("{}:{line_no}: SLURM_VERSION_NUMBER {hex:?} is not a hex number: {e}", header.display()))?;
+    Ok(format!("{}.{:02}.{}", n >> 16, (n >> 8) & 0xff, n & 0xff))
+}
+
+/// Runs a script of the project that prints `SLURM_SRC_DIR=...` on stdout; its progress on
+/// stderr is passed through, and its last lines are repeated in the error when it fails.
+fn run_tree_script(project: &Path, script: &str, args: &[&str]) -> Result<PathBuf, String> {
+    let path = project.join("tools").join(script);
+    if !path.is_file() {
+        return Err(format!("{} not found: is {} the project's source tree?", path.display(), project.display()));
+    }
+    eprintln!("slurm-energy package: bash tools/{script} {}", args.join(" "));
+    let mut child = Command::new("bash")
+        .arg(&path)
+        .args(args)
+        .current_dir(project)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("run {}: {e}", path.display()))?;
+    let stderr = child.stderr.take();
+    let tail = std::thread::spawn(move || {
+        let mut last: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+        if let Some(err) = stderr {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                eprintln!("{line}");
+                if last.len() == 6 {
+                    last.pop_front();
+                }
+                last.push_back(line);
+            }
+        }
+        last.into_iter().collect::<Vec<_>>()
+    });
+    let mut stdout = String::new();
+    if let Some(mut o) = child.stdout.take() {
+        let _ = o.read_to_string(&mut stdout);
+    }
+    let status = child.wait().map_err(|e| format!("wait for {}: {e}", path.display()))?;
+    let last = tail.join().unwrap_or_default();
+    if !status.success() {
+        return Err(format!("tools/{script} {} failed ({status}):\n{}", args.join(" "), last.join("\n")));
+    }
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("SLURM_SRC_DIR="))
+        .map(|d| PathBuf::from(d.trim()))
+        .ok_or_else(|| format!("tools/{script} printed no SLURM_SRC_DIR= line"))
+}
+
+/// The configured Slurm tree of `release`, prepared by the project's scripts when not given.
+pub fn slurm_tree(opts: &PackageOptions) -> Result<PathBuf, String> {
+    let rel = &opts.release;
+    let src = match &opts.slurm_src {
+        Some(s) => s.clone(),
+        None if rel.series == "22.05" => run_tree_script(&opts.project_dir, "slurm-env.sh", &[])
+            .map_err(|e| format!("cannot prepare Slurm {}'s source tree: {e}", rel.upstream))?,
+        None => run_tree_script(&opts.project_dir, "slurm-release.sh", &[rel.upstream]).map_err(|e| {
+            format!(
+                "cannot package for Slurm {}: its source tree cannot be built on this machine ({} {} from {}).\n{e}",
+                rel.upstream, "slurm-wlm", rel.debian_version, rel.suite
+            )
+        })?,
+    };
+    let found = tree_release(&src)?;
+    if found != rel.upstream {
+        return Err(format!(
+            "{} is Slurm {found}, not {}: a package for {} must be built against that exact release",
+            src.display(),
+            rel.upstream,
+            rel.series
+        ));
+    }
+    Ok(src)
+}
+
+fn cargo() -> std::ffi::OsString {
+    std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
+}
+
+fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
+    let status = cmd.stdin(Stdio::null()).status().map_err(|e| format!("{what}: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("{what} failed ({status})")) }
+}
+
+/// The files the package is made of, built.
+#[derive(Clone, Debug)]
+pub struct BuiltFiles {
+    /// (built file, name in the plugin dir).
+    pub plugins: Vec<(PathBuf, String)>,
+    pub cli: PathBuf,
+    /// `name<TAB>arginfo<TAB>usage` of each `--energy-*` option, as spank_energy.so registers it.
+    pub spank_options: String,
+    /// `slurm-energy --help` and each subcommand's.
+    pub cli_help: Vec<(String, String)>,
+}
+
+/// Debian's build flags for C (`dpkg-buildflags`: CFLAGS and CPPFLAGS, hence
+/// `-D_FORTIFY_SOURCE=2`, `-fstack-protector-strong`, `-Werror=format-security`) for the C shim
+/// the plugins link (the cc crate reads `CFLAGS`); Rust code needs none of them.
+pub fn debian_cflags() -> Result<String, String> {
+    let get = |what: &str| -> Result<String, String> {
+        let out = Command::new("dpkg-buildflags").args(["--get", what]).output().map_err(|e| format!("run dpkg-buildflags: {e} (apt-get install dpkg-dev)"))?;
+        if !out.status.success() {
+            return Err(format!("dpkg-buildflags --get {what} failed ({})", out.status));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    Ok(format!("{} {}", get("CFLAGS")?, get("CPPFLAGS")?))
+}
+
+/// Builds the plugins (release) against `src`, the spank-energy example that lists the options,
+/// and the CLI (release-independent, in the project's default target dir).
+pub fn build(opts: &PackageOptions, src: &Path) -> Result<BuiltFiles, String> {
+    let target = opts.plugin_target_dir();
+    let mut plugins_cmd = Command::new(cargo());
+    plugins_cmd
+        .current_dir(&opts.project_dir)
+        .args(["build", "--release"])
+        .args(PLUGINS.iter().flat_map(|(p, _, _)| ["-p", p]))
+        .arg("--target-dir")
+        .arg(&target)
+        .env("SLURM_SRC_DIR", src)
+        .env("CFLAGS", debian_cflags()?);
+    eprintln!("slurm-energy package: building the plugins for Slurm {} in {}", opts.release.upstream, target.display());
+    run(&mut plugins_cmd, "cargo build --release (plugins)")?;
+    let mut example = Command::new(cargo());
+    example
+        .current_dir(&opts.project_dir)
+        .args(["build", "--release", "-p", "spank-energy", "--example", "man_options", "--target-dir"])
+        .arg(&target)
+        .env("SLURM_SRC_DIR", src);
+    run(&mut example, "cargo build --release -p spank-energy --example man_options")?;
+    let release_dir = target.join("release");
+    let lister = release_dir.join("examples").join("man_options");
+    let out = Command::new(&lister).output().map_err(|e| format!("run {}: {e}", lister.display()))?;
+    if !out.status.success() {
+        return Err(format!("{} failed ({}): {}", lister.display(), out.status, String::from_utf8_lossy(&out.stderr)));
+    }
+    let spank_options = String::from_utf8(out.stdout).map_err(|e| format!("{}: output is not UTF-8: {e}", lister.display()))?;
+
+    let cli_target = opts.project_dir.join("target");
+    let mut cli_cmd = Command::new(cargo());
+    cli_cmd.current_dir(&opts.project_dir).args(["build", "--release", "-p", "tools", "--bin", "slurm-energy", "--target-dir"]).arg(&cli_target);
+    run(&mut cli_cmd, "cargo build --release -p tools --bin slurm-energy")?;
+    let cli = cli_target.join("release").join("slurm-energy");
+
+    let mut plugins = Vec::new();
+    for (_, built, name) in PLUGINS {
+        let p = release_dir.join(built);
+        if !p.is_file() {
+            return Err(format!("{} was not built", p.display()));
+        }
+        plugins.push((p, name.to_string()));
+    }
+    let cli_help = cli_help_texts(&cli)?;
+    Ok(BuiltFiles { plugins, cli, spank_options, cli_help })
+}
+
+/// `slurm-energy --help`, then `slurm-energy <sub> --help` for each subcommand it lists.
+fn cli_help_texts(cli: &Path) -> Result<Vec<(String, String)>, String> {
+    let help = |args: &[&str]| -> Result<String, String> {
+        let out = Command::new(cli).args(args).arg("--help").env("COLUMNS", "78").output().map_err(|e| format!("run {}: {e}", cli.display()))?;
+        if !out.status.success() {
+            return Err(format!("{} {} --help failed ({})", cli.display(), args.join(" "), out.status));
+        }
+        String::from_utf8(out.stdout).map_err(|e| format!("{} --help: not UTF-8: {e}", cli.display()))
+    };
+    let top = help(&[])?;
+    let mut texts = vec![(String::new(), top.clone())];
+    let mut in_commands = false;
+    for line in top.lines() {
+        if line.trim_end() == "Commands:" {
+            in_commands = true;
+            continue;
+        }
+        if in_commands {
+            let Some(name) = line.strip_prefix("  ").and_then(|l| l.split_whitespace().next()) else { break };
+            if name != "help" {
+                texts.push((name.to_string(), help(&[name])?));
+            }
+        }
+    }
+    Ok(texts)
+}
+
+/// Builds the package; returns the `.deb`'s path.
+pub fn package(opts: &PackageOptions) -> Result<PathBuf, String> {
+    for tool in ["dpkg-deb", "dpkg-shlibdeps", "dpkg-buildflags", "strip", "md5sum", "gzip"] {
+        if which(tool).is_none() {
+            return Err(format!("{tool} is not installed (apt-get install dpkg-dev binutils)"));
+        }
+    }
+    let src = slurm_tree(opts)?;
+    let source_note = source_note(&src, &opts.release);
+    let built = build(opts, &src)?;
+    let packaging = opts.project_dir.join("packaging");
+    let inputs = DebInputs {
+        release: opts.release,
+        version: package_deb::package_version(&packaging)?,
+        arch: package_deb::host_arch()?,
+        multiarch: package_deb::host_multiarch()?,
+        maintainer: match &opts.maintainer {
+            Some(m) => m.clone(),
+            None => package_deb::read_packaging_file(&packaging, "debian/maintainer")?.trim().to_string(),
+        },
+        packaging,
+        energy_toml: opts.project_dir.join("etc").join("energy.toml"),
+        source_note,
+        built,
+    };
+    package_deb::assemble(&inputs, &opts.out_dir)
+}
+
+/// What the plugins were built against, for the changelog and README.Debian: Debian's source
+/// package with its patches (a `debian/patches/series` in the tree), or the upstream source
+/// alone (where the archive serves the `.orig.tar` but not the Debian diff, as for 24.11.5 here).
+pub fn source_note(src: &Path, release: &SlurmRelease) -> String {
+    if src.join("debian").join("patches").join("series").is_file() {
+        format!("Built against Debian's slurm-wlm {} source with its patches.", release.debian_version)
+    } else {
+        format!(
+            "Built against the upstream Slurm {} source without Debian's patches (the archive served no Debian diff of slurm-wlm {}).",
+            release.upstream, release.debian_version
+        )
+    }
+}
+
+/// The program `name` on `PATH`.
+pub fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn releases_are_found_by_series_and_full_version() {
+        assert_eq!(SlurmRelease::find("24.11").map(|r| r.upstream), Ok("24.11.5"));
+        assert_eq!(SlurmRelease::find("22.05.8").map(|r| r.series), Ok("22.05"));
+        let err = SlurmRelease::find("23.02").unwrap_err();
+        assert!(err.contains("22.05, 24.11, 26.05"), "{err}");
+    }
+
+    #[test]
+    fn depends_pins_the_micro_release() {
+        let r = SlurmRelease::find("22.05").expect("22.05");
+        assert_eq!(r.depends(), "slurm-wlm-basic-plugins (>= 22.05.8), slurm-wlm-basic-plugins (<< 22.05.9~)");
+        assert_eq!(r.package_name(), "slurm-energy-plugins-22.05");
+        for r in RELEASES {
+            assert!(r.debian_version.starts_with(&format!("{}-", r.upstream)), "{r:?}");
+            assert!(r.upstream.starts_with(&format!("{}.", r.series)), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn tree_release_reads_the_version_header_and_names_bad_lines() {
+        let d = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(d.path().join("slurm")).expect("mkdir");
+        let h = d.path().join("slurm/slurm_version.h");
+        std::fs::write(&h, "#define SLURM_VERSION_NUMBER 0x180b05\n").expect("write");
+        assert_eq!(tree_release(d.path()), Ok("24.11.5".to_string()));
+        std::fs::write(&h, "/* x */\n#define SLURM_VERSION_NUMBER zz\n").expect("write");
+        let err = tree_release(d.path()).unwrap_err();
+        assert!(err.contains("slurm_version.h:2:"), "{err}");
+        assert!(tree_release(&d.path().join("none")).unwrap_err().contains("not a configured Slurm source tree"));
+    }
+}

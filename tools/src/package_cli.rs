@@ -1,0 +1,58 @@
+//! The `slurm-energy package` subcommand's arguments and what it prints.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::package::{PackageOptions, SlurmRelease, package};
+use crate::package_lintian;
+
+#[derive(Args, Debug)]
+pub struct PackageArgs {
+    /// Slurm release: 22.05, 24.11 or 26.05.
+    #[arg(long)]
+    pub slurm: String,
+    /// Directory for the .deb (default: target/packages in the project).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// The release's configured Slurm source tree (default: prepared by tools/slurm-env.sh for
+    /// 22.05, tools/slurm-release.sh for the others).
+    #[arg(long)]
+    pub slurm_src: Option<PathBuf>,
+    /// Cargo target dir for the plugins (default: target for 22.05, target/slurm-<release>
+    /// otherwise).
+    #[arg(long)]
+    pub target_dir: Option<PathBuf>,
+    /// Maintainer field of the package (default: packaging/debian/maintainer).
+    #[arg(long)]
+    pub maintainer: Option<String>,
+    /// Run lintian on the package and print its findings (fails on errors).
+    #[arg(long)]
+    pub lintian: bool,
+    /// The project's source tree (default: found from the program's location or the current
+    /// directory, as for `demo`).
+    #[arg(long)]
+    pub project_dir: Option<PathBuf>,
+}
+
+pub fn run(a: PackageArgs) -> Result<(), String> {
+    let release = SlurmRelease::find(&a.slurm)?;
+    let project = a.project_dir.unwrap_or_else(crate::demo::default_project_dir);
+    let mut opts = PackageOptions::new(&project, release);
+    if let Some(out) = a.out {
+        opts.out_dir = out;
+    }
+    opts.slurm_src = a.slurm_src;
+    opts.target_dir = a.target_dir;
+    opts.maintainer = a.maintainer;
+    let deb = package(&opts)?;
+    println!("{}", deb.display());
+    if a.lintian {
+        let findings = package_lintian::run(&deb)?;
+        print!("{}", package_lintian::format(&findings));
+        if !findings.errors.is_empty() {
+            return Err(format!("lintian reports {} error(s) on {}", findings.errors.len(), deb.display()));
+        }
+    }
+    Ok(())
+}
