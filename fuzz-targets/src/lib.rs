@@ -25,6 +25,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("carbon_source", carbon_source),
     ("slurm_gres", slurm_gres),
     ("slurm_strings", slurm_strings),
+    ("sacct_output", sacct_output),
 ];
 
 fn text(data: &[u8]) -> Option<&str> {
@@ -315,4 +316,22 @@ fn gpu_bitmap(data: &[u8]) {
     distinct.sort_unstable();
     distinct.dedup();
     assert_eq!(distinct.len(), found.len(), "two Slurm GPUs on one NVML device: {found:?}");
+}
+
+/// `sacct --parsable2` output as `slurm-energy report` reads it (`tools::acct_report::sacct`),
+/// then the whole report built and rendered from it: sums match the parsed jobs.
+pub fn sacct_output(data: &[u8]) {
+    use tools::acct_report::{aggregate, html, text};
+    let Some(t) = text(data) else { return };
+    let Ok(jobs) = tools::acct_report::sacct::parse(t, "sacct") else { return };
+    let inputs = aggregate::Inputs { window: Default::default(), source: "fuzz".into(), carbon: None, saving: None };
+    let report = aggregate::build(&jobs, &inputs);
+    let started: Vec<_> = jobs.iter().filter(|j| j.start_unix_s.is_some()).collect();
+    assert_eq!(report.totals.jobs, started.len());
+    let known: f64 = started.iter().filter_map(|j| j.energy_j).sum();
+    assert!((report.totals.energy_j - known).abs() <= 1e-9 * known.abs().max(1.0), "{} vs {known}", report.totals.energy_j);
+    assert_eq!(report.totals.jobs_without_energy, started.iter().filter(|j| j.energy_j.is_none()).count());
+    let _ = text::render(&report);
+    let _ = html::render(&report);
+    let _ = tools::acct_report::to_json(&report);
 }

@@ -1,6 +1,7 @@
 //! The `slurm-energy` command-line tools: the trace simulator (the same planner the sched plugin
 //! runs), its reports and plots, and the local demo cluster (`slurm-energy demo`).
 
+pub mod acct_report;
 pub mod demo;
 pub mod package;
 pub mod package_cli;

@@ -61,6 +61,75 @@ enum Command {
     /// /usr/share/doc. Needs root on Debian 12 (it prepares the release's Slurm source tree with
     /// tools/slurm-env.sh or tools/slurm-release.sh), cargo and dpkg-dev.
     Package(tools::package_cli::PackageArgs),
+    /// Energy and carbon report of the cluster's jobs over a time window, from the accounting
+    /// records of the cluster SLURM_CONF names (`sacct`): per user, account, partition, tag
+    /// and job; GPU-hours at each clock; energy saved against the default clock (estimate);
+    /// top jobs; decision-record statistics. A text table on the terminal, and with --json /
+    /// --html the same as JSON and a self-contained HTML page with plots (docs/report.md).
+    Report(ReportArgs),
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    /// Start of the window (YYYY-MM-DD[THH:MM[:SS]] or now-N[seconds|minutes|hours|days|weeks]);
+    /// default: sacct's (midnight today).
+    #[arg(long)]
+    start: Option<String>,
+    /// End of the window (same forms); default: now.
+    #[arg(long)]
+    end: Option<String>,
+    /// Write the report as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write the report as one self-contained HTML page with plots to this file.
+    #[arg(long)]
+    html: Option<PathBuf>,
+    /// Grid carbon intensity (`Time,Carbon Intensity` CSV) for jobs whose decision record has
+    /// no carbon_g= figure. Default: the `[carbon] source` of --energy-toml.
+    #[arg(long)]
+    carbon: Option<PathBuf>,
+    /// The energy.toml whose `[carbon] source` to use without --carbon. Default: energy.toml
+    /// beside the slurm.conf SLURM_CONF names, if there is one.
+    #[arg(long)]
+    energy_toml: Option<PathBuf>,
+    /// Read sacct output from this file (captured with the fields of docs/report.md) instead
+    /// of running sacct.
+    #[arg(long)]
+    sacct_file: Option<PathBuf>,
+    /// Measured data (zeus/) whose clock/power curves estimate the energy at the default clock.
+    /// Default: $SLURM_ENERGY_DATA, else ../shared/data next to the project.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// The GPU model whose curves estimate the savings (v100, a40, p100, rtx6000).
+    #[arg(long, default_value = "v100")]
+    gpu_model: String,
+    /// Do not print the text table.
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn acct_report(a: ReportArgs) -> Result<(), String> {
+    let opts = tools::acct_report::ReportOptions {
+        start: a.start,
+        end: a.end,
+        sacct_file: a.sacct_file,
+        sacct: None,
+        carbon_file: a.carbon,
+        energy_toml: a.energy_toml,
+        data_dir: Some(a.data.unwrap_or_else(default_data_dir)),
+        gpu_model: a.gpu_model,
+    };
+    let report = tools::acct_report::build(&opts)?;
+    if let Some(path) = &a.json {
+        std::fs::write(path, tools::acct_report::to_json(&report)?).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if let Some(path) = &a.html {
+        std::fs::write(path, tools::acct_report::html::render(&report)).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if !a.quiet {
+        print!("{}", tools::acct_report::text::render(&report));
+    }
+    Ok(())
 }
 
 #[derive(Args)]
@@ -369,6 +438,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo(a),
         Command::Soak(a) => soak(a),
         Command::Package(a) => tools::package_cli::run(a),
+        Command::Report(a) => acct_report(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,33 +1,58 @@
-//! Small, dependency-free SVG charts for the simulator's reports: line charts (JCT CDFs on a
-//! log time axis, cluster power over time) and stacked bars (energy by category per policy).
+//! Charts for the simulator's pages and the accounting report, drawn with the `plotters` crate's
+//! SVG backend: line charts (JCT CDFs on a log time axis, power or energy over time) and
+//! stacked bars (energy by category per policy, energy per user).
 //!
-//! The output is a standalone SVG document (720 x 420) with a title, axes with "nice" ticks,
-//! grid lines, axis labels and a legend. Colours come from the Okabe-Ito palette, which stays
-//! readable for colour-blind readers; lines also differ by dash pattern so a greyscale print
-//! still tells them apart.
+//! Each function returns one standalone SVG document (720 x 420) with a title, axes with "nice"
+//! ticks, grid lines, axis labels and a legend right of the plot. plotters is built without its
+//! font features, so text is written as SVG `<text>` (sans-serif) and laid out with plotters'
+//! own size estimate: no font files and no fontconfig are needed. Colours come from the
+//! Okabe-Ito palette (and a grey), which stays readable for colour-blind readers; lines of up to
+//! 400 points also differ by dash pattern so a greyscale print still tells them apart.
 //!
 //! These functions never panic and never write `NaN`: non-finite points are dropped, negative
 //! bar values count as zero, and empty input gives an empty chart saying "no data". They do not
 //! thin large series themselves: call [`downsample`] first.
 
-use std::fmt::Write as _;
+use std::error::Error;
 
-const WIDTH: f64 = 720.0;
-const HEIGHT: f64 = 420.0;
-const PLOT_LEFT: f64 = 72.0;
-const PLOT_RIGHT: f64 = 540.0;
-const PLOT_TOP: f64 = 44.0;
-const PLOT_BOTTOM: f64 = 364.0;
-const LEGEND_LEFT: f64 = 554.0;
-const LEGEND_MAX_CHARS: usize = 19;
+use plotters::coord::Shift;
+use std::ops::Range;
+
+use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, ValueFormatter};
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+const WIDTH_PX: u32 = 720;
+const HEIGHT_PX: u32 = 420;
+const LEGEND_WIDTH_PX: u32 = 176;
+const LEGEND_MAX_CHARS: usize = 20;
+/// Series of more points are drawn solid: a dash pattern is not visible on a jagged line, and
+/// plotters writes every dash as its own element.
+const DASHED_POINTS_MAX: usize = 400;
 /// Series of at most this many points get a marker at each point.
 const MARKED_POINTS_MAX: usize = 16;
+const FONT: &str = "sans-serif";
 
-/// Okabe-Ito, without the yellow that vanishes on white paper.
-const PALETTE: [&str; 7] = [
-    "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000",
+/// Okabe-Ito, without the yellow that vanishes on white paper, and a grey.
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(0x00, 0x72, 0xB2),
+    RGBColor(0xD5, 0x5E, 0x00),
+    RGBColor(0x00, 0x9E, 0x73),
+    RGBColor(0xCC, 0x79, 0xA7),
+    RGBColor(0xE6, 0x9F, 0x00),
+    RGBColor(0x56, 0xB4, 0xE9),
+    RGBColor(0x00, 0x00, 0x00),
+    RGBColor(0x99, 0x99, 0x99),
 ];
-const DASHES: [&str; 4] = ["", "7 4", "2 3", "9 3 2 3"];
+/// (dash, gap) in pixels; `None` is a solid line.
+const DASHES: [Option<(u32, u32)>; 4] = [None, Some((7, 4)), Some((2, 3)), Some((10, 3))];
+const GRID: RGBColor = RGBColor(0xE3, 0xE3, 0xE3);
+const AXIS: RGBColor = RGBColor(0x33, 0x33, 0x33);
+const INK: RGBColor = RGBColor(0x22, 0x22, 0x22);
+const MUTED: RGBColor = RGBColor(0x88, 0x88, 0x88);
+
+type DrawResult = Result<(), Box<dyn Error>>;
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
 /// One named line of a [`line_chart_svg`].
 #[derive(Debug, Clone, PartialEq)]
@@ -47,6 +72,7 @@ pub fn line_chart_svg(
     series: &[Series],
     log_x: bool,
 ) -> String {
+    // Points in chart coordinates: on a log axis, x is its exponent of ten.
     let drawable: Vec<Vec<(f64, f64)>> = series
         .iter()
         .map(|s| {
@@ -54,76 +80,59 @@ pub fn line_chart_svg(
                 .iter()
                 .copied()
                 .filter(|&(x, y)| x.is_finite() && y.is_finite() && (!log_x || x > 0.0))
+                .map(|(x, y)| (if log_x { x.log10() } else { x }, y))
                 .collect()
         })
         .collect();
     let all = || drawable.iter().flatten();
     let xs = min_max(all().map(|p| p.0));
     let ys = min_max(all().map(|p| p.1));
-
     let x_axis = if log_x {
         Axis::log(xs, x_label.trim_end().ends_with("(s)"))
     } else {
         Axis::linear(xs, false)
     };
     let y_axis = Axis::linear(ys, true);
-
-    let mut svg = open_svg(title);
-    grid_and_axes(&mut svg, &x_axis, &y_axis, x_label, y_label);
-    svg.push_str("<g clip-path=\"url(#plot-area)\" fill=\"none\" stroke-width=\"2\" stroke-linejoin=\"round\">\n");
-    for (i, (points, s)) in drawable.iter().zip(series).enumerate() {
-        let colour = PALETTE[i % PALETTE.len()];
-        // The full name as a tooltip: the legend may have to shorten it.
-        let title = format!("<title>{}</title>", escape(&s.name));
-        let px = |&(x, y): &(f64, f64)| (x_axis.to_px_x(x), y_axis.to_px_y(y));
-        match points.as_slice() {
-            [] => {}
-            [only] => {
-                let (x, y) = px(only);
-                let _ = writeln!(
-                    svg,
-                    "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3\" fill=\"{colour}\">{title}</circle>"
-                );
-            }
-            _ => {
-                let _ = write!(
-                    svg,
-                    "<polyline stroke=\"{colour}\"{} points=\"",
-                    dash_attr(i)
-                );
-                for (j, p) in points.iter().enumerate() {
-                    let (x, y) = px(p);
-                    let sep = if j == 0 { "" } else { " " };
-                    let _ = write!(svg, "{sep}{x:.1},{y:.1}");
-                }
-                let _ = writeln!(svg, "\">{title}</polyline>");
-                // A short series is a set of measured points (a frontier): mark each one.
-                if points.len() <= MARKED_POINTS_MAX {
-                    for p in points {
-                        let (x, y) = px(p);
-                        let _ = writeln!(svg, "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"2.5\" fill=\"{colour}\"/>");
-                    }
-                }
-            }
-        }
-    }
-    svg.push_str("</g>\n");
-    if drawable.iter().all(Vec::is_empty) {
-        no_data(&mut svg);
-    }
-    let entries: Vec<(&str, Swatch)> = series
+    let legend: Vec<(String, Swatch)> = series
         .iter()
         .enumerate()
-        .map(|(i, s)| (s.name.as_str(), Swatch::Line(i)))
+        .zip(&drawable)
+        .map(|((i, s), points)| (s.name.clone(), Swatch::Line(i, line_dash(i, points.len()))))
         .collect();
-    legend(&mut svg, &entries);
-    svg.push_str("</svg>\n");
-    svg
+    let empty = drawable.iter().all(Vec::is_empty);
+    render(title, &legend, |area| {
+        let mut chart = cartesian(area, &x_axis, &y_axis, x_label, y_label)?;
+        for (i, points) in drawable.iter().enumerate() {
+            let colour = PALETTE[i % PALETTE.len()];
+            let style = colour.stroke_width(2);
+            match (points.as_slice(), line_dash(i, points.len())) {
+                ([], _) => {}
+                ([only], _) => {
+                    chart.draw_series(std::iter::once(Circle::new(*only, 3, colour.filled())))?;
+                }
+                (_, None) => {
+                    chart.draw_series(LineSeries::new(points.iter().copied(), style))?;
+                }
+                (_, Some((on, off))) => {
+                    chart.draw_series(DashedLineSeries::new(points.iter().copied(), on, off, style))?;
+                }
+            }
+            // A short series is a set of measured points (a frontier): mark each one.
+            if (2..=MARKED_POINTS_MAX).contains(&points.len()) {
+                chart.draw_series(points.iter().map(|p| Circle::new(*p, 2.5, colour.filled())))?;
+            }
+        }
+        if empty {
+            no_data(&chart)?;
+        }
+        Ok(())
+    })
 }
 
 /// A stacked bar chart: one bar per `(label, values)`, `values[k]` being the height of the
 /// segment named `stack_names[k]` (stacked bottom-up in that order). Missing values count as
 /// zero and values beyond `stack_names` are ignored, as are negative and non-finite ones.
+/// Each bar carries its total above it.
 pub fn stacked_bar_svg(
     title: &str,
     y_label: &str,
@@ -138,60 +147,58 @@ pub fn stacked_bar_svg(
         .collect();
     let max_total = totals.iter().copied().fold(0.0, f64::max);
     let y_axis = Axis::linear(Some((0.0, max_total)), true);
-
-    let mut svg = open_svg(title);
-    grid_and_axes(&mut svg, &Axis::none(), &y_axis, "", y_label);
-    let slot = (PLOT_RIGHT - PLOT_LEFT) / bars.len().max(1) as f64;
-    let bar_w = (slot * 0.6).min(90.0);
-    for (i, ((label, values), total)) in bars.iter().zip(&totals).enumerate() {
-        let centre = PLOT_LEFT + slot * (i as f64 + 0.5);
-        let left = centre - bar_w / 2.0;
-        let mut base = 0.0;
-        for (k, name) in stack_names.iter().enumerate() {
-            let v = value(values, k);
-            if v <= 0.0 {
-                continue;
-            }
-            let (top_px, bottom_px) = (y_axis.to_px_y(base + v), y_axis.to_px_y(base));
-            let _ = writeln!(
-                svg,
-                "<rect x=\"{left:.1}\" y=\"{top_px:.1}\" width=\"{bar_w:.1}\" height=\"{:.1}\" \
-                 fill=\"{}\" stroke=\"#ffffff\" stroke-width=\"0.75\"><title>{}: {} {}</title></rect>",
-                bottom_px - top_px,
-                PALETTE[k % PALETTE.len()],
-                escape(label),
-                escape(name),
-                fmt_value(v),
-            );
-            base += v;
-        }
-        let _ = writeln!(
-            svg,
-            "<text x=\"{centre:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"11\">{}</text>",
-            y_axis.to_px_y(*total) - 4.0,
-            fmt_value(*total)
-        );
-        let max_chars = ((slot / 7.0) as usize).max(3);
-        let _ = writeln!(
-            svg,
-            "<text x=\"{centre:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-            PLOT_BOTTOM + 18.0,
-            escape(&truncate(label, max_chars))
-        );
-    }
-    if bars.is_empty() || max_total <= 0.0 {
-        no_data(&mut svg);
-    }
+    let slot_px = f64::from(WIDTH_PX - LEGEND_WIDTH_PX) / bars.len().max(1) as f64;
+    let max_chars = ((slot_px / 7.5) as usize).max(3);
+    let x_axis = Axis {
+        lo: 0.0,
+        hi: bars.len().max(1) as f64,
+        ticks: bars
+            .iter()
+            .enumerate()
+            .map(|(i, (label, _))| (i as f64 + 0.5, truncate(label, max_chars)))
+            .collect(),
+    };
     // Top segment first, as the eye reads the bars.
-    let entries: Vec<(&str, Swatch)> = stack_names
+    let legend: Vec<(String, Swatch)> = stack_names
         .iter()
         .enumerate()
         .rev()
-        .map(|(k, name)| (*name, Swatch::Block(k)))
+        .map(|(k, name)| (name.to_string(), Swatch::Block(k)))
         .collect();
-    legend(&mut svg, &entries);
-    svg.push_str("</svg>\n");
-    svg
+    let half_width = (0.3f64).min(45.0 / slot_px);
+    render(title, &legend, |area| {
+        let mut chart = cartesian(area, &x_axis, &y_axis, "", y_label)?;
+        for (i, ((_, values), total)) in bars.iter().zip(&totals).enumerate() {
+            let centre = i as f64 + 0.5;
+            let (left, right) = (centre - half_width, centre + half_width);
+            let mut base = 0.0;
+            for k in 0..stack_names.len() {
+                let v = value(values, k);
+                if v <= 0.0 {
+                    continue;
+                }
+                let colour = PALETTE[k % PALETTE.len()];
+                chart.draw_series([
+                    Rectangle::new([(left, base), (right, base + v)], colour.filled()),
+                    Rectangle::new([(left, base), (right, base + v)], WHITE.stroke_width(1)),
+                ])?;
+                base += v;
+            }
+            let style = text_style(14.0, INK).pos(Pos::new(HPos::Center, VPos::Bottom));
+            chart.draw_series(std::iter::once(Text::new(fmt_value(*total), (centre, *total), style)))?;
+        }
+        if bars.is_empty() || max_total <= 0.0 {
+            no_data(&chart)?;
+        }
+        Ok(())
+    })
+}
+
+/// A bar chart of one value per bar, e.g. energy per user: a [`stacked_bar_svg`] with a single
+/// stack named `value_name`.
+pub fn bar_svg(title: &str, y_label: &str, value_name: &str, bars: &[(String, f64)]) -> String {
+    let bars: Vec<(String, Vec<f64>)> = bars.iter().map(|(l, v)| (l.clone(), vec![*v])).collect();
+    stacked_bar_svg(title, y_label, &[value_name], &bars)
 }
 
 /// Thins `points` to at most `max_points` while keeping the shape: the first and last points,
@@ -238,25 +245,154 @@ pub fn downsample(points: &[(f64, f64)], max_points: usize) -> Vec<(f64, f64)> {
     out
 }
 
-/// A scale from data to pixels, with its ticks (value, SVG-safe label).
+/// Draws the page: white background, title, the chart `draw` puts left, the legend right.
+/// A drawing error (none is expected with an in-memory SVG) gives a chart saying so.
+fn render(
+    title: &str,
+    legend_entries: &[(String, Swatch)],
+    draw: impl FnOnce(&Area<'_>) -> DrawResult,
+) -> String {
+    let mut svg = String::with_capacity(16 * 1024);
+    let result = (|| -> DrawResult {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH_PX, HEIGHT_PX)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let title_style = TextStyle::from((FONT, 22).into_font().style(FontStyle::Bold)).color(&INK);
+        let body = root.titled(&clean_text(title), title_style)?;
+        let (plot, legend_area) = body.split_horizontally(WIDTH_PX - LEGEND_WIDTH_PX);
+        draw(&plot)?;
+        legend(&legend_area, legend_entries)?;
+        root.present()?;
+        Ok(())
+    })();
+    match result {
+        Ok(()) => svg,
+        Err(e) => error_svg(title, &e.to_string()),
+    }
+}
+
+/// The plot area's chart: axes at the given ticks, light grid lines, axis labels.
+fn cartesian<'a, 'b>(
+    area: &'b Area<'a>,
+    x: &Axis,
+    y: &Axis,
+    x_label: &str,
+    y_label: &str,
+) -> Result<ChartContext<'b, SVGBackend<'a>, Cartesian2d<Axis, Axis>>, Box<dyn Error>> {
+    let mut chart = ChartBuilder::on(area)
+        .margin_top(6)
+        .margin_left(6)
+        .margin_bottom(4)
+        .margin_right(12)
+        .x_label_area_size(if x_label.is_empty() { 28 } else { 46 })
+        .y_label_area_size(70)
+        .build_cartesian_2d(x.clone(), y.clone())?;
+    let mut mesh = chart.configure_mesh();
+    mesh.bold_line_style(GRID.stroke_width(1))
+        .light_line_style(TRANSPARENT)
+        .axis_style(AXIS.stroke_width(1))
+        .x_labels(x.ticks.len().max(1))
+        .y_labels(y.ticks.len().max(1))
+        .label_style(text_style(15.0, INK))
+        .axis_desc_style(text_style(16.0, INK));
+    if !x_label.is_empty() {
+        mesh.x_desc(clean_text(x_label));
+    }
+    if !y_label.is_empty() {
+        mesh.y_desc(clean_text(y_label));
+    }
+    mesh.draw()?;
+    Ok(chart)
+}
+
+fn no_data<DB: DrawingBackend>(chart: &ChartContext<'_, DB, Cartesian2d<Axis, Axis>>) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    let (xr, yr) = (chart.x_range(), chart.y_range());
+    let centre = ((xr.start + xr.end) / 2.0, (yr.start + yr.end) / 2.0);
+    let style = text_style(15.0, MUTED).pos(Pos::new(HPos::Center, VPos::Center));
+    chart
+        .plotting_area()
+        .draw(&Text::new("no data", centre, style))
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+enum Swatch {
+    /// Colour index and dash pattern.
+    Line(usize, Option<(u32, u32)>),
+    Block(usize),
+}
+
+fn legend(area: &Area<'_>, entries: &[(String, Swatch)]) -> DrawResult {
+    for (row, (name, swatch)) in entries.iter().enumerate() {
+        let y = 16 + row as i32 * 20;
+        match swatch {
+            Swatch::Line(i, dash) => {
+                let style = PALETTE[i % PALETTE.len()].stroke_width(2);
+                match dash {
+                    None => area.draw(&PathElement::new([(4, y), (30, y)], style))?,
+                    Some((on, off)) => {
+                        let mut x = 4;
+                        while x < 30 {
+                            let end = (x + *on as i32).min(30);
+                            area.draw(&PathElement::new([(x, y), (end, y)], style))?;
+                            x = end + *off as i32;
+                        }
+                    }
+                }
+            }
+            Swatch::Block(k) => {
+                let colour = PALETTE[k % PALETTE.len()];
+                area.draw(&Rectangle::new([(10, y - 7), (24, y + 7)], colour.filled()))?;
+            }
+        }
+        let style = text_style(14.0, INK).pos(Pos::new(HPos::Left, VPos::Center));
+        area.draw(&Text::new(truncate(&clean_text(name), LEGEND_MAX_CHARS), (36, y), style))?;
+    }
+    Ok(())
+}
+
+fn text_style(size: f64, colour: RGBColor) -> TextStyle<'static> {
+    (FONT, size).into_font().color(&colour)
+}
+
+fn line_dash(i: usize, points: usize) -> Option<(u32, u32)> {
+    if points > DASHED_POINTS_MAX { None } else { dash(i) }
+}
+
+fn dash(i: usize) -> Option<(u32, u32)> {
+    // Series that repeat a colour (every 8th) get another dash pattern.
+    DASHES[(i % PALETTE.len() + i / PALETTE.len()) % DASHES.len()]
+}
+
+/// A chart that says why it could not be drawn (well-formed, like every other output).
+fn error_svg(title: &str, error: &str) -> String {
+    let esc = |s: &str| {
+        clean_text(s)
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+    };
+    format!(
+        "<svg width=\"{WIDTH_PX}\" height=\"{HEIGHT_PX}\" viewBox=\"0 0 {WIDTH_PX} {HEIGHT_PX}\" xmlns=\"http://www.w3.org/2000/svg\">\n\
+         <text x=\"20\" y=\"40\" font-family=\"{FONT}\">{}: chart not drawn: {}</text>\n</svg>\n",
+        esc(title),
+        esc(error)
+    )
+}
+
+/// An axis in chart coordinates (for a log axis: exponents of ten) with its ticks
+/// (position, label); plotters draws it as a linear coordinate with exactly these ticks.
+#[derive(Clone)]
 struct Axis {
-    log: bool,
-    /// Domain; for a log axis, the exponents of ten.
     lo: f64,
     hi: f64,
     ticks: Vec<(f64, String)>,
 }
 
 impl Axis {
-    fn none() -> Self {
-        Axis {
-            log: false,
-            lo: 0.0,
-            hi: 1.0,
-            ticks: Vec::new(),
-        }
-    }
-
     fn linear(range: Option<(f64, f64)>, from_zero: bool) -> Self {
         let (mut min, mut max) = range.unwrap_or((0.0, 1.0));
         if from_zero && min > 0.0 && min <= max * 0.5 {
@@ -270,7 +406,7 @@ impl Axis {
                 (min - pad, max + pad)
             };
         }
-        // Keep the domain's span finite, so that every position below stays finite.
+        // Keep the domain's span finite, so that every position stays finite.
         (min, max) = (min.max(-f64::MAX / 4.0), max.min(f64::MAX / 4.0));
         let step = nice_step((max - min) / 6.0);
         let lo = (min / step).floor() * step;
@@ -284,18 +420,14 @@ impl Axis {
                 (v, format!("{v:.decimals$}"))
             })
             .collect();
-        Axis {
-            log: false,
-            lo,
-            hi,
-            ticks,
-        }
+        Axis { lo, hi, ticks }
     }
 
+    /// `range` holds exponents of ten (the data's log10); `seconds` labels ticks in time units.
     fn log(range: Option<(f64, f64)>, seconds: bool) -> Self {
-        let (min, max) = range.unwrap_or((1.0, 10.0));
-        let lo = min.log10().floor();
-        let mut hi = max.log10().ceil();
+        let (min, max) = range.unwrap_or((0.0, 1.0));
+        let lo = min.floor().max(-300.0);
+        let mut hi = max.ceil().min(300.0);
         if hi <= lo {
             hi = lo + 1.0;
         }
@@ -303,8 +435,8 @@ impl Axis {
         if seconds {
             ticks = TIME_TICKS
                 .iter()
-                .filter(|(s, _)| (lo..=hi).contains(&s.log10()))
-                .map(|&(s, label)| (s, label.to_string()))
+                .map(|&(s, label)| (s.log10(), label.to_string()))
+                .filter(|(k, _)| (lo..=hi).contains(k))
                 .collect();
         }
         if ticks.len() < 2 {
@@ -312,31 +444,47 @@ impl Axis {
             let mut k = lo;
             ticks.clear();
             while k <= hi {
-                ticks.push((10f64.powf(k), power_of_ten_label(k as i32)));
+                ticks.push((k, power_of_ten_label(k as i32)));
                 k += stride;
             }
         }
-        Axis {
-            log: true,
-            lo,
-            hi,
-            ticks,
-        }
+        Axis { lo, hi, ticks }
     }
 
-    fn fraction(&self, v: f64) -> f64 {
-        let v = if self.log { v.log10() } else { v };
-        let f = (v - self.lo) / (self.hi - self.lo);
-        // Only data beyond f64's range can fall outside the domain; the clip path hides it.
-        if f.is_nan() { 0.0 } else { f.clamp(-0.5, 1.5) }
+    /// The label of the tick at `position` (plotters asks for each key point).
+    fn label_at(&self, position: f64) -> String {
+        let tolerance = (self.hi - self.lo).abs() * 1e-9;
+        self.ticks
+            .iter()
+            .find(|(p, _)| (p - position).abs() <= tolerance)
+            .map(|(_, label)| label.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl Ranged for Axis {
+    type FormatOption = NoDefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let fraction = (value - self.lo) / (self.hi - self.lo);
+        let fraction = if fraction.is_nan() { 0.0 } else { fraction.clamp(-0.5, 1.5) };
+        let span = f64::from(limit.1) - f64::from(limit.0);
+        (f64::from(limit.0) + fraction * span).round() as i32
     }
 
-    fn to_px_x(&self, v: f64) -> f64 {
-        PLOT_LEFT + self.fraction(v) * (PLOT_RIGHT - PLOT_LEFT)
+    fn key_points<Hint: KeyPointHint>(&self, _hint: Hint) -> Vec<f64> {
+        self.ticks.iter().map(|t| t.0).collect()
     }
 
-    fn to_px_y(&self, v: f64) -> f64 {
-        PLOT_BOTTOM - self.fraction(v) * (PLOT_BOTTOM - PLOT_TOP)
+    fn range(&self) -> Range<f64> {
+        self.lo..self.hi
+    }
+}
+
+impl ValueFormatter<f64> for Axis {
+    fn format_ext(&self, value: &f64) -> String {
+        self.label_at(*value)
     }
 }
 
@@ -358,11 +506,20 @@ const TIME_TICKS: [(f64, &str); 12] = [
     (365.0 * DAY_S, "1 y"),
 ];
 
+/// `10^k` as text: plain for small exponents, else with a superscript exponent.
 fn power_of_ten_label(k: i32) -> String {
     if (-2..=4).contains(&k) {
         format!("{}", 10f64.powi(k))
     } else {
-        format!("10<tspan dy=\"-5\" font-size=\"9\">{k}</tspan>")
+        const SUPERSCRIPTS: [char; 10] = ['⁰', '¹', '²', '³', '⁴', '⁵', '⁶', '⁷', '⁸', '⁹'];
+        let mut label = String::from("10");
+        if k < 0 {
+            label.push('⁻');
+        }
+        for digit in k.unsigned_abs().to_string().bytes() {
+            label.push(SUPERSCRIPTS[usize::from(digit - b'0')]);
+        }
+        label
     }
 }
 
@@ -392,164 +549,7 @@ fn min_max(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
     })
 }
 
-fn open_svg(title: &str) -> String {
-    let mut svg = String::with_capacity(8 * 1024);
-    let _ = writeln!(
-        svg,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" \
-         viewBox=\"0 0 {WIDTH} {HEIGHT}\" font-family=\"sans-serif\" font-size=\"12\" fill=\"#222222\">"
-    );
-    let _ = writeln!(
-        svg,
-        "<defs><clipPath id=\"plot-area\"><rect x=\"{PLOT_LEFT}\" y=\"{}\" width=\"{}\" height=\"{}\"/></clipPath></defs>",
-        PLOT_TOP - 2.0,
-        PLOT_RIGHT - PLOT_LEFT + 2.0,
-        PLOT_BOTTOM - PLOT_TOP + 4.0
-    );
-    let _ = writeln!(
-        svg,
-        "<rect width=\"{WIDTH}\" height=\"{HEIGHT}\" fill=\"#ffffff\"/>"
-    );
-    let _ = writeln!(
-        svg,
-        "<text x=\"{:.1}\" y=\"26\" text-anchor=\"middle\" font-size=\"16\" font-weight=\"bold\">{}</text>",
-        (PLOT_LEFT + PLOT_RIGHT) / 2.0,
-        escape(title)
-    );
-    svg
-}
-
-fn grid_and_axes(svg: &mut String, x: &Axis, y: &Axis, x_label: &str, y_label: &str) {
-    svg.push_str("<g stroke=\"#e3e3e3\" stroke-width=\"1\">\n");
-    for (v, _) in &x.ticks {
-        let px = x.to_px_x(*v);
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{px:.1}\" y1=\"{PLOT_TOP}\" x2=\"{px:.1}\" y2=\"{PLOT_BOTTOM}\"/>"
-        );
-    }
-    for (v, _) in &y.ticks {
-        let py = y.to_px_y(*v);
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{PLOT_LEFT}\" y1=\"{py:.1}\" x2=\"{PLOT_RIGHT}\" y2=\"{py:.1}\"/>"
-        );
-    }
-    svg.push_str("</g>\n<g stroke=\"#333333\" stroke-width=\"1\">\n");
-    let _ = writeln!(
-        svg,
-        "<line x1=\"{PLOT_LEFT}\" y1=\"{PLOT_BOTTOM}\" x2=\"{PLOT_RIGHT}\" y2=\"{PLOT_BOTTOM}\"/>"
-    );
-    let _ = writeln!(
-        svg,
-        "<line x1=\"{PLOT_LEFT}\" y1=\"{PLOT_TOP}\" x2=\"{PLOT_LEFT}\" y2=\"{PLOT_BOTTOM}\"/>"
-    );
-    for (v, _) in &x.ticks {
-        let px = x.to_px_x(*v);
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{px:.1}\" y1=\"{PLOT_BOTTOM}\" x2=\"{px:.1}\" y2=\"{}\"/>",
-            PLOT_BOTTOM + 5.0
-        );
-    }
-    for (v, _) in &y.ticks {
-        let py = y.to_px_y(*v);
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{}\" y1=\"{py:.1}\" x2=\"{PLOT_LEFT}\" y2=\"{py:.1}\"/>",
-            PLOT_LEFT - 5.0
-        );
-    }
-    svg.push_str("</g>\n<g font-size=\"11\">\n");
-    for (v, label) in &x.ticks {
-        let _ = writeln!(
-            svg,
-            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{label}</text>",
-            x.to_px_x(*v),
-            PLOT_BOTTOM + 18.0
-        );
-    }
-    for (v, label) in &y.ticks {
-        let _ = writeln!(
-            svg,
-            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{label}</text>",
-            PLOT_LEFT - 8.0,
-            y.to_px_y(*v) + 4.0
-        );
-    }
-    svg.push_str("</g>\n");
-    if !x_label.is_empty() {
-        let _ = writeln!(
-            svg,
-            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-            (PLOT_LEFT + PLOT_RIGHT) / 2.0,
-            HEIGHT - 16.0,
-            escape(x_label)
-        );
-    }
-    let (lx, ly) = (18.0, (PLOT_TOP + PLOT_BOTTOM) / 2.0);
-    let _ = writeln!(
-        svg,
-        "<text x=\"{lx}\" y=\"{ly}\" text-anchor=\"middle\" transform=\"rotate(-90 {lx} {ly})\">{}</text>",
-        escape(y_label)
-    );
-}
-
-enum Swatch {
-    Line(usize),
-    Block(usize),
-}
-
-fn legend(svg: &mut String, entries: &[(&str, Swatch)]) {
-    for (row, (name, swatch)) in entries.iter().enumerate() {
-        let y = PLOT_TOP + 8.0 + row as f64 * 20.0;
-        match swatch {
-            Swatch::Line(i) => {
-                let _ = writeln!(
-                    svg,
-                    "<line x1=\"{LEGEND_LEFT}\" y1=\"{y:.1}\" x2=\"{}\" y2=\"{y:.1}\" stroke=\"{}\" stroke-width=\"2\"{}/>",
-                    LEGEND_LEFT + 26.0,
-                    PALETTE[i % PALETTE.len()],
-                    dash_attr(*i)
-                );
-            }
-            Swatch::Block(k) => {
-                let _ = writeln!(
-                    svg,
-                    "<rect x=\"{}\" y=\"{:.1}\" width=\"14\" height=\"14\" fill=\"{}\"/>",
-                    LEGEND_LEFT + 6.0,
-                    y - 7.0,
-                    PALETTE[k % PALETTE.len()]
-                );
-            }
-        }
-        let _ = writeln!(
-            svg,
-            "<text x=\"{}\" y=\"{:.1}\">{}</text>",
-            LEGEND_LEFT + 34.0,
-            y + 4.0,
-            escape(&truncate(name, LEGEND_MAX_CHARS))
-        );
-    }
-}
-
-fn no_data(svg: &mut String) {
-    let _ = writeln!(
-        svg,
-        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"#888888\">no data</text>",
-        (PLOT_LEFT + PLOT_RIGHT) / 2.0,
-        (PLOT_TOP + PLOT_BOTTOM) / 2.0
-    );
-}
-
-fn dash_attr(i: usize) -> String {
-    match DASHES[(i / PALETTE.len() + i) % DASHES.len()] {
-        "" => String::new(),
-        d => format!(" stroke-dasharray=\"{d}\""),
-    }
-}
-
-fn fmt_value(v: f64) -> String {
+pub(crate) fn fmt_value(v: f64) -> String {
     let a = v.abs();
     if a >= 100.0 || a == 0.0 {
         format!("{v:.0}")
@@ -572,22 +572,11 @@ fn truncate(s: &str, max_chars: usize) -> String {
     }
 }
 
-/// Escapes text for XML content and attribute values.
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            // Control characters are not allowed in XML 1.0.
-            c if c.is_control() && c != '\t' && c != '\n' => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
+/// Control characters are not allowed in XML 1.0 (plotters escapes the markup characters).
+fn clean_text(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 #[cfg(test)]
@@ -607,15 +596,30 @@ mod tests {
         let a = Axis::linear(Some((0.0, 1.0)), true);
         let labels: Vec<&str> = a.ticks.iter().map(|t| t.1.as_str()).collect();
         assert_eq!(labels, ["0.0", "0.2", "0.4", "0.6", "0.8", "1.0"]);
+        assert_eq!(a.label_at(0.4), "0.4");
+        assert_eq!(a.label_at(0.5), "");
     }
 
     #[test]
     fn log_time_axis_uses_human_units() {
-        let a = Axis::log(Some((1.0, 300_000.0)), true);
+        let a = Axis::log(Some((0.0, 300_000f64.log10())), true);
         let labels: Vec<&str> = a.ticks.iter().map(|t| t.1.as_str()).collect();
         assert_eq!(
             labels,
             ["1 s", "10 s", "1 min", "10 min", "1 h", "1 d", "1 wk"]
         );
+    }
+
+    #[test]
+    fn no_two_of_the_first_sixteen_series_look_alike() {
+        let looks: std::collections::BTreeSet<(usize, Option<(u32, u32)>)> = (0..16).map(|i| (i % PALETTE.len(), dash(i))).collect();
+        assert_eq!(looks.len(), 16);
+    }
+
+    #[test]
+    fn large_powers_of_ten_use_superscripts() {
+        assert_eq!(power_of_ten_label(3), "1000");
+        assert_eq!(power_of_ten_label(12), "10¹²");
+        assert_eq!(power_of_ten_label(-7), "10⁻⁷");
     }
 }
