@@ -47,6 +47,10 @@ pub struct StartDecision {
     /// `history:u<uid>/<tag>:n=<jobs>`, see [`crate::history::PredictionSource`]).
     #[serde(default)]
     pub prediction: String,
+    /// The job's workload tag (`--energy-tag`), repeated in the record so that accounting
+    /// (sacct, `slurm-energy report`) can group by it.
+    #[serde(default)]
+    pub tag: Option<String>,
 }
 
 impl StartDecision {
@@ -73,6 +77,10 @@ impl StartDecision {
             self.score.carbon,
             self.score.node_order,
         ) + &if self.prediction.is_empty() { String::new() } else { format!(" pred={}", self.prediction) }
+            + &match self.tag.as_deref().filter(|t| !t.is_empty() && !t.contains(char::is_whitespace) && !t.contains(RECORD_SEPARATOR)) {
+                Some(t) => format!(" tag={t}"),
+                None => String::new(),
+            }
     }
 }
 
@@ -286,8 +294,12 @@ mod tests {
             score: ScoreBreakdown::default(),
             route: None,
             prediction: "history:u1/bert:n=4".into(),
+            tag: Some("bert".into()),
         };
         assert_eq!(recorded_field(&d.record(&["n1"]), "pred"), Some("history:u1/bert:n=4"));
+        assert_eq!(recorded_field(&d.record(&["n1"]), "tag"), Some("bert"));
+        let untagged = StartDecision { tag: None, ..d.clone() };
+        assert_eq!(recorded_field(&untagged.record(&["n1"]), "tag"), None);
         assert_eq!(recorded_clock_mhz(&d.record(&["n1"])), Some(1085));
         assert_eq!(recorded_clock_mhz("note: clock=900MHz"), None);
         assert_eq!(recorded_clock_mhz("energy:policy=x clock=1.2GHz"), None);

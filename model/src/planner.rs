@@ -1053,6 +1053,7 @@ impl<'a> Cycle<'a> {
             score: c.score,
             route,
             prediction: self.pred.runtime.predict(job.user, job.hints.tag.as_deref()).source.to_string(),
+            tag: job.hints.tag.clone(),
         }));
     }
 }

@@ -179,6 +179,9 @@ fn report_totals_match_sacct_and_the_page_renders() {
         user_sum += energy_j;
     }
     assert!((user_sum - total_j).abs() < 1e-6);
+    // The tag reaches accounting through the decision record (`tag=`).
+    let tags: Vec<&str> = report["tags"].as_array().expect("tags").iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(tags.contains(&"sweep"), "the --energy-tag=sweep job is not grouped under its tag: {tags:?}");
     // Decision records: every job of the workload has one; efficiency ran below the default.
     assert!(report["decisions"]["jobs_with_record"].as_u64().unwrap_or(0) >= 5, "{}", report["decisions"]);
     let saved = report["totals"]["energy_saved_j"].as_f64().expect("energy_saved_j");

@@ -1,52 +1,28 @@
 //! Carbon of a job's energy when the decision record does not carry it: through
 //! [`CarbonIntensity`], from a grid-intensity file given with `--carbon FILE`.
 //!
-//! The file is read with `model::data::carbon` (`Time,Carbon Intensity` CSV, UTC). The job's
-//! carbon is its energy spread evenly over [start, end] times the mean intensity over those
-//! minutes. The trait keeps the report independent of the reader, so that the site's
-//! carbon-source reader (`model::carbon_source::IntensitySeries::job_carbon_g`) can replace this
-//! one without touching the aggregation.
+//! The file is read with `model::carbon_source` (the site's CSV, or a saved UK National Grid,
+//! Electricity Maps or WattTime response; docs/carbon.md), the reader sched/energy uses. The
+//! job's carbon is its energy spread evenly over [start, end] times the mean intensity over that
+//! span (`IntensitySeries::job_carbon_g`); unknown where the file has no intensity.
 
 use std::path::Path;
 
-use model::data::carbon::{CarbonTrace, load_carbon};
+use model::carbon_source::IntensitySeries;
 
 /// gCO2 of `energy_j` used evenly over `[start_unix_s, end_unix_s]`; `None` when unknown.
 pub trait CarbonIntensity {
     fn job_carbon_g(&self, start_unix_s: i64, end_unix_s: i64, energy_j: f64) -> Option<f64>;
 }
 
-/// Reads `--carbon FILE`.
+/// Reads `--carbon FILE` (any format `model::carbon_source` reads).
 pub fn load(path: &Path) -> Result<Box<dyn CarbonIntensity>, String> {
-    let trace = load_carbon(path).map_err(|e| e.to_string())?;
-    Ok(Box::new(TraceIntensity { trace }))
+    Ok(Box::new(IntensitySeries::from_file(path).map_err(|e| e.to_string())?))
 }
 
-struct TraceIntensity {
-    trace: CarbonTrace,
-}
-
-/// Samples of the mean intensity at most this far apart (s).
-const SAMPLE_STEP_S: i64 = 60;
-
-impl CarbonIntensity for TraceIntensity {
+impl CarbonIntensity for IntensitySeries {
     fn job_carbon_g(&self, start_unix_s: i64, end_unix_s: i64, energy_j: f64) -> Option<f64> {
-        if end_unix_s < start_unix_s || !energy_j.is_finite() {
-            return None;
-        }
-        let first = self.trace.start_unix_s;
-        let last = first + (self.trace.step_s * self.trace.g_per_kwh.len() as f64) as i64;
-        // Only inside the recorded span: an intensity from another year is not this job's.
-        if start_unix_s < first || end_unix_s > last {
-            return None;
-        }
-        let samples = ((end_unix_s - start_unix_s) / SAMPLE_STEP_S).clamp(0, 100_000) + 1;
-        let step = (end_unix_s - start_unix_s) as f64 / samples as f64;
-        let mean = (0..samples)
-            .map(|i| self.trace.at_unix_s(start_unix_s + ((i as f64 + 0.5) * step) as i64))
-            .sum::<f64>()
-            / samples as f64;
-        mean.is_finite().then_some(energy_j / 3.6e6 * mean)
+        IntensitySeries::job_carbon_g(self, start_unix_s, end_unix_s, energy_j)
     }
 }
 

@@ -3,7 +3,7 @@
 //! the default clock), `pred_w=`, `pred_kwh=`, and when the plugin stored them `carbon_g=` (the
 //! job's carbon at the intensity of the moment) and `tag=` (the `--energy-tag` hint).
 
-use model::decision::{RECORD_SEPARATOR, recorded_clock_mhz};
+use model::decision::{recorded_clock_mhz, recorded_field as field};
 use serde::Serialize;
 
 /// The fields of one job's record; `None` where the record has no such field (or no record).
@@ -43,14 +43,6 @@ impl RecordFields {
     pub fn is_record(&self) -> bool {
         self.policy.is_some()
     }
-}
-
-/// `key=value` in the record part (before the site's text) of an admin comment.
-fn field<'a>(comment: &'a str, key: &str) -> Option<&'a str> {
-    let ours = comment.trim_start().strip_prefix("energy:")?;
-    let ours = ours.split(RECORD_SEPARATOR).next().unwrap_or("");
-    ours.split_whitespace()
-        .find_map(|kv| kv.strip_prefix(key).and_then(|rest| rest.strip_prefix('=')))
 }
 
 #[cfg(test)]
