@@ -783,6 +783,7 @@ fn prune_dead(ledger: &mut Ledger, out: &mut Outcome) -> BTreeSet<String> {
     ledger.requests.retain(|r| {
         let live = *alive.entry(r.step.clone()).or_insert_with(|| r.step.is_alive());
         if !live {
+            log::debug!("clock request of dead step {:?} on GPU {} dropped; its GPU gets the remaining requests' clocks", r.step, r.uuid);
             touched.insert(r.uuid.clone());
             if !out.repaired_steps.contains(&r.step) {
                 out.repaired_steps.push(r.step.clone());

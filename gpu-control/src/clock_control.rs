@@ -187,6 +187,7 @@ pub fn apply(gpu: &dyn GpuControl, index: u32, control: ClockControl, setting: S
 
 /// Undoes `control` on a GPU no step asks for any more.
 pub fn restore(gpu: &dyn GpuControl, index: u32, control: ClockControl, prior: Prior) -> Result<Applied, GpuError> {
+    log::debug!("GPU {index}: restoring {} to {prior:?}", control.as_str());
     match control {
         ClockControl::ApplicationClocks => match prior.clocks_mhz {
             Some(clocks) => gpu.set_application_clocks_mhz(index, clocks).map(|()| Applied::Set(clocks)),
@@ -238,8 +239,14 @@ pub fn probe_and_apply(gpu: &dyn GpuControl, index: u32, order: &ControlOrder, s
     for &control in &order.0 {
         let prior = read_prior(gpu, index, control);
         match apply(gpu, index, control, setting) {
-            Ok(applied) => return Ok(Probed { control, applied, prior, skipped }),
-            Err(e) if is_unavailable(&e) => skipped.push(e),
+            Ok(applied) => {
+                log::debug!("GPU {index}: {} applied ({applied:?}; restores {prior:?})", control.as_str());
+                return Ok(Probed { control, applied, prior, skipped });
+            }
+            Err(e) if is_unavailable(&e) => {
+                log::debug!("GPU {index}: {} not available ({}: {}), trying the next control", control.as_str(), e.call, e.reason);
+                skipped.push(e)
+            }
             Err(e) => return Err(e),
         }
     }

@@ -250,6 +250,7 @@ fn plan_inner<'a>(view: &mut ClusterView, now_s: f64, pending: &'a [PendingJob],
         }
         if cfg.max_cycle_ms > 0 && cycle.stats.jobs_tested.is_multiple_of(32) && started.elapsed().as_millis() as u64 >= cfg.max_cycle_ms {
             end = CycleEnd::TimeLimit;
+            log::debug!("cycle stopped at max_cycle_ms = {} after {} jobs tested", cfg.max_cycle_ms, cycle.stats.jobs_tested);
             break;
         }
         cycle.stats.jobs_tested += 1;

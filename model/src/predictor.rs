@@ -57,6 +57,11 @@ impl Predictor {
         let interference = InterferenceModel::from_gavel(&gavel, interference_gpu);
         let synergy_path = dir.join("synergy").join("cpu_mem_sensitivity.csv");
         let sensitivity = if synergy_path.exists() { Some(SensitivityModel::new(load_synergy(&synergy_path)?)) } else { None };
+        log::debug!(
+            "predictor fitted from {}: GPU curves, pair interference ({interference_gpu}), CPU sensitivity {}",
+            dir.display(),
+            if sensitivity.is_some() { "from Synergy" } else { "absent (no synergy/ data)" }
+        );
         Ok(Predictor { perf, interference, sensitivity, carbon: None, node_power: NodePower::default(), runtime: RuntimeHistory::default() })
     }
 
