@@ -9,6 +9,7 @@ pub mod config;
 pub mod data;
 pub mod decision;
 pub mod duration;
+pub mod elastic;
 pub mod eligibility;
 pub mod interference;
 pub mod min_tree;

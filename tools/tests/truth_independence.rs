@@ -113,6 +113,26 @@ fn cpu_truth_is_not_the_planners_profile_and_gpu_power_follows_speed() {
         }
     }
     assert!(compared > 50 && differs * 10 > compared * 9, "{differs} of {compared} CPU factors differ from the planner's");
+    // Without the per-job factor (cpu_gain 1), the truth is the measured profile and the
+    // planner's is its fitted curve: they must still differ at most sensitive levels, which
+    // fails if both read the same function of the same table.
+    let (mut compared, mut differs) = (0, 0);
+    for _ in 0..300 {
+        let jt = truth.assign(None, &mut rng);
+        assert_eq!(jt.cpu_gain, 1.0);
+        let family = gavel_family(&jt.job_type);
+        for cpus in [1, 2, 4, 5, 6, 9, 12] {
+            let predicted = sensitivity.throughput(Some(family), 1, cpus) / sensitivity.throughput(Some(family), 1, 3);
+            let actual = truth.cpu_factor(&jt, 1, cpus, 3);
+            if (predicted - 1.0).abs() > 1e-3 || (actual - 1.0).abs() > 1e-3 {
+                compared += 1;
+                if (predicted - actual).abs() > 1e-3 {
+                    differs += 1;
+                }
+            }
+        }
+    }
+    assert!(compared > 50 && differs * 4 > compared * 3, "without per-job noise, only {differs} of {compared} CPU factors differ: the planner reads the truth's function");
     // A GPU kept busier by more CPUs draws more power, up to its limit; a starved one less.
     let p = truth.power_at_speed_w(150.0, 1.2, 250.0);
     assert!((p - (41.0 + 109.0 * 1.2)).abs() < 1e-9, "{p}");
