@@ -279,6 +279,7 @@ fn simulate(a: SimulateArgs) -> Result<(), String> {
     let with_oracle = policies.contains(&Policy::Oracle);
     if a.ablation {
         setups.extend(IDEAS.iter().filter_map(|idea| Setup::energy_without(idea, &spec)));
+        setups.extend(Setup::paper_ablations(&spec).into_iter().filter(|s| policies.iter().any(|p| s.name.starts_with(&format!("{}-", p.name())))));
     }
     let load_start = std::time::Instant::now();
     let mut workload = Workload::load(spec, &data_dir, &trace_path, a.carbon.as_deref(), a.jobs, a.seed)?;
