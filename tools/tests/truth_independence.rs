@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use model::data::gavel::load_gavel;
 use model::data::zeus::ZeusSweep;
+use model::elastic::{ScalingModel, measured_speedup};
 use model::interference::InterferenceModel;
 use model::perf_power::GpuCurves;
 use model::predictor::Predictor;
@@ -145,4 +146,33 @@ fn observations_are_noisy_by_default() {
     let spec = ClusterSpec::default();
     assert!(spec.truth.observation_noise > 0.0 && spec.truth.cpu_sensitivity_noise > 0.0);
     assert_eq!(spec.truth.colocation, Colocation::Physical);
+}
+
+#[test]
+fn gpu_scaling_truth_is_gavels_measurement_of_types_the_planner_never_saw() {
+    let (truth, _) = load();
+    let scaling = truth.planner_scaling(&data_dir()).expect("gavel loads").expect("a scaling fit");
+    let sim = load_gavel(&data_dir().join("gavel").join("simulation_throughputs.json")).expect("gavel");
+    let phys = load_gavel(&data_dir().join("gavel").join("physical_cluster_throughputs.json")).expect("gavel");
+    // The planner's curves come from its half only.
+    assert_eq!(Some(&scaling), ScalingModel::from_gavel(&sim.retain_job_types(|t| !truth.split().truth_type(t)), "v100").as_ref());
+    assert_ne!(Some(&scaling), ScalingModel::from_gavel(&sim, "v100").as_ref(), "the planner must not see the truth's types");
+    let mut rng = Rng::new(13);
+    let (mut compared, mut differs, mut measured) = (0, 0, 0);
+    for _ in 0..300 {
+        let jt = truth.assign(None, &mut rng);
+        for g in [2, 4, 8] {
+            let actual = truth.speedup(&jt, g);
+            // Where Gavel measured the exact type, the truth is that measurement.
+            if let Some(m) = measured_speedup(&phys, "v100", &jt.job_type, g) {
+                assert_eq!(actual, m);
+                measured += 1;
+            }
+            compared += 1;
+            if (actual - scaling.speedup(Some(gavel_family(&jt.job_type)), g)).abs() > 1e-6 {
+                differs += 1;
+            }
+        }
+    }
+    assert!(measured > 100 && differs * 10 > compared * 8, "{differs} of {compared} speedups differ from the planner's ({measured} measured)");
 }
