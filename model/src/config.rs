@@ -110,6 +110,10 @@ pub struct PlannerConfig {
     /// Consider sharing for every job that allows it even when a whole GPU is free (otherwise
     /// only `efficiency` jobs do, and the others share only instead of waiting).
     pub prefer_sharing: bool,
+    /// Take a GPU to time-share (within `sharing_max_slowdown`) before a free one whenever one
+    /// is offered, so that work consolidates and whole nodes empty for power saving (EaCO).
+    /// Needs `prefer_sharing` (or `efficiency` jobs) for shared GPUs to be offered at all.
+    pub sharing_first: bool,
     /// Never share when the predicted slowdown of either job exceeds this.
     pub sharing_max_slowdown: f64,
     /// While the cluster is congested (see `congestion_load`), spend only part of each job's
@@ -160,6 +164,7 @@ impl Default for PlannerConfig {
             boost_when_congested: true,
             sharing: true,
             prefer_sharing: false,
+            sharing_first: false,
             sharing_max_slowdown: 1.6,
             carbon_deferral: true,
             deferral_min_gain: 0.15,

@@ -10,6 +10,7 @@ pub mod config;
 pub mod data;
 pub mod decision;
 pub mod duration;
+pub mod elastic;
 pub mod eligibility;
 pub mod history;
 pub mod interference;

@@ -759,6 +759,9 @@ impl<'a> Cycle<'a> {
         if candidates.len() < k {
             return false;
         }
+        if self.cfg.sharing_first && k == 1 && candidates.iter().any(|c| !c.shares_with.is_empty()) {
+            candidates.retain(|c| !c.shares_with.is_empty());
+        }
         candidates.sort_by(|a, b| {
             a.score.total.total_cmp(&b.score.total).then(a.allocations[0].node.cmp(&b.allocations[0].node))
         });

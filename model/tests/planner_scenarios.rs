@@ -154,3 +154,33 @@ fn packing_fills_busy_nodes_before_idle_ones() {
     let base = plan_snapshot(&s, &PlannerConfig::slurm_baseline(), &predictor());
     assert_eq!(base.starts().next().expect("started").allocations[0].node, NodeIdx(0));
 }
+
+#[test]
+fn eaco_consolidation_shares_a_busy_gpu_although_an_empty_node_is_free() {
+    // Node 0 runs a shareable job on one of its GPUs; node 1 is empty. With `sharing_first`
+    // (EaCO) the newcomer joins the busy GPU when the pair is predicted within the bound, so
+    // node 1 stays empty for power saving; without it, it takes a free GPU.
+    let h = hints(EnergyPolicy::Balanced, 1.0, true, "ResNet-18");
+    let s = Snapshot {
+        now_s: 10.0,
+        node_sets: Vec::new(),
+        reservations: Vec::new(),
+        gpu_types: vec![v100()],
+        nodes: vec![node(0, 1), node(1, 8)],
+        running: vec![running(1, 0, &[0], 5000.0, h.clone())],
+        pending: vec![pending(2, 1, 1, 3600.0, h)],
+    };
+    let eaco = PlannerConfig { sharing: true, prefer_sharing: true, sharing_first: true, sharing_max_slowdown: 2.0, ..PlannerConfig::default() };
+    let out = plan_snapshot(&s, &eaco, &predictor());
+    let start = out.starts().next().expect("the job starts");
+    assert_eq!(start.shares_with, vec![JobId(1)], "consolidated onto the busy GPU");
+    assert_eq!(start.allocations[0].node, NodeIdx(0));
+    let plain = PlannerConfig { sharing_first: false, prefer_sharing: false, ..eaco.clone() };
+    let out = plan_snapshot(&s, &plain, &predictor());
+    let start = out.starts().next().expect("the job starts");
+    assert!(start.shares_with.is_empty(), "a free GPU is taken when sharing is not first");
+    // A bound the pair exceeds keeps it apart even with consolidation on.
+    let strict = PlannerConfig { sharing_max_slowdown: 1.0, ..eaco };
+    let out = plan_snapshot(&s, &strict, &predictor());
+    assert!(out.starts().next().expect("the job starts").shares_with.is_empty());
+}

@@ -284,11 +284,13 @@ struct SimulateArgs {
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,
     /// Run each policy over a sweep of its own knobs (slowdown bound, power cap on/off, sharing
-    /// bound) instead of one setting each, and report energy vs mean JCT and p99 JCT frontiers,
+    /// bound, PowerFlow's and GreenFlow's energy price) instead of one setting each, and report energy vs mean JCT and p99 JCT frontiers,
     /// and the best mean JCT of each policy within energy budgets. --policies filters the sweep.
     #[arg(long)]
     frontier: bool,
-    /// Also run the `energy` policy with each of its ideas switched off in turn.
+    /// Also run the `energy` policy with each of its ideas switched off in turn, and the papers'
+    /// policies named in --policies with one of theirs off (eaco-no-consolidation,
+    /// powerflow-no-elastic, powerflow-no-clocks, greenflow-no-elastic, greenflow-no-carbon-price).
     #[arg(long)]
     ablation: bool,
     /// Ground truth of two jobs sharing a GPU: Gavel's "physical" cluster measurements or its
@@ -357,6 +359,7 @@ fn simulate(a: SimulateArgs) -> Result<(), String> {
     let with_oracle = policies.contains(&Policy::Oracle);
     if a.ablation {
         setups.extend(IDEAS.iter().filter_map(|idea| Setup::energy_without(idea, &spec)));
+        setups.extend(Setup::paper_ablations(&spec).into_iter().filter(|s| policies.iter().any(|p| s.name.starts_with(&format!("{}-", p.name())))));
     }
     let load_start = std::time::Instant::now();
     let mut workload = Workload::load(spec, &data_dir, &trace_path, a.carbon.as_deref(), a.jobs, a.seed)?;

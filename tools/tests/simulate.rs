@@ -179,6 +179,28 @@ fn a_pair_gavel_could_not_co_run_fails_instead_of_sharing() {
 }
 
 #[test]
+fn paper_policies_resize_and_consolidate_and_their_ablations_do_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out_json = dir.path().join("a.json");
+    let out = simulate(&["--jobs", "1500", "--ablation", "--policies", "slurm-powersave,eaco,powerflow,greenflow", "--json", out_json.to_str().expect("utf8")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = json(&out_json);
+    let m = |run: &str, k: &str| v["policies"][run][k]["mean"].as_f64().unwrap_or_else(|| panic!("{run}: {k}"));
+    for p in ["powerflow", "greenflow"] {
+        assert!(m(p, "grown_starts") > 0.0, "{p}: jobs get more GPUs while GPUs are free");
+        assert_eq!(m(p, "jobs"), 1500.0);
+        let fixed = format!("{p}-no-elastic");
+        assert_eq!((m(&fixed, "grown_starts"), m(&fixed, "shrunk_starts")), (0.0, 0.0), "{fixed}");
+    }
+    for p in ["slurm-powersave", "eaco"] {
+        assert_eq!((m(p, "grown_starts"), m(p, "shrunk_starts")), (0.0, 0.0), "{p} keeps requested GPU counts");
+    }
+    // Consolidation: EaCO shares a GPU even when a free one exists, so it shares more often
+    // than when it shares only instead of waiting.
+    assert!(m("eaco", "shared_starts") > m("eaco-no-consolidation", "shared_starts"), "{} vs {}", m("eaco", "shared_starts"), m("eaco-no-consolidation", "shared_starts"));
+}
+
+#[test]
 fn frontier_sweeps_each_policys_knobs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out_json = dir.path().join("f.json");
@@ -193,7 +215,7 @@ fn frontier_sweeps_each_policys_knobs() {
     let v = json(&out_json);
     let points = v["frontier"]["points"].as_object().expect("points");
     assert_eq!(points.keys().cloned().collect::<Vec<_>>(), vec!["eaco", "powerflow", "slurm-powersave"]);
-    assert_eq!(points["powerflow"].as_array().expect("list").len(), 8, "4 slowdown bounds x cap on/off");
+    assert_eq!(points["powerflow"].as_array().expect("list").len(), 6, "4 prices, 2 more slowdown bounds");
     assert_eq!(points["eaco"].as_array().expect("list").len(), 4);
     for p in points["powerflow"].as_array().expect("list") {
         let run = p["run"].as_str().expect("run");

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use model::data::gavel::load_gavel;
 use model::data::zeus::ZeusSweep;
+use model::elastic::{ScalingModel, measured_speedup};
 use model::interference::InterferenceModel;
 use model::perf_power::GpuCurves;
 use model::predictor::Predictor;
@@ -113,6 +114,26 @@ fn cpu_truth_is_not_the_planners_profile_and_gpu_power_follows_speed() {
         }
     }
     assert!(compared > 50 && differs * 10 > compared * 9, "{differs} of {compared} CPU factors differ from the planner's");
+    // Without the per-job factor (cpu_gain 1), the truth is the measured profile and the
+    // planner's is its fitted curve: they must still differ at most sensitive levels, which
+    // fails if both read the same function of the same table.
+    let (mut compared, mut differs) = (0, 0);
+    for _ in 0..300 {
+        let jt = truth.assign(None, &mut rng);
+        assert_eq!(jt.cpu_gain, 1.0);
+        let family = gavel_family(&jt.job_type);
+        for cpus in [1, 2, 4, 5, 6, 9, 12] {
+            let predicted = sensitivity.throughput(Some(family), 1, cpus) / sensitivity.throughput(Some(family), 1, 3);
+            let actual = truth.cpu_factor(&jt, 1, cpus, 3);
+            if (predicted - 1.0).abs() > 1e-3 || (actual - 1.0).abs() > 1e-3 {
+                compared += 1;
+                if (predicted - actual).abs() > 1e-3 {
+                    differs += 1;
+                }
+            }
+        }
+    }
+    assert!(compared > 50 && differs * 4 > compared * 3, "without per-job noise, only {differs} of {compared} CPU factors differ: the planner reads the truth's function");
     // A GPU kept busier by more CPUs draws more power, up to its limit; a starved one less.
     let p = truth.power_at_speed_w(150.0, 1.2, 250.0);
     assert!((p - (41.0 + 109.0 * 1.2)).abs() < 1e-9, "{p}");
@@ -125,4 +146,33 @@ fn observations_are_noisy_by_default() {
     let spec = ClusterSpec::default();
     assert!(spec.truth.observation_noise > 0.0 && spec.truth.cpu_sensitivity_noise > 0.0);
     assert_eq!(spec.truth.colocation, Colocation::Physical);
+}
+
+#[test]
+fn gpu_scaling_truth_is_gavels_measurement_of_types_the_planner_never_saw() {
+    let (truth, _) = load();
+    let scaling = truth.planner_scaling(&data_dir()).expect("gavel loads").expect("a scaling fit");
+    let sim = load_gavel(&data_dir().join("gavel").join("simulation_throughputs.json")).expect("gavel");
+    let phys = load_gavel(&data_dir().join("gavel").join("physical_cluster_throughputs.json")).expect("gavel");
+    // The planner's curves come from its half only.
+    assert_eq!(Some(&scaling), ScalingModel::from_gavel(&sim.retain_job_types(|t| !truth.split().truth_type(t)), "v100").as_ref());
+    assert_ne!(Some(&scaling), ScalingModel::from_gavel(&sim, "v100").as_ref(), "the planner must not see the truth's types");
+    let mut rng = Rng::new(13);
+    let (mut compared, mut differs, mut measured) = (0, 0, 0);
+    for _ in 0..300 {
+        let jt = truth.assign(None, &mut rng);
+        for g in [2, 4, 8] {
+            let actual = truth.speedup(&jt, g);
+            // Where Gavel measured the exact type, the truth is that measurement.
+            if let Some(m) = measured_speedup(&phys, "v100", &jt.job_type, g) {
+                assert_eq!(actual, m);
+                measured += 1;
+            }
+            compared += 1;
+            if (actual - scaling.speedup(Some(gavel_family(&jt.job_type)), g)).abs() > 1e-6 {
+                differs += 1;
+            }
+        }
+    }
+    assert!(measured > 100 && differs * 10 > compared * 8, "{differs} of {compared} speedups differ from the planner's ({measured} measured)");
 }

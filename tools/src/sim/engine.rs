@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use model::carbon::CarbonSignal;
 use model::decision::{Decision, StartDecision};
+use model::elastic::{ElasticJob, ScalingModel, allocate, choices};
 use model::interference::keep_sharing;
 use model::planner::plan;
 use model::predictor::Predictor;
@@ -88,6 +89,8 @@ struct Running {
     last_s: f64,
     version: u64,
     partner: Option<usize>,
+    /// GPUs the job runs on (all nodes), which may differ from its request (elastic policies).
+    gpus: u32,
 }
 
 pub struct Engine<'a> {
@@ -117,11 +120,16 @@ pub struct Engine<'a> {
     no_share: Vec<bool>,
     /// Measurement noise of early-stage observations.
     noise: Rng,
+    /// The planner's scaling predictions, for elastic GPU counts.
+    scaling: Option<ScalingModel>,
+    /// Per job: its elastic shape (built on the first elastic cycle).
+    elastic_jobs: Vec<(ElasticJob, usize)>,
     acc: Accumulators,
 }
 
 impl<'a> Engine<'a> {
-    pub fn new(setup: &'a Setup, spec: &'a ClusterSpec, truth: &'a Truth, jobs: &'a [SimJob], seed: u64, pred: Predictor, carbon: Option<CarbonSignal>) -> Engine<'a> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(setup: &'a Setup, spec: &'a ClusterSpec, truth: &'a Truth, jobs: &'a [SimJob], seed: u64, pred: Predictor, carbon: Option<CarbonSignal>, scaling: Option<ScalingModel>) -> Engine<'a> {
         let c = &spec.cluster;
         let gpu_type = GpuType {
             name: c.gpu_type.clone(),
@@ -171,6 +179,8 @@ impl<'a> Engine<'a> {
             idle_epoch: vec![0; n],
             no_share: vec![false; jobs.len()],
             noise: Rng::derive(seed, 10),
+            scaling: if setup.elastic.is_some() { scaling } else { None },
+            elastic_jobs: Vec::new(),
             acc: Accumulators::new(n),
         };
         e.acc.idle_w = spec.gpu.idle_power_w * (n * g) as f64;
@@ -211,6 +221,7 @@ impl<'a> Engine<'a> {
                 replan |= self.handle(next.kind);
             }
             if replan && !self.pending.is_empty() {
+                self.resize_pending();
                 self.cycle();
             }
             if self.acc.finished - finished_reported >= 1000 {
@@ -364,6 +375,61 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// PowerFlow / GreenFlow: choose every pending job's GPU count for this cycle
+    /// (`model::elastic::allocate`) and rewrite its request accordingly (CPUs and memory in
+    /// proportion; a job given fewer GPUs than it asked for gets its time limit stretched by the
+    /// predicted slowdown, as the scheduler that shrank it would).
+    fn resize_pending(&mut self) {
+        let (Some(el), Some(scaling)) = (self.setup.elastic, self.scaling.as_ref()) else { return };
+        if self.elastic_jobs.is_empty() {
+            self.elastic_jobs = self.jobs.iter().map(|j| self.elastic_shape(j, scaling)).collect();
+        }
+        let free: u32 = self.view.nodes.iter().filter(|n| n.node.available).map(|n| n.free.gpus.max(0) as u32).sum();
+        let weight = if el.carbon { self.pred.carbon.as_ref().map_or(1.0, |c| c.relative_intensity(self.now_s)) } else { 1.0 };
+        let n = self.pending.len().min(self.setup.planner.max_jobs_tested);
+        let mut batch = Vec::with_capacity(n);
+        let mut requested = Vec::with_capacity(n);
+        let mut runtime = Vec::with_capacity(n);
+        for p in &self.pending[..n] {
+            let i = p.id.0 as usize - 1;
+            let (e, req) = &self.elastic_jobs[i];
+            runtime.push(self.jobs[i].time_limit_s * self.pred.runtime.expected_fraction(self.jobs[i].user));
+            batch.push(e);
+            requested.push(*req);
+        }
+        let counts = allocate(&batch, &requested, &runtime, free, el.joules_per_jct_s, weight);
+        for ((p, g), e) in self.pending[..n].iter_mut().zip(counts).zip(&batch) {
+            let j = &self.jobs[p.id.0 as usize - 1];
+            if j.nodes != 1 || g == 0 || g == p.request.gpus_per_node {
+                continue;
+            }
+            // Predicted runtime at `g` over that at the request.
+            let at = |gpus: u32| e.choices.iter().position(|c| *c == gpus).and_then(|k| e.speedup.get(k)).copied().unwrap_or(1.0);
+            let stretch = (at(j.gpus_per_node) / at(g)).max(1.0);
+            p.request.gpus_per_node = g;
+            p.request.cpus_per_node = (j.cpus_per_node * g).div_ceil(j.gpus_per_node.max(1)).clamp(1, self.spec.cluster.cpus_per_node);
+            p.request.mem_mb_per_node = j.mem_mb_per_node * g as u64 / j.gpus_per_node.max(1) as u64;
+            p.time_limit_s = j.time_limit_s * stretch;
+        }
+    }
+
+    /// A job's GPU-count choices with the planner's predicted speedups and power per GPU, and
+    /// the index of its request; `runtime_at_first_s` holds the runtime at the first choice per
+    /// second at the request (the cycle scales it by the expected runtime).
+    fn elastic_shape(&self, j: &SimJob, scaling: &ScalingModel) -> (ElasticJob, usize) {
+        let per_node = self.spec.cluster.gpus_per_node;
+        let gpu = &self.spec.cluster.gpu_type;
+        let top = self.pred.curves(gpu).map_or(0, |c| c.ladder.len().saturating_sub(1));
+        let host_w = self.spec.power.node_base_w / per_node.max(1) as f64 + self.spec.cluster.job_cpus_per_gpu as f64 * self.spec.power.cpu_w_per_busy_core;
+        let family = Predictor::family(j.user_hints.tag.as_deref());
+        let choices = choices(j.total_gpus(), per_node);
+        let speedup: Vec<f64> = choices.iter().map(|g| scaling.speedup(family.as_deref(), *g)).collect();
+        let power_w = self.pred.predict_clock(gpu, self.spec.gpu.max_power_w, family.as_deref(), top).power_w + host_w;
+        let req = choices.iter().position(|g| *g == j.total_gpus()).unwrap_or(0);
+        let first = scaling.speedup(family.as_deref(), j.total_gpus()) / speedup.first().copied().unwrap_or(1.0).max(1e-9);
+        (ElasticJob { choices, runtime_at_first_s: first, speedup, power_per_gpu_w: power_w }, req)
+    }
+
     fn cycle(&mut self) {
         let t0 = Instant::now();
         let outcome = plan(&mut self.view, self.now_s, &self.pending, &self.setup.planner, &self.pred);
@@ -456,7 +522,14 @@ impl<'a> Engine<'a> {
             last_s: ready_s,
             version: 0,
             partner,
+            gpus: s.allocations.iter().map(|a| a.gpu_indices.len() as u32).sum(),
         });
+        let gpus_now: u32 = s.allocations.iter().map(|a| a.gpu_indices.len() as u32).sum();
+        match gpus_now.cmp(&job.total_gpus()) {
+            std::cmp::Ordering::Greater => self.acc.grown_starts += 1,
+            std::cmp::Ordering::Less => self.acc.shrunk_starts += 1,
+            std::cmp::Ordering::Equal => {}
+        }
         if let Some(p) = partner {
             self.settle(p);
             if let Some(r) = self.running[p].as_mut() {
@@ -523,9 +596,13 @@ impl<'a> Engine<'a> {
             None => (r.power_limit_w, 1.0),
         };
         let (time_ratio, _) = self.truth.alone(&job.truth, limit_w);
-        let proportional = self.spec.cluster.job_cpus_per_gpu * job.gpus_per_node;
-        let cpu = self.truth.cpu_factor(&job.truth, job.gpus_per_node * job.nodes, r.cpus_per_node, proportional.max(1));
-        let rate = (share * cpu / time_ratio).max(1e-6);
+        let gpus_per_node = r.allocations.first().map_or(job.gpus_per_node, |a| a.gpu_indices.len() as u32);
+        let proportional = self.spec.cluster.job_cpus_per_gpu * gpus_per_node;
+        let cpu = self.truth.cpu_factor(&job.truth, r.gpus, r.cpus_per_node, proportional.max(1));
+        // Work is counted in seconds at the requested GPU count: another count changes the
+        // speed by the measured scaling.
+        let scale = if r.gpus == job.total_gpus() { 1.0 } else { self.truth.speedup(&job.truth, r.gpus) / self.truth.speedup(&job.truth, job.total_gpus()) };
+        let rate = (share * cpu * scale / time_ratio).max(1e-6);
         let finish_at = r.last_s.max(r.ready_s) + r.remaining_work_s / rate;
         let version = r.version + 1;
         let cpu_changed = self.running[i].as_ref().is_some_and(|r| r.cpu_speed != cpu);

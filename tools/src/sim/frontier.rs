@@ -5,20 +5,26 @@
 //! - `energy`: the slowdown bound of balanced jobs (efficiency jobs get 0.05 more), with and
 //!   without PowerFlow's cluster power cap (60 % of TDP), and, at the spec's bound, two other
 //!   sharing bounds;
-//! - `powerflow`, `greenflow`: the slowdown bound, with and without the power cap;
+//! - `powerflow`, `greenflow`: the budget's price (energy, resp. carbon-weighted energy, the
+//!   scheduler may spend per second of JCT saved by giving a job more GPUs) at slowdown bound
+//!   1.10, and the slowdown bound at the default price;
 //! - `eaco`: the sharing bound (how much slowdown a pair may cost);
 //! - `slurm-powersave`, `synergy`: no knob (one point each).
 //!
 //! Also the budget comparison: at a given cluster energy, the best mean JCT each policy reaches
 //! among its points within that energy.
 
-use super::policies::{HintRule, Policy, Setup};
+use super::policies::{DEFAULT_PRICE_J_PER_S, HintRule, Policy, Setup};
 use super::spec::ClusterSpec;
 
 /// Slowdown bounds swept for the clock policies.
 pub const SLOWDOWNS: [f64; 4] = [1.05, 1.10, 1.20, 1.30];
 /// Sharing bounds swept for EaCO (and two of them for `energy`).
 pub const SHARING_BOUNDS: [f64; 4] = [1.2, 1.4, 1.6, 2.0];
+/// Prices swept for PowerFlow and GreenFlow (J per second of JCT saved).
+pub const PRICES_J_PER_S: [f64; 4] = [0.0, 100.0, 200.0, 400.0];
+/// Slowdown bounds swept for PowerFlow and GreenFlow at the default price.
+pub const ELASTIC_SLOWDOWNS: [f64; 3] = [1.05, 1.10, 1.20];
 /// PowerFlow's cap as a fraction of the GPUs' total TDP.
 pub const CAP_FRACTION: f64 = 0.6;
 
@@ -52,7 +58,21 @@ pub fn sweep(spec: &ClusterSpec) -> Vec<Point> {
             out.push(point(Policy::Eaco, format!("share {bound:.1}"), s));
         }
     }
-    for p in [Policy::Powerflow, Policy::Greenflow, Policy::Energy] {
+    for p in [Policy::Powerflow, Policy::Greenflow] {
+        let mut knobs: Vec<(f64, f64)> = PRICES_J_PER_S.iter().map(|price| (*price, 1.10)).collect();
+        knobs.extend(ELASTIC_SLOWDOWNS.iter().filter(|s| (**s - 1.10).abs() > 1e-9).map(|s| (DEFAULT_PRICE_J_PER_S, *s)));
+        for (price, slowdown) in knobs {
+            let Some(mut s) = Setup::for_policy(p, spec) else { continue };
+            if let Some(e) = s.elastic.as_mut() {
+                e.joules_per_jct_s = price;
+            }
+            if let HintRule::Fixed(h) = &mut s.hints {
+                h.max_slowdown = slowdown;
+            }
+            out.push(point(p, format!("price {price:.0}, slowdown {slowdown:.2}"), s));
+        }
+    }
+    for p in [Policy::Energy] {
         for slowdown in SLOWDOWNS {
             for cap in [false, true] {
                 let Some(mut s) = Setup::for_policy(p, spec) else { continue };

@@ -34,6 +34,8 @@ pub struct Accumulators {
     pub requeues: u64,
     pub colocation_failures: u64,
     pub reclocks: u64,
+    pub grown_starts: u64,
+    pub shrunk_starts: u64,
     pub cycles: u64,
     pub cycle_time_s: f64,
     clock_sum_mhz: f64,
@@ -76,6 +78,9 @@ pub struct Metrics {
     pub colocation_failures: u64,
     /// Running jobs raised back to the default clock when the queue built up.
     pub reclocks: u64,
+    /// Starts on more (resp. fewer) GPUs than the job asked for (elastic policies).
+    pub grown_starts: u64,
+    pub shrunk_starts: u64,
     pub mean_clock_mhz: f64,
     pub node_resumes: u64,
     /// Jobs killed at their (possibly extended) time limit, as Slurm does (state TIMEOUT). They
@@ -145,6 +150,8 @@ impl Accumulators {
             requeues: 0,
             colocation_failures: 0,
             reclocks: 0,
+            grown_starts: 0,
+            shrunk_starts: 0,
             cycles: 0,
             cycle_time_s: 0.0,
             clock_sum_mhz: 0.0,
@@ -237,6 +244,8 @@ impl Accumulators {
             sharing_requeues: self.requeues,
             colocation_failures: self.colocation_failures,
             reclocks: self.reclocks,
+            grown_starts: self.grown_starts,
+            shrunk_starts: self.shrunk_starts,
             mean_clock_mhz: if self.starts > 0 { self.clock_sum_mhz / self.starts as f64 } else { 0.0 },
             node_resumes: self.wakes,
             killed_at_time_limit: self.killed,

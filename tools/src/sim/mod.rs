@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use model::carbon::CarbonSignal;
 use model::data::carbon::{days_from_civil, load_carbon};
+use model::elastic::ScalingModel;
 use model::predictor::Predictor;
 
 use crate::trace::{Trace, load_trace};
@@ -37,6 +38,8 @@ pub struct Workload {
     pub prepared: PreparedJobs,
     pub truth: Truth,
     pub predictor: Predictor,
+    /// The planner's GPU scaling curves (elastic policies).
+    pub scaling: Option<ScalingModel>,
     pub carbon: Option<CarbonSignal>,
 }
 
@@ -65,6 +68,7 @@ impl Workload {
         let trace = load_trace(trace_path, max_jobs).map_err(|e| e.to_string())?;
         let truth = Truth::load(data_dir, &spec.cluster.gpu_type, spec.gpu.idle_power_w, spec.truth.colocation).map_err(|e| e.to_string())?;
         let predictor = truth.planner_predictor(data_dir).map_err(|e| e.to_string())?;
+        let scaling = truth.planner_scaling(data_dir).map_err(|e| e.to_string())?;
         let carbon_file = match carbon_path {
             Some(p) => Some(p.to_path_buf()),
             None if spec.carbon.file.is_empty() => None,
@@ -79,7 +83,7 @@ impl Workload {
             None => None,
         };
         let prepared = prepare(&trace, &spec, &truth, seed);
-        Ok(Workload { spec, trace_path: trace_path.to_path_buf(), trace, prepared, truth, predictor, carbon })
+        Ok(Workload { spec, trace_path: trace_path.to_path_buf(), trace, prepared, truth, predictor, scaling, carbon })
     }
 
     /// Draw the jobs again under another seed (job types, time limits, hints); the trace, the
@@ -89,7 +93,7 @@ impl Workload {
     }
 
     pub fn run_one(&self, setup: &Setup, on_progress: impl FnMut(u64)) -> RunResult {
-        let engine = Engine::new(setup, &self.spec, &self.truth, &self.prepared.jobs, self.prepared.seed, self.predictor.clone(), self.carbon.clone());
+        let engine = Engine::new(setup, &self.spec, &self.truth, &self.prepared.jobs, self.prepared.seed, self.predictor.clone(), self.carbon.clone(), self.scaling.clone());
         engine.run(on_progress)
     }
 

@@ -106,6 +106,8 @@ pub fn run_oracle(jobs: &[SimJob], truth: &Truth, spec: &ClusterSpec, carbon: Op
         sharing_requeues: 0,
         colocation_failures: 0,
         reclocks: 0,
+        grown_starts: 0,
+        shrunk_starts: 0,
         mean_clock_mhz: 0.0,
         node_resumes: 0,
         killed_at_time_limit: 0,

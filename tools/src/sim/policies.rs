@@ -8,12 +8,20 @@
 //!   `SuspendTime`, resumed on demand at a delay).
 //! - `eaco` (EaCO): every job may time-share a GPU when the predicted slowdown of both jobs stays
 //!   within the sharing bound; predictions from Gavel's experiments plus the cluster's history
-//!   and the first minutes of each shared run; shares when no whole GPU is free; packs jobs.
-//! - `powerflow` (PowerFlow): performance/energy model per job and clock; the energy-optimal
-//!   clock within a small slowdown bound; packing with buddy-aligned GPU blocks; a cluster GPU
-//!   power cap (its energy budget expressed as power). No sharing.
-//! - `greenflow` (GreenFlow): PowerFlow following the grid: clocks lowered less when the grid is
-//!   clean than when it is dirty, and a short deferral of each job to a cleaner half hour.
+//!   and the first minutes of each shared run (a pair worse than the bound is separated and
+//!   remembered); **consolidation**: a shareable GPU within the bound is taken before a free
+//!   one (`sharing_first`), and exclusive jobs are packed, so whole nodes empty and power saving
+//!   suspends them. Not modelled: migration of running jobs (the abstract names none).
+//! - `powerflow` (PowerFlow): mean JCT under an energy budget, as its price (J per second of
+//!   JCT saved, `Elastic`): **elastic GPU counts** re-planned at every cycle for pending jobs
+//!   (`model::elastic`: half, the request or twice it in buddy-aligned powers of two; narrower
+//!   only to start now at no more energy, wider while the GPUs are free and the extra energy
+//!   is within the price), scaling predicted from Gavel's multi-GPU measurements; the
+//!   energy-optimal clock within a slowdown bound; packing with buddy-aligned blocks. No
+//!   sharing. Not modelled: resizing running jobs, batch-size tuning.
+//! - `greenflow` (GreenFlow): PowerFlow under a carbon budget: the price weighs energy by the
+//!   grid's intensity now relative to its forecast (wider jobs while the grid is clean),
+//!   clocks lowered less when the grid is clean, and a short deferral to a cleaner half hour.
 //! - `synergy` (Synergy): FIFO + EASY like `slurm`, but CPUs given by each job's measured
 //!   sensitivity instead of in proportion to GPUs.
 //! - `energy` (ours): all of the above, driven by each job's own hints and the site's config.
@@ -83,7 +91,23 @@ pub struct Setup {
     /// Under [`HintRule::Users`]: the slowdown bounds of `balanced` and `efficiency` jobs
     /// instead of the spec's (a knob of the frontier sweep).
     pub user_slowdowns: Option<(f64, f64)>,
+    /// Elastic GPU counts under an energy (or carbon) price (PowerFlow, GreenFlow).
+    pub elastic: Option<Elastic>,
 }
+
+/// The budget of PowerFlow (energy) or GreenFlow (carbon) as the price of JCT: the energy (J)
+/// the scheduler may spend to save one second of a job's completion time
+/// (`model::elastic::allocate`). Swept in the frontier; the budget table reads the best JCT
+/// within each energy budget.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Elastic {
+    pub joules_per_jct_s: f64,
+    /// Weigh energy by the grid's relative carbon intensity now (GreenFlow).
+    pub carbon: bool,
+}
+
+/// PowerFlow's and GreenFlow's price in single-point runs (J per second of JCT saved).
+pub const DEFAULT_PRICE_J_PER_S: f64 = 400.0;
 
 /// Ideas of the `energy` policy that the ablation switches off one at a time.
 pub const IDEAS: [&str; 6] = ["packing", "clocks", "sharing", "carbon", "synergy", "powersave"];
@@ -91,7 +115,6 @@ pub const IDEAS: [&str; 6] = ["packing", "clocks", "sharing", "carbon", "synergy
 impl Setup {
     /// The setup of a policy the planner runs; `None` for `oracle`, which is computed, not run.
     pub fn for_policy(p: Policy, spec: &ClusterSpec) -> Option<Setup> {
-        let gpus_total = (spec.cluster.nodes * spec.cluster.gpus_per_node) as f64;
         let base = PlannerConfig { report_reservations: false, ..PlannerConfig::slurm_baseline() };
         let energy_aware = PlannerConfig {
             report_reservations: false,
@@ -113,13 +136,13 @@ impl Setup {
             Policy::Slurm => (base, false, hints(EnergyPolicy::Performance, 1.0, false, 0.0), false),
             Policy::SlurmPowersave => (base, true, hints(EnergyPolicy::Performance, 1.0, false, 0.0), false),
             Policy::Eaco => (
-                PlannerConfig { sharing: true, ..energy_aware },
+                PlannerConfig { sharing: true, prefer_sharing: true, sharing_first: true, ..energy_aware },
                 true,
                 hints(EnergyPolicy::Balanced, 1.0, true, 0.0),
                 false,
             ),
             Policy::Powerflow => (
-                PlannerConfig { clock_scaling: true, power_cap_w: 0.6 * gpus_total * spec.gpu.max_power_w, ..energy_aware },
+                PlannerConfig { clock_scaling: true, ..energy_aware },
                 true,
                 hints(EnergyPolicy::Balanced, 1.10, false, 0.0),
                 false,
@@ -129,7 +152,6 @@ impl Setup {
                     clock_scaling: true,
                     carbon_aware_clocks: true,
                     carbon_deferral: true,
-                    power_cap_w: 0.6 * gpus_total * spec.gpu.max_power_w,
                     ..energy_aware
                 },
                 true,
@@ -144,7 +166,41 @@ impl Setup {
             }
             Policy::Oracle => return None,
         };
-        Some(Setup { name: p.name().to_string(), planner, power_saving, hints: rule, cpu_flexible, user_slowdowns: None })
+        let elastic = match p {
+            Policy::Powerflow => Some(Elastic { joules_per_jct_s: DEFAULT_PRICE_J_PER_S, carbon: false }),
+            Policy::Greenflow => Some(Elastic { joules_per_jct_s: DEFAULT_PRICE_J_PER_S, carbon: true }),
+            _ => None,
+        };
+        Some(Setup { name: p.name().to_string(), planner, power_saving, hints: rule, cpu_flexible, user_slowdowns: None, elastic })
+    }
+
+    /// The papers' policies with one of their ideas switched off (ablation rows):
+    /// `eaco-no-consolidation` (shares only when no whole GPU is free, as before issue 11),
+    /// `powerflow-no-elastic` and `greenflow-no-elastic` (every job on its requested GPU count),
+    /// `powerflow-no-clocks` (elastic counts at the default clock), `greenflow-no-carbon-price`
+    /// (its price weighs energy, not carbon).
+    pub fn paper_ablations(spec: &ClusterSpec) -> Vec<Setup> {
+        let mut out = Vec::new();
+        let mut with = |p: Policy, name: &str, change: &dyn Fn(&mut Setup)| {
+            if let Some(mut s) = Setup::for_policy(p, spec) {
+                change(&mut s);
+                s.name = name.to_string();
+                out.push(s);
+            }
+        };
+        with(Policy::Eaco, "eaco-no-consolidation", &|s| {
+            s.planner.prefer_sharing = false;
+            s.planner.sharing_first = false;
+        });
+        with(Policy::Powerflow, "powerflow-no-elastic", &|s| s.elastic = None);
+        with(Policy::Powerflow, "powerflow-no-clocks", &|s| s.planner.clock_scaling = false);
+        with(Policy::Greenflow, "greenflow-no-elastic", &|s| s.elastic = None);
+        with(Policy::Greenflow, "greenflow-no-carbon-price", &|s| {
+            if let Some(e) = s.elastic.as_mut() {
+                e.carbon = false;
+            }
+        });
+        out
     }
 
     /// The `energy` setup with one idea switched off.
@@ -181,12 +237,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_powerflow_greenflow_and_the_sites_energy_config_cap_power() {
+    fn only_the_sites_energy_config_caps_power() {
         let mut spec = ClusterSpec::default();
         spec.planner.power_cap_w = 1000.0;
         for p in ALL {
             if let Some(s) = Setup::for_policy(p, &spec) {
-                let capped = matches!(p, Policy::Powerflow | Policy::Greenflow | Policy::Energy);
+                let capped = matches!(p, Policy::Energy);
                 assert_eq!(s.planner.power_cap_w > 0.0, capped, "{}", p.name());
             }
         }

@@ -18,6 +18,12 @@
 //!   CPUs keeps its GPU busier and draws more, up to the power limit; one starved of CPUs draws
 //!   less.
 //!
+//! - GPU count: a job run on another number of GPUs than it asked for (PowerFlow, GreenFlow)
+//!   progresses at Gavel's measured isolated throughput of its exact job type at that count
+//!   relative to its request ([`model::elastic::measured_speedup`]: 1, 2, 4, 8 GPUs,
+//!   interpolated between them; a type Gavel measured on one GPU only takes the median of the
+//!   held-out types at that count). The planner predicts with per-family medians of the other half (`model::elastic`).
+//!
 //! Nothing here calls the planner's fitted models (`model::perf_power`, `model::interference`,
 //! `model::sensitivity`): the planner is scored against data, not against itself. And the data
 //! is split ([`Split`]): jobs are drawn only among the Zeus sweeps and Gavel job types held out
@@ -27,6 +33,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use model::data::gavel::{GavelThroughputs, load_gavel};
+use model::elastic::{MEASURED_SCALES, ScalingModel, measured_speedup};
 use model::interference::InterferenceModel;
 use model::perf_power::{GpuCurves, ZEUS_GPUS};
 use model::predictor::Predictor;
@@ -66,6 +73,9 @@ pub struct Truth {
     truth_types: Vec<String>,
     split: Split,
     synergy: Option<SynergyTable>,
+    /// Median measured speedup (over one GPU) of the held-out types at 2, 4 and 8 GPUs, for
+    /// types Gavel measured on one GPU only.
+    median_speedup: [f64; 3],
 }
 
 /// Normalised throughputs assumed for a pair Gavel could not run together (`[0, 0]`) or
@@ -99,7 +109,15 @@ impl Truth {
         }
         let synergy_path = data_dir.join("synergy").join("cpu_mem_sensitivity.csv");
         let synergy = if synergy_path.exists() { Some(load_synergy(&synergy_path)?) } else { None };
-        Ok(Truth { gpu: gpu.to_string(), idle_gpu_w, sweeps, sweeps_by_network, gavel, gavel_types, truth_types, split, synergy })
+        let mut median_speedup = [2.0, 4.0, 8.0];
+        for (k, g) in MEASURED_SCALES.into_iter().skip(1).enumerate() {
+            let mut v: Vec<f64> = truth_types.iter().filter_map(|t| measured_speedup(&gavel, gpu, t, g)).collect();
+            v.sort_by(f64::total_cmp);
+            if let Some(m) = v.get(v.len() / 2) {
+                median_speedup[k] = *m;
+            }
+        }
+        Ok(Truth { gpu: gpu.to_string(), idle_gpu_w, sweeps, sweeps_by_network, gavel, gavel_types, truth_types, split, synergy, median_speedup })
     }
 
     /// The Zeus sweep that is a job's clock/power truth.
@@ -131,6 +149,36 @@ impl Truth {
         let gavel = load_gavel(&data_dir.join("gavel").join(Colocation::Simulated.file_name()))?;
         pred.interference = InterferenceModel::from_gavel(&gavel.retain_job_types(|t| !self.split.truth_type(t)), &self.gpu);
         Ok(pred)
+    }
+
+    /// The planner's scaling curves (elastic GPU counts): per-family medians of the multi-GPU
+    /// throughputs of the planner's half of Gavel's job types (simulator table, like its
+    /// co-location table).
+    pub fn planner_scaling(&self, data_dir: &Path) -> Result<Option<ScalingModel>, DataError> {
+        let gavel = load_gavel(&data_dir.join("gavel").join(Colocation::Simulated.file_name()))?;
+        Ok(ScalingModel::from_gavel(&gavel.retain_job_types(|t| !self.split.truth_type(t)), &self.gpu))
+    }
+
+    /// Measured speedup of the job on `gpus` GPUs over one GPU (see the module documentation).
+    pub fn speedup(&self, jt: &JobTruth, gpus: u32) -> f64 {
+        let at = |g: u32| -> f64 {
+            if g <= 1 {
+                return 1.0;
+            }
+            measured_speedup(&self.gavel, &self.gpu, &jt.job_type, g).unwrap_or_else(|| match g {
+                2 => self.median_speedup[0],
+                4 => self.median_speedup[1],
+                _ => self.median_speedup[2],
+            })
+        };
+        if MEASURED_SCALES.contains(&gpus) || gpus > 8 {
+            return at(gpus.min(8)) * if gpus > 8 { gpus as f64 / 8.0 } else { 1.0 };
+        }
+        // Between two measured counts: linear in the GPU count.
+        let lo = MEASURED_SCALES.into_iter().filter(|g| *g < gpus).max().unwrap_or(1);
+        let hi = MEASURED_SCALES.into_iter().find(|g| *g > gpus).unwrap_or(8);
+        let f = (gpus - lo) as f64 / (hi - lo).max(1) as f64;
+        at(lo) + (at(hi) - at(lo)) * f
     }
 
     /// The job types jobs are drawn from when a trace does not name one.

@@ -1,0 +1,270 @@
+//! Elastic GPU counts under an energy (or carbon) budget: PowerFlow's and GreenFlow's way of
+//! trading JCT for joules by choosing how many GPUs each job gets.
+//!
+//! - **Scaling.** A job's throughput on `g` GPUs relative to one GPU is predicted per model
+//!   family from Gavel's measured isolated throughputs at 1, 2, 4 and 8 GPUs
+//!   ([`measured_speedup`]): the median over the family's job types (batch sizes) at each
+//!   count, linear in between; a family without multi-GPU measurements gets the median over all
+//!   families. (An Amdahl fit was tried first: Gavel's rows are far from Amdahl's shape, e.g.
+//!   LM and Transformer run much less efficiently on 4 GPUs than on 2 or 8, and the fit
+//!   predicted shrinking 8-GPU jobs to 4 as cheap when it costs 2-5x the GPU time.)
+//! - **Choices.** A job that fits on one node may run on half, the same or twice its request,
+//!   in powers of two (buddy-aligned blocks) up to one node's GPUs; a multi-node job keeps its
+//!   request.
+//! - **Allocation** ([`allocate`], re-run at every scheduling cycle for the pending jobs): jobs
+//!   are admitted in queue order at their request, or narrower when only fewer GPUs are free
+//!   and the narrower run is predicted to cost no more energy (rather than wait), and the GPUs left over go, one step at a time, to the admitted job
+//!   that saves the most predicted JCT per extra GPU, as long as the extra energy is at most
+//!   the budget's price `joules_per_jct_s` times the JCT it saves. The price is the budget's
+//!   Lagrange multiplier: sweeping it traces the energy vs JCT frontier, and the budget table
+//!   reads the best JCT within each budget. GreenFlow prices carbon instead: the extra energy
+//!   is weighted by the grid's intensity now relative to its forecast (cheap when clean).
+//!
+//! What the papers do beyond this and is not modelled: resizing *running* jobs (checkpoint and
+//! restart at a new GPU count) and batch-size tuning.
+
+use std::collections::BTreeMap;
+
+use crate::data::gavel::GavelThroughputs;
+use crate::workloads::{canonical_family, gavel_family};
+
+/// GPU counts Gavel measured jobs on.
+pub const MEASURED_SCALES: [u32; 4] = [1, 2, 4, 8];
+
+/// Measured speedup of `job_type` on `gpus` GPUs over one GPU: Gavel's isolated throughputs,
+/// held at most linear (a superlinear ratio, which some of Gavel's multi-GPU rows show, says the
+/// one-GPU run was not representative; it is read as linear). `None` when either is missing.
+pub fn measured_speedup(t: &GavelThroughputs, gpu: &str, job_type: &str, gpus: u32) -> Option<f64> {
+    let one = t.isolated(gpu, job_type, 1).filter(|x| *x > 0.0)?;
+    let at = t.isolated(gpu, job_type, gpus).filter(|x| *x > 0.0)?;
+    Some((at / one).min(gpus as f64))
+}
+
+/// Speedups (over one GPU) at [`MEASURED_SCALES`] 2, 4 and 8, linear between them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScalingCurve {
+    pub at: [f64; 3],
+}
+
+impl ScalingCurve {
+    pub fn speedup(&self, gpus: u32) -> f64 {
+        let pts = [(1u32, 1.0), (2, self.at[0]), (4, self.at[1]), (8, self.at[2])];
+        if gpus <= 1 {
+            return 1.0;
+        }
+        if gpus >= 8 {
+            return self.at[2] * gpus as f64 / 8.0;
+        }
+        let hi = pts.iter().position(|(g, _)| *g >= gpus).unwrap_or(3);
+        let (g0, s0) = pts[hi - 1];
+        let (g1, s1) = pts[hi];
+        s0 + (s1 - s0) * (gpus - g0) as f64 / (g1 - g0) as f64
+    }
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
+}
+
+/// The planner's scaling predictions: per model family, the median of the measured speedups
+/// of the family's job types at 2, 4 and 8 GPUs; a family without multi-GPU measurements gets
+/// the median over all families.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScalingModel {
+    per_family: BTreeMap<String, ScalingCurve>,
+    pooled: ScalingCurve,
+}
+
+impl ScalingModel {
+    /// Fit on every job type of `t` measured on `gpu` (pass the planner's half only).
+    pub fn from_gavel(t: &GavelThroughputs, gpu: &str) -> Option<ScalingModel> {
+        let mut by_family: BTreeMap<String, [Vec<f64>; 3]> = BTreeMap::new();
+        for job_type in t.job_types(gpu) {
+            for (k, g) in MEASURED_SCALES.into_iter().skip(1).enumerate() {
+                if let Some(s) = measured_speedup(t, gpu, &job_type, g) {
+                    by_family.entry(canonical_family(gavel_family(&job_type))).or_default()[k].push(s);
+                }
+            }
+        }
+        let curve = |v: &[Vec<f64>; 3]| -> Option<ScalingCurve> { Some(ScalingCurve { at: [median(v[0].clone())?, median(v[1].clone())?, median(v[2].clone())?] }) };
+        let mut all: [Vec<f64>; 3] = Default::default();
+        for v in by_family.values() {
+            for k in 0..3 {
+                all[k].extend(v[k].iter().copied());
+            }
+        }
+        let pooled = curve(&all)?;
+        let per_family = by_family.iter().filter_map(|(f, v)| curve(v).map(|c| (f.clone(), c))).collect();
+        Some(ScalingModel { per_family, pooled })
+    }
+
+    pub fn curve(&self, family: Option<&str>) -> ScalingCurve {
+        family.and_then(|f| self.per_family.get(&canonical_family(f))).copied().unwrap_or(self.pooled)
+    }
+
+    pub fn speedup(&self, family: Option<&str>, gpus: u32) -> f64 {
+        self.curve(family).speedup(gpus)
+    }
+}
+
+/// GPU counts a job requesting `requested` GPUs may run on: half, the same, twice, in powers of
+/// two, at most `per_node` (so the job stays on one node); a job larger than a node keeps its
+/// request. Ascending, always containing `requested` when it fits on a node.
+pub fn choices(requested: u32, per_node: u32) -> Vec<u32> {
+    if requested == 0 || requested > per_node {
+        return vec![requested];
+    }
+    let mut out: Vec<u32> = (0..=per_node.ilog2()).map(|e| 1u32 << e).filter(|g| 2 * g >= requested && *g <= 2 * requested && *g <= per_node).collect();
+    out.push(requested);
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// One pending job as the allocation sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ElasticJob {
+    /// Allowed GPU counts, ascending (see [`choices`]).
+    pub choices: Vec<u32>,
+    /// Predicted runtime at the first choice (s).
+    pub runtime_at_first_s: f64,
+    /// Predicted speedup (over one GPU) at each choice.
+    pub speedup: Vec<f64>,
+    /// Predicted power per GPU while running (W), host share included.
+    pub power_per_gpu_w: f64,
+}
+
+impl ElasticJob {
+    fn runtime_s(&self, k: usize) -> f64 {
+        self.runtime_at_first_s * self.speedup[0] / self.speedup[k].max(1e-9)
+    }
+
+    fn energy_j(&self, k: usize) -> f64 {
+        self.choices[k] as f64 * self.power_per_gpu_w * self.runtime_s(k)
+    }
+}
+
+/// One upgrade a job could take next, ordered by JCT saved per extra GPU.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Upgrade {
+    value: f64,
+    job: usize,
+}
+
+impl Eq for Upgrade {}
+impl PartialOrd for Upgrade {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Upgrade {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.value.total_cmp(&o.value).then(o.job.cmp(&self.job))
+    }
+}
+
+/// GPU count for each job (same order), given `free_gpus` and the budget's price: the energy
+/// (J, weighted by `energy_weight`, e.g. relative carbon intensity) the scheduler may spend to
+/// save one second of JCT. `requested[i]` is the index in `jobs[i].choices` of the job's own
+/// request; `runtime_scale[i]` multiplies `jobs[i].runtime_at_first_s` (e.g. the expected
+/// runtime, when the shape holds runtimes per second of it).
+///
+/// 1. Admission, in queue order: a job gets its request if it fits in the GPUs left, else the
+///    largest smaller choice that fits and is predicted to cost no more energy (it runs
+///    narrower rather than wait); the first job that fits in no such choice stops admission (the rest keep their request and wait, as in FIFO).
+/// 2. Growth: the GPUs left go one step at a time to the admitted job that saves the most
+///    predicted JCT per extra GPU, as long as the extra energy is at most the price times the
+///    JCT saved.
+pub fn allocate(jobs: &[&ElasticJob], requested: &[usize], runtime_scale: &[f64], free_gpus: u32, joules_per_jct_s: f64, energy_weight: f64) -> Vec<u32> {
+    let mut level: Vec<usize> = requested.iter().zip(jobs).map(|(r, j)| (*r).min(j.choices.len().saturating_sub(1))).collect();
+    let mut left = free_gpus as i64;
+    let mut admitted = Vec::new();
+    for (i, j) in jobs.iter().enumerate() {
+        // Narrower than the request only where that is predicted to cost no more energy
+        // (GPU time): a job whose scaling is superlinear there waits instead.
+        let req = level[i];
+        let Some(k) = (0..=req).rev().find(|k| j.choices.get(*k).is_some_and(|g| *g as i64 <= left) && (*k == req || j.energy_j(*k) <= j.energy_j(req) * (1.0 + 1e-9))) else { break };
+        level[i] = k;
+        left -= j.choices[k] as i64;
+        admitted.push(i);
+    }
+    let next = |i: usize, k: usize| -> Option<Upgrade> {
+        let j = &jobs[i];
+        if k + 1 >= j.choices.len() || j.speedup.len() != j.choices.len() {
+            return None;
+        }
+        let extra = (j.choices[k + 1] - j.choices[k]) as f64;
+        let scale = runtime_scale.get(i).copied().unwrap_or(1.0);
+        let saved_s = (j.runtime_s(k) - j.runtime_s(k + 1)) * scale;
+        let cost_j = (j.energy_j(k + 1) - j.energy_j(k)) * scale * energy_weight;
+        (saved_s > 0.0 && cost_j <= joules_per_jct_s * saved_s).then_some(Upgrade { value: saved_s / extra, job: i })
+    };
+    let mut heap: std::collections::BinaryHeap<Upgrade> = admitted.iter().filter_map(|&i| next(i, level[i])).collect();
+    while left > 0 {
+        let Some(u) = heap.pop() else { break };
+        let j = &jobs[u.job];
+        let k = level[u.job];
+        let extra = (j.choices[k + 1] - j.choices[k]) as i64;
+        if extra > left {
+            continue;
+        }
+        level[u.job] = k + 1;
+        left -= extra;
+        if let Some(n) = next(u.job, k + 1) {
+            heap.push(n);
+        }
+    }
+    jobs.iter().zip(&level).map(|(j, k)| j.choices.get(*k).copied().unwrap_or(0)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scaling_curve_interpolates_between_measured_counts() {
+        let c = ScalingCurve { at: [1.8, 3.0, 5.0] };
+        assert_eq!(c.speedup(1), 1.0);
+        assert_eq!(c.speedup(4), 3.0);
+        assert!((c.speedup(3) - 2.4).abs() < 1e-9 && (c.speedup(6) - 4.0).abs() < 1e-9);
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+    }
+
+    #[test]
+    fn choices_are_buddy_blocks_around_the_request() {
+        assert_eq!(choices(1, 8), vec![1, 2]);
+        assert_eq!(choices(2, 8), vec![1, 2, 4]);
+        assert_eq!(choices(3, 8), vec![2, 3, 4]);
+        assert_eq!(choices(8, 8), vec![4, 8]);
+        assert_eq!(choices(16, 8), vec![16]);
+    }
+
+    fn job(choices: Vec<u32>, serial: f64) -> ElasticJob {
+        let amdahl = |g: u32| 1.0 / (serial + (1.0 - serial) / g as f64);
+        let speedup = choices.iter().map(|g| amdahl(*g)).collect();
+        ElasticJob { choices, runtime_at_first_s: 3600.0, speedup, power_per_gpu_w: 250.0 }
+    }
+
+    #[test]
+    fn the_price_decides_who_grows_and_scarcity_shrinks_to_fit() {
+        let jobs = [job(vec![1, 2, 4], 0.05), job(vec![1, 2, 4], 0.6)];
+        let req = [0, 0];
+        let refs: Vec<&ElasticJob> = jobs.iter().collect();
+        let ones = [1.0, 1.0];
+        // No energy to spare: everyone at its request.
+        assert_eq!(allocate(&refs, &req, &ones, 16, 0.0, 1.0), vec![1, 1]);
+        // A moderate price grows the job that scales, not the one that does not.
+        let a = allocate(&refs, &req, &ones, 16, 400.0, 1.0);
+        assert!(a[0] >= 2 && a[1] == 1, "{a:?}");
+        // Any price, but only two GPUs: both admitted at one.
+        assert_eq!(allocate(&refs, &req, &ones, 2, 1e9, 1.0), vec![1, 1]);
+        // A dirtier grid (weight 4) makes the same price buy less.
+        let dirty = allocate(&refs, &req, &ones, 16, 400.0, 4.0);
+        assert!(dirty[0] <= a[0], "{dirty:?} vs {a:?}");
+        // Requests of 8 with 12 free: the first gets 8, the second runs on 4 rather than wait,
+        // a third waits at its request.
+        let big = [job(vec![4, 8], 0.1), job(vec![4, 8], 0.1), job(vec![4, 8], 0.1)];
+        assert_eq!(allocate(&big.iter().collect::<Vec<_>>(), &[1, 1, 1], &[1.0; 3], 12, 0.0, 1.0), vec![8, 4, 8]);
+    }
+}
