@@ -91,6 +91,13 @@ struct Running {
     partner: Option<usize>,
     /// GPUs the job runs on (all nodes), which may differ from its request (elastic policies).
     gpus: u32,
+    /// Measured GPU energy so far (J): its share of each of its GPUs' power (split evenly
+    /// between tenants), integrated up to `energy_last_s`. What a node's counters tell the
+    /// plugin's learning about a finished job.
+    energy_j: f64,
+    energy_last_s: f64,
+    /// The planner's predicted GPU power for the job when it started (W).
+    predicted_power_w: f64,
 }
 
 pub struct Engine<'a> {
@@ -502,6 +509,9 @@ impl<'a> Engine<'a> {
             self.acc.cpu_w += a.cpus as f64 * self.spec.power.cpu_w_per_busy_core;
             self.idle_epoch[node] += 1;
             for &g in &a.gpu_indices {
+                for k in 0..self.tenants[node][g as usize].len() {
+                    self.settle_energy(self.tenants[node][g as usize][k]);
+                }
                 let t = &mut self.tenants[node][g as usize];
                 if let Some(&other) = t.first() {
                     partner = Some(other);
@@ -523,6 +533,9 @@ impl<'a> Engine<'a> {
             version: 0,
             partner,
             gpus: s.allocations.iter().map(|a| a.gpu_indices.len() as u32).sum(),
+            energy_j: 0.0,
+            energy_last_s: self.now_s,
+            predicted_power_w: s.predicted_power_w,
         });
         let gpus_now: u32 = s.allocations.iter().map(|a| a.gpu_indices.len() as u32).sum();
         match gpus_now.cmp(&job.total_gpus()) {
@@ -619,11 +632,12 @@ impl<'a> Engine<'a> {
 
     fn finish(&mut self, i: usize) {
         self.settle(i);
+        self.settle_energy(i);
         let Some(r) = self.running[i].take() else { return };
         let job = &self.jobs[i];
         let end_s = self.now_s;
         let runtime = end_s - r.ready_s;
-        self.pred.runtime.observe(job.user, runtime, job.time_limit_s);
+        self.learn(i, &r, runtime);
         self.acc.record_finish(job, r.start_s, r.ready_s, end_s, r.time_limit_s);
         self.vacate(i, &r);
     }
@@ -631,12 +645,50 @@ impl<'a> Engine<'a> {
     /// Slurm's time limit: the job is killed with its work unfinished (state TIMEOUT). It is not
     /// requeued (Slurm does not), and it counts as killed; its JCT ends at the kill.
     fn kill(&mut self, i: usize) {
+        self.settle_energy(i);
         let Some(r) = self.running[i].take() else { return };
         let job = &self.jobs[i];
         let end_s = self.now_s;
-        self.pred.runtime.observe(job.user, end_s - r.ready_s, job.time_limit_s);
+        self.learn(i, &r, end_s - r.ready_s);
         self.acc.record_kill(job, r.ready_s, end_s, r.remaining_work_s);
         self.vacate(i, &r);
+    }
+
+    /// What the planner learns from a job that ended: the same observation, through the same
+    /// model code ([`model::history`]), that sched/energy makes from the job's record (run time
+    /// against its limit, measured GPU energy against the predicted power, per user and tag).
+    fn learn(&mut self, i: usize, r: &Running, runtime_s: f64) {
+        let job = &self.jobs[i];
+        self.pred.runtime.observe_finished(&model::history::FinishedJob {
+            user: job.user,
+            tag: job.user_hints.tag.as_deref(),
+            runtime_s,
+            time_limit_s: job.time_limit_s,
+            gpus: r.gpus,
+            energy_j: Some(r.energy_j),
+            predicted_power_w: (r.predicted_power_w > 0.0).then_some(r.predicted_power_w),
+            clock_mhz: None,
+        });
+    }
+
+    /// Integrates job `i`'s GPU power (its even share of each of its GPUs) up to now. Called
+    /// before anything changes a GPU's power or tenants.
+    fn settle_energy(&mut self, i: usize) {
+        let Some(r) = self.running[i].as_ref() else { return };
+        let dt = self.now_s - r.energy_last_s;
+        if dt <= 0.0 {
+            return;
+        }
+        let power_w: f64 = r
+            .allocations
+            .iter()
+            .flat_map(|a| a.gpu_indices.iter().map(move |&g| (a.node.0 as usize, g as usize)))
+            .map(|(node, g)| self.gpu_power_w[node][g] / self.tenants[node][g].len().max(1) as f64)
+            .sum();
+        if let Some(r) = self.running[i].as_mut() {
+            r.energy_j += power_w * dt;
+            r.energy_last_s = self.now_s;
+        }
     }
 
     /// Take job `i` (already out of `running`) off its GPUs: the view forgets it, its GPUs'
@@ -647,6 +699,9 @@ impl<'a> Engine<'a> {
             let node = a.node.0 as usize;
             self.acc.cpu_w -= a.cpus as f64 * self.spec.power.cpu_w_per_busy_core;
             for &g in &a.gpu_indices {
+                for k in 0..self.tenants[node][g as usize].len() {
+                    self.settle_energy(self.tenants[node][g as usize][k]);
+                }
                 self.tenants[node][g as usize].retain(|t| *t != i);
                 self.refresh_gpu(node, g as usize);
             }
@@ -700,6 +755,9 @@ impl<'a> Engine<'a> {
 
     /// Recompute the measured power of one GPU and move it between the accumulators.
     fn refresh_gpu(&mut self, node: usize, g: usize) {
+        for k in 0..self.tenants[node][g].len() {
+            self.settle_energy(self.tenants[node][g][k]);
+        }
         let old = self.gpu_power_w[node][g];
         let was_busy = self.acc.gpu_busy[node * 64 + g];
         let tenants = &self.tenants[node][g];
