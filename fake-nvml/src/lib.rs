@@ -22,6 +22,7 @@ mod ffi;
 pub mod model;
 pub mod session;
 pub mod state;
+pub mod workload_profile;
 
 use std::io;
 use std::path::{Path, PathBuf};
