@@ -3,6 +3,7 @@
 
 pub mod demo;
 pub mod plots;
+pub mod replay;
 pub mod report;
 pub mod sim;
 pub mod soak;
