@@ -153,7 +153,9 @@ fn read_energy(site: &FakeGpuSite, nodes: &[String]) -> Result<(f64, f64), Strin
     let (mut mj, mut mw) = (0.0, 0.0);
     for n in nodes {
         let fake = FakeNvml::new(config.clone(), site.state_dir(n));
-        let state = fake.state().map_err(|e| e.to_string())?;
+        // Through an update: a node whose GPUs nothing has touched yet has no state file, and
+        // reading alone would start its counters afresh at every reading.
+        let state = fake.update(|s| s.clone()).map_err(|e| e.to_string())?;
         for g in &state.gpus {
             mj += nvml_model::energy_mj_at(&config, g, now);
             mw += nvml_model::power_mw(&config, g);

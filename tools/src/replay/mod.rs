@@ -64,8 +64,9 @@ pub struct Figures {
     pub mean_jct_s: f64,
     pub makespan_s: f64,
     pub jobs_done: usize,
-    /// Live only: sacct's ConsumedEnergy summed over the jobs (kWh).
-    pub sacct_energy_kwh: Option<f64>,
+    /// Energy of the GPUs while they ran jobs (kWh): the simulator's busy-GPU energy; live,
+    /// sacct's ConsumedEnergy summed over the jobs.
+    pub busy_gpu_energy_kwh: Option<f64>,
     /// Jobs killed at their time limit.
     pub timeouts: usize,
     pub other_states: String,
@@ -93,7 +94,7 @@ fn sim_figures(r: &RunResult) -> Figures {
         mean_jct_s: m.mean_jct_s,
         makespan_s: m.makespan_s,
         jobs_done: m.jobs as usize,
-        sacct_energy_kwh: None,
+        busy_gpu_energy_kwh: Some(m.gpu_energy_kwh),
         timeouts: m.killed_at_time_limit as usize,
         other_states: String::new(),
         mean_clock_mhz: Some(m.mean_clock_mhz),
@@ -109,7 +110,7 @@ fn live_figures(r: &LiveResult) -> Figures {
         mean_jct_s: r.mean_jct_s(),
         makespan_s: r.makespan_s,
         jobs_done: r.jobs.iter().filter(|j| j.jct_s.is_some()).count(),
-        sacct_energy_kwh: Some(r.sacct_energy_j() / J_PER_KWH),
+        busy_gpu_energy_kwh: Some(r.sacct_energy_j() / J_PER_KWH),
         timeouts,
         other_states: others.join(", "),
         mean_clock_mhz: None,
@@ -137,7 +138,7 @@ impl ReplayReport {
     pub fn table(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "replay: {} Philly jobs, time compressed {}x, seed {} (times in compressed seconds)", self.jobs, self.speedup, self.seed);
-        let _ = writeln!(s, "{:<22} {:>12} {:>12} {:>10} {:>8} {:>9} {:>13}", "", "GPU_kWh", "mean_JCT_s", "makespan", "done", "timeouts", "sacct_kWh");
+        let _ = writeln!(s, "{:<22} {:>12} {:>12} {:>10} {:>8} {:>9} {:>13}", "", "GPU_kWh", "mean_JCT_s", "makespan", "done", "timeouts", "busy_GPU_kWh");
         let row = |s: &mut String, name: &str, f: Option<&Figures>| {
             match f {
                 Some(f) => {
@@ -149,7 +150,7 @@ impl ReplayReport {
                         f.makespan_s,
                         f.jobs_done,
                         f.timeouts,
-                        f.sacct_energy_kwh.map_or("-".into(), |k| format!("{k:.4}")),
+                        f.busy_gpu_energy_kwh.map_or("-".into(), |k| format!("{k:.4}")),
                         if f.other_states.is_empty() { String::new() } else { format!("  ({})", f.other_states) }
                     );
                 }
