@@ -230,11 +230,44 @@ mod tests {
         let top = map.limit_w(1312);
         assert_eq!(top, map.limit_w(1530));
         assert!(map.limit_w(700) < top, "{} vs {top}", map.limit_w(700));
-        let jt = JobTruth { job_type: t.job_types()[0].clone(), sweep: 0, synergy_model: None, cpu_gain: 1.0 };
-        let (r_top, p_top, _) = gpu_rate_and_power(&t, &jt, top, None);
-        let (r_low, p_low, _) = gpu_rate_and_power(&t, &jt, map.limit_w(700), None);
-        assert!((r_top - 1.0).abs() < 1e-9, "alone at the top limit the job runs at its trace speed: {r_top}");
-        assert!(r_low <= r_top && p_low <= p_top, "lower clock: rate {r_low} power {p_low}");
+        let low = map.limit_w(700);
+        let (mut rate_sum, mut n) = (0.0, 0.0);
+        for sweep in 0..t.all_sweeps().len() {
+            let jt = JobTruth { job_type: t.job_types()[0].clone(), sweep, synergy_model: None, cpu_gain: 1.0 };
+            let (r_top, _, shared) = gpu_rate_and_power(&t, &jt, top, None);
+            assert!(!shared);
+            assert!((r_top - 1.0).abs() < 1e-9, "alone at the default clock a job runs at its trace speed: {r_top}");
+            // At a lower clock: exactly the measured point of the sweep at the ladder's limit.
+            let (r_low, p_low, _) = gpu_rate_and_power(&t, &jt, low, None);
+            let (ratio, power) = t.alone(&jt, low);
+            assert!((r_low - 1.0 / ratio).abs() < 1e-9 && (p_low - power.min(low)).abs() < 1e-9);
+            rate_sum += r_low;
+            n += 1.0;
+        }
+        // Measured sweeps are noisy one by one, but on the whole a lower clock slows jobs.
+        assert!(rate_sum / n < 0.95, "mean rate at 700 MHz: {}", rate_sum / n);
+    }
+
+    #[test]
+    fn a_co_runner_gives_the_measured_pair_share_and_shared_power() {
+        let Some(t) = truth() else {
+            assert!(std::env::var("CI").is_err(), "measured data missing under CI");
+            return;
+        };
+        let map = ClockToLimit::new(&t, 1312).unwrap();
+        let top = map.limit_w(1312);
+        let types = t.job_types().to_vec();
+        let jt = |i: usize, sweep: usize| JobTruth { job_type: types[i].clone(), sweep, synergy_model: None, cpu_gain: 1.0 };
+        let pair = (0..types.len()).flat_map(|a| (0..types.len()).map(move |b| (a, b))).find(|&(a, b)| t.pair(&jt(a, 0), &jt(b, 1)).is_some_and(|n| n.0 < 0.9));
+        let (a, b) = pair.expect("some measured pair slows its first job");
+        let (me, other) = (jt(a, 0), jt(b, 1));
+        let n = t.pair(&me, &other).unwrap();
+        let (rate, power, shared) = gpu_rate_and_power(&t, &me, top, Some((&other, top)));
+        assert!(shared);
+        assert!((rate - n.0 / t.alone(&me, top).0).abs() < 1e-9, "{rate} vs {n:?}");
+        let expected = t.shared_power_w((t.alone(&me, top).1, t.alone(&other, top).1), n, top);
+        assert!((power - expected).abs() < 1e-9);
+        assert!(rate < 1.0);
     }
 
     #[test]
