@@ -51,6 +51,8 @@ pub struct LiveJob {
     pub jct_s: Option<f64>,
     pub sacct_energy_j: Option<f64>,
     pub decision: String,
+    /// Mean GPU clock the workload ran at (its own report in the job's output).
+    pub mean_clock_mhz: Option<f64>,
 }
 
 /// What a live run measured.
@@ -67,6 +69,12 @@ impl LiveResult {
     pub fn mean_jct_s(&self) -> f64 {
         let v: Vec<f64> = self.jobs.iter().filter_map(|j| j.jct_s).collect();
         if v.is_empty() { f64::NAN } else { v.iter().sum::<f64>() / v.len() as f64 }
+    }
+
+    /// Mean over the jobs of each job's mean GPU clock (MHz).
+    pub fn mean_clock_mhz(&self) -> Option<f64> {
+        let v: Vec<f64> = self.jobs.iter().filter_map(|j| j.mean_clock_mhz).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
     }
 
     pub fn sacct_energy_j(&self) -> f64 {
@@ -164,8 +172,26 @@ fn read_energy(site: &FakeGpuSite, nodes: &[String]) -> Result<(f64, f64), Strin
     Ok((mj / 1000.0, mw / 1000.0))
 }
 
+/// The mean clock in the workload's last line (`... mean clock 1087 MHz ...`).
+pub fn parse_mean_clock_mhz(output: &str) -> Option<f64> {
+    let line = output.lines().rev().find(|l| l.starts_with("workload done:"))?;
+    line.split("mean clock ").nth(1)?.split_whitespace().next()?.parse().ok()
+}
+
 fn read_mark(path: &Path) -> Option<f64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_workloads_mean_clock_is_read_from_its_last_line() {
+        let out = "GPUs 0\nworkload done: 31.4 s wall, mean rate 0.912, mean clock 1087 MHz, 0 shared ticks\n";
+        assert_eq!(parse_mean_clock_mhz(out), Some(1087.0));
+        assert_eq!(parse_mean_clock_mhz("slurmstepd: error: ... CANCELLED\n"), None);
+    }
 }
 
 /// Runs the jobs on a fresh local cluster and measures them.
@@ -258,7 +284,16 @@ fn drive(o: &LiveOptions, cluster: &DemoCluster, ctl: &Path) -> Result<LiveResul
         .zip(&ends)
         .map(|((i, id, submit), end)| {
             let row = acct.get(id).cloned().unwrap_or_default();
-            LiveJob { index: *i, job_id: *id, state: if row.0.is_empty() { "UNKNOWN".into() } else { row.0 }, jct_s: end.map(|e| e - submit), sacct_energy_j: row.1, decision: row.2 }
+            let clock = std::fs::read_to_string(marks.join(format!("{id}.out"))).ok().and_then(|t| parse_mean_clock_mhz(&t));
+            LiveJob {
+                index: *i,
+                job_id: *id,
+                state: if row.0.is_empty() { "UNKNOWN".into() } else { row.0 },
+                jct_s: end.map(|e| e - submit),
+                sacct_energy_j: row.1,
+                decision: row.2,
+                mean_clock_mhz: clock,
+            }
         })
         .collect();
     Ok(LiveResult { sched_type: o.sched_type.clone(), jobs, gpu_energy_j: e1_j - e0_j - tail_j, makespan_s: last_end - t0_unix, wall_s: t0.elapsed().as_secs_f64() })

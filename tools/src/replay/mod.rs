@@ -113,7 +113,7 @@ fn live_figures(r: &LiveResult) -> Figures {
         busy_gpu_energy_kwh: Some(r.sacct_energy_j() / J_PER_KWH),
         timeouts,
         other_states: others.join(", "),
-        mean_clock_mhz: None,
+        mean_clock_mhz: r.mean_clock_mhz(),
     }
 }
 
@@ -138,19 +138,20 @@ impl ReplayReport {
     pub fn table(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "replay: {} Philly jobs, time compressed {}x, seed {} (times in compressed seconds)", self.jobs, self.speedup, self.seed);
-        let _ = writeln!(s, "{:<22} {:>12} {:>12} {:>10} {:>8} {:>9} {:>13}", "", "GPU_kWh", "mean_JCT_s", "makespan", "done", "timeouts", "busy_GPU_kWh");
+        let _ = writeln!(s, "{:<22} {:>12} {:>12} {:>10} {:>8} {:>9} {:>13} {:>10}", "", "GPU_kWh", "mean_JCT_s", "makespan", "done", "timeouts", "busy_GPU_kWh", "clock_MHz");
         let row = |s: &mut String, name: &str, f: Option<&Figures>| {
             match f {
                 Some(f) => {
                     let _ = writeln!(
                         s,
-                        "{name:<22} {:>12.4} {:>12.1} {:>10.1} {:>8} {:>9} {:>13}{}",
+                        "{name:<22} {:>12.4} {:>12.1} {:>10.1} {:>8} {:>9} {:>13} {:>10}{}",
                         f.gpu_energy_kwh,
                         f.mean_jct_s,
                         f.makespan_s,
                         f.jobs_done,
                         f.timeouts,
                         f.busy_gpu_energy_kwh.map_or("-".into(), |k| format!("{k:.4}")),
+                        f.mean_clock_mhz.map_or("-".into(), |c| format!("{c:.0}")),
                         if f.other_states.is_empty() { String::new() } else { format!("  ({})", f.other_states) }
                     );
                 }
