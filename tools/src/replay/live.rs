@@ -182,17 +182,6 @@ fn read_mark(path: &Path) -> Option<f64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_workloads_mean_clock_is_read_from_its_last_line() {
-        let out = "GPUs 0\nworkload done: 31.4 s wall, mean rate 0.912, mean clock 1087 MHz, 0 shared ticks\n";
-        assert_eq!(parse_mean_clock_mhz(out), Some(1087.0));
-        assert_eq!(parse_mean_clock_mhz("slurmstepd: error: ... CANCELLED\n"), None);
-    }
-}
 
 /// Runs the jobs on a fresh local cluster and measures them.
 pub fn run_live(o: &LiveOptions) -> Result<LiveResult, String> {
@@ -332,5 +321,17 @@ fn sacct_rows(cluster: &DemoCluster, ids: &[u32]) -> Result<BTreeMap<u32, AcctRo
             return Ok(rows);
         }
         std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_workloads_mean_clock_is_read_from_its_last_line() {
+        let out = "GPUs 0\nworkload done: 31.4 s wall, mean rate 0.912, mean clock 1087 MHz, 0 shared ticks\n";
+        assert_eq!(parse_mean_clock_mhz(out), Some(1087.0));
+        assert_eq!(parse_mean_clock_mhz("slurmstepd: error: ... CANCELLED\n"), None);
     }
 }

@@ -69,7 +69,9 @@ pub struct ReplayJob {
 
 /// The selected jobs, compressed; errors say what is wrong with the selection.
 pub fn select(trace: &Trace, sel: &Selection) -> Result<Vec<ReplayJob>, String> {
-    if sel.jobs == 0 || !(sel.speedup > 0.0) || !(sel.load > 0.0) || !(sel.min_duration_s <= sel.max_duration_s) {
+    let positive = |x: f64| x > 0.0 && x.is_finite();
+    let band_ok = sel.min_duration_s.is_finite() && sel.max_duration_s.is_finite() && sel.min_duration_s <= sel.max_duration_s;
+    if sel.jobs == 0 || !positive(sel.speedup) || !positive(sel.load) || !band_ok {
         return Err("need --jobs >= 1, --speedup > 0, --load > 0 and min duration <= max duration".into());
     }
     let cluster_gpus = NODES * GPUS_PER_NODE;
