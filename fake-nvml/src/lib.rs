@@ -24,6 +24,7 @@ pub mod generations;
 pub mod model;
 pub mod session;
 pub mod state;
+pub mod workload_profile;
 
 use std::io;
 use std::path::{Path, PathBuf};

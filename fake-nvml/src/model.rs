@@ -28,8 +28,12 @@ pub fn current_graphics_clock_mhz(config: &Config, gpu: &GpuState) -> u32 {
     }
 }
 
-/// Instant power draw of GPU `gpu`, in mW (fractional, so energy integrates exactly).
+/// Instant power draw of GPU `gpu`, in mW (fractional, so energy integrates exactly). A busy
+/// GPU whose workload registered its own power (`crate::workload_profile`) draws that instead.
 pub fn power_mw(config: &Config, gpu: &GpuState) -> f64 {
+    if let (true, Some(p)) = (gpu.util_gpu_pct > 0, gpu.workload_power_mw) {
+        return f64::from(p.max(config.idle_power_mw)).min(f64::from(gpu.power_limit_mw));
+    }
     let util = f64::from(gpu.util_gpu_pct.min(100)) / 100.0;
     let f_max = f64::from(config.max_graphics_clock_mhz().max(1));
     let ratio = f64::from(current_graphics_clock_mhz(config, gpu)) / f_max;

@@ -146,6 +146,9 @@ pub struct GpuState {
     pub energy_mj: f64,
     pub energy_at_unix_ns: u128,
     pub processes: Vec<GpuProcess>,
+    /// Power a registered workload draws on this GPU while busy, in mW (see
+    /// `workload_profile`); `None`: the formula of `model` decides.
+    pub workload_power_mw: Option<u32>,
 }
 
 impl GpuState {
@@ -162,6 +165,7 @@ impl GpuState {
             energy_mj: 0.0,
             energy_at_unix_ns: now_unix_ns(),
             processes: Vec::new(),
+            workload_power_mw: None,
         }
     }
 
@@ -259,7 +263,8 @@ impl State {
                 "gpu.{i}.util_gpu_pct = {}\ngpu.{i}.util_memory_pct = {}\n\
                  gpu.{i}.app_memory_clock_mhz = {}\ngpu.{i}.app_graphics_clock_mhz = {}\n\
                  gpu.{i}.locked_clocks_mhz = {locked}\ngpu.{i}.power_limit_mw = {}\n\
-                 gpu.{i}.energy_mj = {:.3}\ngpu.{i}.energy_at_unix_ns = {}\ngpu.{i}.processes = {}\n",
+                 gpu.{i}.energy_mj = {:.3}\ngpu.{i}.energy_at_unix_ns = {}\ngpu.{i}.processes = {}\n\
+                 gpu.{i}.workload_power_mw = {}\n",
                 g.util_gpu_pct,
                 g.util_memory_pct,
                 g.app_memory_clock_mhz,
@@ -268,6 +273,7 @@ impl State {
                 g.energy_mj,
                 g.energy_at_unix_ns,
                 procs.join(" "),
+                g.workload_power_mw.map_or_else(|| "none".to_string(), |p| p.to_string()),
             ));
         }
         out
@@ -321,6 +327,7 @@ impl State {
                             }
                         }
                         "power_limit_mw" => gpu.power_limit_mw = num(value)?,
+                        "workload_power_mw" => gpu.workload_power_mw = if value == "none" { None } else { Some(num(value)?) },
                         "energy_mj" => {
                             gpu.energy_mj = value
                                 .parse::<f64>()

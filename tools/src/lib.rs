@@ -9,6 +9,7 @@ pub mod package_deb;
 pub mod package_lintian;
 pub mod package_man;
 pub mod plots;
+pub mod replay;
 pub mod report;
 pub mod sim;
 pub mod soak;

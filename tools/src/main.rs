@@ -67,6 +67,16 @@ enum Command {
     /// top jobs; decision-record statistics. A text table on the terminal, and with --json /
     /// --html the same as JSON and a self-contained HTML page with plots (docs/report.md).
     Report(ReportArgs),
+    /// Check the simulator against the live cluster: replay compressed Philly jobs on a local
+    /// Slurm cluster with fake GPUs under sched/backfill and sched/energy, simulate the same
+    /// jobs, and print both side by side with their energy and mean-JCT ratios (docs/replay.md).
+    ///
+    /// Needs root on Debian 12, like `demo` (not with --sim-only).
+    Replay(tools::replay::cli::ReplayArgs),
+    /// The program a replayed job runs: advances its work at the simulator's ground-truth rate
+    /// for the clock its fake GPUs run at, and makes them draw the truth's power.
+    #[command(hide = true)]
+    Workload(tools::replay::cli::WorkloadCliArgs),
 }
 
 #[derive(Args)]
@@ -442,6 +452,8 @@ fn main() -> ExitCode {
         Command::Soak(a) => soak(a),
         Command::Package(a) => tools::package_cli::run(a),
         Command::Report(a) => acct_report(a),
+        Command::Replay(a) => tools::replay::cli::replay(a),
+        Command::Workload(a) => tools::replay::cli::workload(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
