@@ -161,6 +161,8 @@ pub fn sim_setups(spec: &ClusterSpec) -> Result<(Setup, Setup), String> {
         hints: HintRule::Users,
         cpu_flexible: false,
         user_slowdowns: None,
+        // Fixed GPU counts: jobs ask Slurm for a count, which the live side keeps.
+        elastic: None,
     };
     Ok((backfill, energy))
 }
