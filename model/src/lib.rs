@@ -7,6 +7,7 @@
 pub mod carbon;
 pub mod carbon_source;
 pub mod config;
+pub mod energy_split;
 pub mod data;
 pub mod decision;
 pub mod duration;
