@@ -253,3 +253,40 @@ pub fn run_replay(o: &ReplayOptions) -> Result<ReplayReport, String> {
     }
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::data::default_data_dir;
+
+    /// The simulated sched/energy plans only at its cycle's ticks, as the live plugin does with
+    /// slurmctld's main scheduler off; the simulated stock Slurm starts jobs on events.
+    #[test]
+    fn simulated_sched_energy_starts_jobs_only_at_its_cycle() {
+        let data = default_data_dir();
+        let Ok(philly) = load_philly(&data.join("traces/philly.csv")) else {
+            assert!(std::env::var("CI").is_err(), "measured data missing under CI");
+            return;
+        };
+        let sel = Selection { jobs: 30, skip: 20_000, min_duration_s: 600.0, max_duration_s: 7200.0, load: 0.9, speedup: 60.0 };
+        let jobs = select(&philly, &sel).expect("selection");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("t.csv");
+        std::fs::write(&path, generic_trace(&jobs)).expect("write trace");
+        let w = Workload::load(replay_spec().expect("spec"), &data, &path, None, None, 1).expect("workload");
+        let (backfill, energy) = sim_setups(&w.spec).expect("setups");
+        assert_eq!(energy.cycle_interval_s, setup::LIVE_INTERVAL_S);
+        assert_eq!(backfill.cycle_interval_s, 0.0);
+        let on_tick = |t: f64| (t / setup::LIVE_INTERVAL_S - (t / setup::LIVE_INTERVAL_S).round()).abs() < 1e-6;
+        let timed = w.run_one(&energy, |_| {});
+        assert_eq!(timed.jobs.len(), 30);
+        let off: Vec<f64> = timed.jobs.iter().map(|j| j.start_s).filter(|t| !on_tick(*t)).collect();
+        assert!(off.is_empty(), "starts between ticks: {off:?}");
+        // The same planner on events starts some job between ticks (arrivals are not on them),
+        // and never later than on the timer on average.
+        let evented = w.run_one(&crate::sim::policies::Setup { cycle_interval_s: 0.0, ..energy.clone() }, |_| {});
+        assert!(evented.jobs.iter().any(|j| !on_tick(j.start_s)));
+        let wait = |r: &RunResult| r.jobs.iter().map(|j| j.start_s - j.submit_s).sum::<f64>();
+        assert!(wait(&evented) < wait(&timed), "{} vs {}", wait(&evented), wait(&timed));
+    }
+}

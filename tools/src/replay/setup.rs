@@ -163,6 +163,9 @@ pub fn sim_setups(spec: &ClusterSpec) -> Result<(Setup, Setup), String> {
         user_slowdowns: None,
         // Fixed GPU counts: jobs ask Slurm for a count, which the live side keeps.
         elastic: None,
+        // Live, sched/energy starts jobs only in its cycle; stock Slurm's main scheduler starts
+        // them on each event, as the simulator's `backfill` does.
+        cycle_interval_s: LIVE_INTERVAL_S,
     };
     Ok((backfill, energy))
 }
@@ -172,13 +175,16 @@ struct PlannerTable<'a> {
     planner: &'a PlannerConfig,
 }
 
+/// sched/energy's cycle on the live cluster (`[sched] interval_s`), in (compressed) seconds.
+pub const LIVE_INTERVAL_S: f64 = 2.0;
+
 /// The live cluster's energy.toml: the plugin's cycle and the same planner as the simulator's
 /// `energy` (the demo setup then adds the data dir and the fake GPUs' type).
 pub fn live_energy_toml(planner: &PlannerConfig) -> Result<String, String> {
     // A cycle must never hold slurmctld for long (the plugin's own default bound).
     let live = PlannerConfig { max_cycle_ms: 2000, report_reservations: true, ..planner.clone() };
     let table = toml::to_string(&PlannerTable { planner: &live }).map_err(|e| format!("energy.toml: {e}"))?;
-    Ok(format!("[sched]\ninterval_s = 2\nsave_before_launch = true\n\n{table}"))
+    Ok(format!("[sched]\ninterval_s = {LIVE_INTERVAL_S}\nsave_before_launch = true\n\n{table}"))
 }
 
 /// Reads the Philly trace the simulator uses.

@@ -47,6 +47,8 @@ enum EventKind {
     Observe(usize, usize),
     /// The time limit of the job's `n`-th start (a requeued job starts again) is reached.
     TimeLimit(usize, u32),
+    /// A scheduler that plans on a timer (`Setup::cycle_interval_s`) runs its cycle.
+    CycleTick,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -132,6 +134,10 @@ pub struct Engine<'a> {
     /// Per job: its elastic shape (built on the first elastic cycle).
     elastic_jobs: Vec<(ElasticJob, usize)>,
     acc: Accumulators,
+    /// Under a timer-driven scheduler: a cycle is already due at this time.
+    tick_at_s: Option<f64>,
+    /// This batch of events holds the due cycle tick.
+    tick_now: bool,
 }
 
 impl<'a> Engine<'a> {
@@ -189,6 +195,8 @@ impl<'a> Engine<'a> {
             scaling: if setup.elastic.is_some() { scaling } else { None },
             elastic_jobs: Vec::new(),
             acc: Accumulators::new(n),
+            tick_at_s: None,
+            tick_now: false,
         };
         e.acc.idle_w = spec.gpu.idle_power_w * (n * g) as f64;
         e.acc.base_w = spec.power.node_base_w * n as f64;
@@ -228,9 +236,9 @@ impl<'a> Engine<'a> {
                 replan |= self.handle(next.kind);
             }
             if replan && !self.pending.is_empty() {
-                self.resize_pending();
-                self.cycle();
+                self.plan_or_wait_for_tick();
             }
+            self.tick_now = false;
             if self.acc.finished - finished_reported >= 1000 {
                 finished_reported = self.acc.finished;
                 on_progress(finished_reported);
@@ -240,6 +248,23 @@ impl<'a> Engine<'a> {
         let carbon_used = self.carbon.is_some();
         let total_gpus = self.spec.cluster.nodes * self.spec.cluster.gpus_per_node;
         self.acc.finish(&self.setup.name, total_gpus, wall.elapsed().as_secs_f64(), carbon_used)
+    }
+
+    /// Plans now, as slurmctld's main scheduler does on every event (stock Slurm, and every
+    /// policy by default); a scheduler with a timer (`cycle_interval_s`, as sched/energy's
+    /// `[sched] interval_s`, which starts every job itself) plans at its next tick instead.
+    fn plan_or_wait_for_tick(&mut self) {
+        let interval_s = self.setup.cycle_interval_s;
+        if interval_s <= 0.0 || self.tick_now {
+            self.resize_pending();
+            self.cycle();
+            return;
+        }
+        if self.tick_at_s.is_none() {
+            let next_s = ((self.now_s / interval_s).floor() + 1.0) * interval_s;
+            self.tick_at_s = Some(next_s);
+            self.push(next_s, EventKind::CycleTick);
+        }
     }
 
     fn stale(&self, kind: EventKind) -> bool {
@@ -280,6 +305,11 @@ impl<'a> Engine<'a> {
                 }
             }
             EventKind::Wake => true,
+            EventKind::CycleTick => {
+                self.tick_at_s = None;
+                self.tick_now = true;
+                true
+            }
             EventKind::TimeLimit(i, n) => {
                 if self.start_count[i] != n || self.running[i].is_none() {
                     return false;

@@ -93,6 +93,11 @@ pub struct Setup {
     pub user_slowdowns: Option<(f64, f64)>,
     /// Elastic GPU counts under an energy (or carbon) price (PowerFlow, GreenFlow).
     pub elastic: Option<Elastic>,
+    /// 0: the scheduler plans on every event (arrival, end), as slurmctld's main scheduler does.
+    /// Otherwise it plans only every this many seconds of simulated time, as sched/energy does
+    /// (`[sched] interval_s`; it runs with the main scheduler off). The replay against the live
+    /// cluster sets it; on the full trace a few seconds do not matter.
+    pub cycle_interval_s: f64,
 }
 
 /// The budget of PowerFlow (energy) or GreenFlow (carbon) as the price of JCT: the energy (J)
@@ -171,7 +176,7 @@ impl Setup {
             Policy::Greenflow => Some(Elastic { joules_per_jct_s: DEFAULT_PRICE_J_PER_S, carbon: true }),
             _ => None,
         };
-        Some(Setup { name: p.name().to_string(), planner, power_saving, hints: rule, cpu_flexible, user_slowdowns: None, elastic })
+        Some(Setup { name: p.name().to_string(), planner, power_saving, hints: rule, cpu_flexible, user_slowdowns: None, elastic, cycle_interval_s: 0.0 })
     }
 
     /// The papers' policies with one of their ideas switched off (ablation rows):
