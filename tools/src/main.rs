@@ -311,6 +311,12 @@ struct SimulateArgs {
     /// the sensitivity of the results to it).
     #[arg(long)]
     node_base_w: Option<f64>,
+    /// Let every policy but slurm and slurm-powersave plan only every SECONDS of simulated
+    /// time, as sched/energy does (its `[sched] interval_s`, default 5, with slurmctld's main
+    /// scheduler off); stock Slurm's main scheduler starts jobs on events. Default 0: every
+    /// policy plans at every arrival and end.
+    #[arg(long, default_value_t = 0.0)]
+    cycle_interval_s: f64,
     /// Replay only the first N jobs (by submit time).
     #[arg(long)]
     jobs: Option<usize>,
@@ -370,6 +376,12 @@ fn simulate(a: SimulateArgs) -> Result<(), String> {
     if a.ablation {
         setups.extend(IDEAS.iter().filter_map(|idea| Setup::energy_without(idea, &spec)));
         setups.extend(Setup::paper_ablations(&spec).into_iter().filter(|s| policies.iter().any(|p| s.name.starts_with(&format!("{}-", p.name())))));
+    }
+    if !(a.cycle_interval_s.is_finite() && (0.0..=86_400.0).contains(&a.cycle_interval_s)) {
+        return Err(format!("--cycle-interval-s {}: must be between 0 and 86400 seconds", a.cycle_interval_s));
+    }
+    for s in setups.iter_mut().filter(|s| !matches!(s.name.as_str(), "slurm" | "slurm-powersave")) {
+        s.cycle_interval_s = a.cycle_interval_s;
     }
     let load_start = std::time::Instant::now();
     let mut workload = Workload::load(spec, &data_dir, &trace_path, a.carbon.as_deref(), a.jobs, a.seed)?;
