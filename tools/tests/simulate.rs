@@ -252,3 +252,42 @@ fn a_bad_cluster_spec_names_the_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("line 3") && err.contains("gpus_per_nod"), "{err}");
 }
+
+#[test]
+fn a_timed_scheduler_starts_jobs_only_on_its_ticks_and_slurm_on_events() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = dir.path().join("c.toml");
+    std::fs::write(&spec, "[cluster]\nnodes = 1\ngpus_per_node = 8\n[carbon]\nfile = \"\"\n").expect("write");
+    let trace = dir.path().join("t.csv");
+    std::fs::write(&trace, "submit_time_s,duration_s,num_gpus\n0,3600,1\n124,1200,2\n243,600,1\n").expect("write");
+    let csv = dir.path().join("jobs");
+    let out = simulate(&[
+        "--cluster",
+        spec.to_str().expect("utf8"),
+        "--trace",
+        trace.to_str().expect("utf8"),
+        "--policies",
+        "slurm,energy",
+        "--cycle-interval-s",
+        "60",
+        "--jobs-csv",
+        csv.to_str().expect("utf8"),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let starts = |policy: &str| -> Vec<f64> {
+        let text = std::fs::read_to_string(csv.join(format!("{policy}.jobs.csv"))).unwrap_or_else(|e| panic!("{policy}.jobs.csv: {e}"));
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+        let col = header.iter().position(|h| h.starts_with("start")).expect("start column");
+        lines.map(|l| l.split(',').nth(col).and_then(|v| v.parse().ok()).expect("start time")).collect()
+    };
+    let mut energy = starts("energy");
+    energy.sort_by(f64::total_cmp);
+    assert_eq!(energy, vec![60.0, 180.0, 300.0], "sched/energy-like starts wait for the next tick");
+    let mut slurm = starts("slurm");
+    slurm.sort_by(f64::total_cmp);
+    assert_eq!(slurm, vec![0.0, 124.0, 243.0], "stock Slurm starts on submission");
+    let bad = simulate(&["--jobs", "10", "--cycle-interval-s", "-1"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--cycle-interval-s"), "{}", String::from_utf8_lossy(&bad.stderr));
+}
