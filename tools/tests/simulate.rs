@@ -287,7 +287,7 @@ fn a_timed_scheduler_starts_jobs_only_on_its_ticks_and_slurm_on_events() {
     let mut slurm = starts("slurm");
     slurm.sort_by(f64::total_cmp);
     assert_eq!(slurm, vec![0.0, 124.0, 243.0], "stock Slurm starts on submission");
-    let bad = simulate(&["--jobs", "10", "--cycle-interval-s", "-1"]);
+    let bad = simulate(&["--jobs", "10", "--cycle-interval-s=-1"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--cycle-interval-s"), "{}", String::from_utf8_lossy(&bad.stderr));
 }
