@@ -496,8 +496,10 @@ mod tests {
 
     #[test]
     fn a_gpu_left_out_of_detection_shifts_slurms_numbering() {
-        // NVML device 1's minor could not be read: detection leaves it out, and Slurm index 1
-        // is NVML device 2, where the NVML-order fallback would say 1.
+        // NVML device 1's minor could not be read: detection leaves it out, and by the rule
+        // Slurm index 1 is NVML device 2, where the NVML-order fallback would say 1. (The rule
+        // only: 24.11's slurmctld refuses such a node, its links strings being longer than its
+        // GPU count.)
         let mut records = detected(&[2, 0, 3]);
         records.remove(1);
         let map = DeviceMap::from_autodetected(&records, &[Some(2), None, Some(3)]);
