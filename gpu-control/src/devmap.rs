@@ -536,4 +536,38 @@ mod tests {
         assert_eq!(map.nvml_indices(&[0]), (vec![], vec![0]));
         assert!(DeviceMap::from_autodetected(&[], &[Some(0)]).is_empty());
     }
+
+    #[test]
+    fn an_exact_order_does_not_depend_on_the_order_records_came_in() {
+        // Whatever order the records reach Slurm in (and whatever its qsort does), an exact
+        // result names the same file at each Slurm index.
+        let mut seed: u64 = 0x2411;
+        let mut next = move |n: usize| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % n
+        };
+        for _ in 0..200 {
+            let n = 1 + next(12);
+            let mut minors: Vec<u32> = (0..n as u32).collect();
+            for i in (1..n).rev() {
+                minors.swap(i, next(i + 1));
+            }
+            let records = detected(&minors);
+            let files = |r: &[AutodetectedGpu]| {
+                let (order, exact) = slurm_autodetect_order(r);
+                assert!(exact);
+                order.iter().map(|&k| r[k].file.clone()).collect::<Vec<_>>()
+            };
+            let want = files(&records);
+            let mut shuffled = records.clone();
+            for i in (1..n).rev() {
+                shuffled.swap(i, next(i + 1));
+            }
+            assert_eq!(files(&shuffled), want, "minors {minors:?}");
+            let by_nvml: Vec<Option<u32>> = minors.iter().copied().map(Some).collect();
+            let map = DeviceMap::from_autodetected(&shuffled, &by_nvml);
+            assert_eq!(map, DeviceMap::from_autodetected(&records, &by_nvml));
+            assert_eq!(map.nvml_indices(&(0..n).collect::<Vec<_>>()).0, (0..n as u32).collect::<Vec<_>>());
+        }
+    }
 }
