@@ -248,7 +248,8 @@ pub fn slurm_gres(data: &[u8]) {
 ///   as sched/energy reads it (`hints::from_spank_env`, `hints::explicit_share`);
 /// - a slurmstepd process title (`StepId::from_title`) and its `job.step` (`parse_step_ids`);
 /// - slurm.conf's `SchedulerParameters` (`slurm_bindings::conf`);
-/// - a step's GPU bitmap, as the GPU plugins map its set bits to NVML devices (`gpu_bitmap`).
+/// - a step's GPU bitmap, as the GPU plugins map its set bits to NVML devices, and Slurm's
+///   readings of autodetected records (`gpu_bitmap`).
 pub fn slurm_strings(data: &[u8]) {
     let Some((&sel, rest)) = data.split_first() else { return };
     let Some(t) = text(rest) else { return };
@@ -300,7 +301,8 @@ pub fn slurm_strings(data: &[u8]) {
 
 /// The set bits of a step's GPU bitmap (Slurm's `bit_*` functions read the bitmap; the first byte
 /// gives the node's GPU count, the next that many bytes their minor numbers, the rest the bits)
-/// mapped to NVML devices as both GPU plugins do (`gres_energy::devmap::DeviceMap`).
+/// mapped to NVML devices as both GPU plugins do (`gres_energy::devmap::DeviceMap`), and the
+/// same GPUs as autodetected records put in Slurm's order (the GPU plugin's map on 24.11).
 fn gpu_bitmap(data: &[u8]) {
     use gpu_control::devmap::{links_self_position, natural_cmp, slurm_autodetect_order};
     use gres_energy::devmap::{AutodetectedGpu, DeviceMap};
