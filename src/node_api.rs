@@ -200,6 +200,19 @@ impl NodeApi {
         unsafe { ncall!(self, slurm_xfree(&mut p)) }
     }
 
+    /// Number of bits of a Slurm bitmap (0 for NULL).
+    ///
+    /// # Safety
+    /// `bitmap` must be NULL or a valid `bitstr_t`.
+    pub unsafe fn bitmap_size(&self, bitmap: *const sys::bitstr_t) -> usize {
+        if bitmap.is_null() {
+            return 0;
+        }
+        // SAFETY: a valid bitmap (caller).
+        let n = unsafe { ncall!(self, bit_size(bitmap as *mut sys::bitstr_t)) };
+        usize::try_from(n).unwrap_or(0)
+    }
+
     /// Set bits of a Slurm bitmap, ascending.
     ///
     /// # Safety
@@ -282,14 +295,17 @@ pub struct GresDevice {
 
 impl NodeApi {
     /// Slurm's own list of this node's GRES device files (every GRES plugin's; one record per
-    /// file), `None` when Slurm has none (no GRES with files, or GRES not initialised). Call
-    /// from the daemon's main thread (see `energy_gres_devices` in the shim).
-    pub fn gres_devices(&self) -> Option<Vec<GresDevice>> {
+    /// file), `None` when Slurm has none (no GRES with files, or GRES not initialised) or it
+    /// cannot be asked for. `in_gpu_plugin`: the caller may run inside a GPU plugin callback,
+    /// where Slurm 24.11 holds the GRES lock its list needs (always `None` there on 24.11).
+    /// Call from the daemon's main thread (see `energy_gres_devices` in the shim).
+    pub fn gres_devices(&self, in_gpu_plugin: bool) -> Option<Vec<GresDevice>> {
         const CAP: usize = 256;
         // SAFETY: an array of plain C structs; all zeros is valid.
         let mut buf: Vec<sys::energy_gres_device_t> = vec![unsafe { std::mem::zeroed() }; CAP];
-        // SAFETY: our resolved table and a buffer of CAP records.
-        let n = unsafe { sys::energy_gres_devices(&self.raw, buf.as_mut_ptr(), CAP as i32) };
+        // SAFETY: our resolved table and a buffer of CAP records; with `in_gpu_plugin` false the
+        // caller promises it is not inside a GPU plugin callback (the GRES lock is free).
+        let n = unsafe { sys::energy_gres_devices(&self.raw, buf.as_mut_ptr(), CAP as i32, in_gpu_plugin) };
         let n = usize::try_from(n).ok()?;
         let out = buf
             .iter()

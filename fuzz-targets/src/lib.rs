@@ -248,7 +248,8 @@ pub fn slurm_gres(data: &[u8]) {
 ///   as sched/energy reads it (`hints::from_spank_env`, `hints::explicit_share`);
 /// - a slurmstepd process title (`StepId::from_title`) and its `job.step` (`parse_step_ids`);
 /// - slurm.conf's `SchedulerParameters` (`slurm_bindings::conf`);
-/// - a step's GPU bitmap, as the GPU plugins map its set bits to NVML devices (`gpu_bitmap`).
+/// - a step's GPU bitmap, as the GPU plugins map its set bits to NVML devices, and Slurm's
+///   readings of autodetected records (`gpu_bitmap`).
 pub fn slurm_strings(data: &[u8]) {
     let Some((&sel, rest)) = data.split_first() else { return };
     let Some(t) = text(rest) else { return };
@@ -300,9 +301,11 @@ pub fn slurm_strings(data: &[u8]) {
 
 /// The set bits of a step's GPU bitmap (Slurm's `bit_*` functions read the bitmap; the first byte
 /// gives the node's GPU count, the next that many bytes their minor numbers, the rest the bits)
-/// mapped to NVML devices as both GPU plugins do (`gres_energy::devmap::DeviceMap`).
+/// mapped to NVML devices as both GPU plugins do (`gres_energy::devmap::DeviceMap`), and the
+/// same GPUs as autodetected records put in Slurm's order (the GPU plugin's map on 24.11).
 fn gpu_bitmap(data: &[u8]) {
-    use gres_energy::devmap::DeviceMap;
+    use gpu_control::devmap::{links_self_position, natural_cmp, slurm_autodetect_order};
+    use gres_energy::devmap::{AutodetectedGpu, DeviceMap};
     let Some((&count, rest)) = data.split_first() else { return };
     let (minors, bits) = rest.split_at(usize::from(count).min(rest.len()));
     let minors: Vec<u32> = minors.iter().map(|&m| u32::from(m)).collect();
@@ -316,6 +319,40 @@ fn gpu_bitmap(data: &[u8]) {
     distinct.sort_unstable();
     distinct.dedup();
     assert_eq!(distinct.len(), found.len(), "two Slurm GPUs on one NVML device: {found:?}");
+
+    // The same GPUs as autodetection hands them to Slurm on 24.11, put in Slurm's order; each
+    // links string has its -1 where the minor number says (so positions may repeat, and then
+    // the order is not exact).
+    let n = minors.len();
+    let records: Vec<AutodetectedGpu> = minors
+        .iter()
+        .map(|&m| AutodetectedGpu {
+            file: Some(format!("/dev/nvidia{m}")),
+            links: Some((0..n).map(|k| if k == m as usize % n { "-1" } else { "0" }).collect::<Vec<_>>().join(",")),
+        })
+        .collect();
+    let (order, _) = slurm_autodetect_order(&records);
+    let mut sorted = order.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "not a permutation: {order:?}");
+    let by_nvml: Vec<Option<u32>> = minors.iter().map(|&m| Some(m)).collect();
+    let auto = DeviceMap::from_autodetected(&records, &by_nvml);
+    assert_eq!(auto.len(), n);
+    let (found, _) = auto.nvml_indices(&(0..n).collect::<Vec<_>>());
+    let mut distinct = found.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), found.len(), "two Slurm GPUs on one NVML device: {found:?}");
+    // Slurm's readings of raw text: never a panic, a position inside the string or -2, and a
+    // natural order that is antisymmetric.
+    if let Ok(t) = std::str::from_utf8(rest) {
+        let pos = links_self_position(t);
+        assert!(pos == -2 || (0..=t.len() as i64).contains(&pos), "{t:?} -> {pos}");
+        if t.is_char_boundary(t.len() / 2) {
+            let (a, b) = t.split_at(t.len() / 2);
+            assert_eq!(natural_cmp(a, b), natural_cmp(b, a).reverse(), "{a:?} {b:?}");
+        }
+    }
 }
 
 /// `sacct --parsable2` output as `slurm-energy report` reads it (`tools::acct_report::sacct`),

@@ -4,15 +4,25 @@
 //! Slurm numbers a node's GPUs by its own sorted list of GRES device files: bit `i` of a gres
 //! bitmap (`SLURM_JOB_GPUS`, a step's usable GPUs) is the record with index `i` of that list.
 //! How Slurm sorts the list depends on gres.conf (by links order, a stand-in for NVML's PCI
-//! order, when every record has links, as autodetection gives; by file name otherwise), so we
-//! never guess it: we take Slurm's list as it is ([`SlurmGpuDevice`], from
-//! `gres_g_get_devices`) and match each record's device file to the NVML device with the same
-//! minor number (`/dev/nvidiaN` is the device with minor `N`). That holds on machines where the
-//! minor numbers are not in NVML's index order, which stock gpu/nvml gets wrong.
+//! order, when every record has links, as autodetection gives; by file name otherwise). Where
+//! we can, we take Slurm's list as it is ([`SlurmGpuDevice`], from `gres_g_get_devices`) and
+//! match each record's device file to the NVML device with the same minor number
+//! (`/dev/nvidiaN` is the device with minor `N`) ([`MapSource::SlurmDevices`]). That holds on
+//! machines where the minor numbers are not in NVML's index order, which stock gpu/nvml gets
+//! wrong.
 //!
-//! Where Slurm's list is not available (outside a daemon, a node without GRES device files),
-//! the map falls back to stock's assumption, Slurm index = NVML index, and says so
+//! Inside the GPU plugin's callbacks on Slurm 24.11 Slurm's list cannot be asked for (Slurm
+//! holds the GRES lock that `gres_g_get_devices` takes). That plugin is loaded only with
+//! `AutoDetect=nvml`, so Slurm's GPU records are the ones our autodetection gave it: the map is
+//! then derived from those records with Slurm's own sort rule ([`slurm_autodetect_order`],
+//! [`MapSource::AutodetectOrder`]).
+//!
+//! Where neither is available (outside a daemon, a node without GRES device files), the map
+//! falls back to stock's assumption, Slurm index = NVML index, and says so
 //! ([`MapSource::NvmlOrder`]) so callers can log it.
+//!
+//! Pure data: this module never asks Slurm for anything; callers bring Slurm's list or the
+//! autodetected records.
 
 use crate::control::GpuControl;
 use crate::error::GpuError;
@@ -51,8 +61,118 @@ pub fn nvidia_file_number(path: &str) -> Option<u32> {
 pub enum MapSource {
     /// Slurm's device files matched to NVML minor numbers.
     SlurmDevices,
+    /// The records our autodetection gave Slurm, put in Slurm's order with Slurm's sort rule
+    /// ([`slurm_autodetect_order`]), their device files matched to NVML minor numbers.
+    /// `exact`: the rule fixed the order of every record (else equal records kept their file
+    /// order, which Slurm's unstable sort need not).
+    AutodetectOrder { exact: bool },
     /// No device list from Slurm: Slurm index taken as NVML index (stock's assumption).
     NvmlOrder,
+}
+
+/// One GPU record as autodetection hands it to Slurm (`gres_slurmd_conf_t`'s `file` and
+/// `links`), in the order it was handed over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutodetectedGpu {
+    /// Device file, e.g. `/dev/nvidia2`.
+    pub file: Option<String>,
+    /// Slurm's links string, e.g. `0,-1,0,0` (`-1` at the GPU's own NVML position).
+    pub links: Option<String>,
+}
+
+/// Slurm's `GRES_MAX_LINK` (24.11 `src/interfaces/gres.h`): the largest link count accepted.
+const GRES_MAX_LINK: i64 = 1023;
+
+/// The position of `-1` in a links string the way Slurm's `gres_links_validate` reads it: the
+/// index of the only `-1`, or `-2` for a string Slurm calls invalid (empty, a token that is
+/// not an integer in `-2..=1023`, no `-1`, more than one `-1`).
+pub fn links_self_position(links: &str) -> i64 {
+    if links.is_empty() {
+        return -2;
+    }
+    let mut found = None;
+    // strtok_r skips empty tokens.
+    for (i, tok) in links.split(',').filter(|t| !t.is_empty()).enumerate() {
+        // strtol accepts leading blanks and a sign; Slurm rejects anything left after the number.
+        let Ok(val) = tok.trim_start().parse::<i64>() else { return -2 };
+        if !(-2..=GRES_MAX_LINK).contains(&val) {
+            return -2;
+        }
+        if val == -1 {
+            if found.is_some() {
+                return -2;
+            }
+            found = Some(i as i64);
+        }
+    }
+    found.unwrap_or(-2)
+}
+
+/// Natural order of two device file names (Slurm's `strnatcmp`): runs of digits compare as
+/// numbers, everything else byte by byte, so `/dev/nvidia2` < `/dev/nvidia10`. Written for
+/// device paths: strnatcmp's blank skipping and its leading-zero ("fractional") rule are left
+/// out, and a tie between runs like `01` and `1` is broken by length.
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i].is_ascii_digit() && b[j].is_ascii_digit() {
+            let run = |s: &[u8], k: usize| k + s[k..].iter().take_while(|c| c.is_ascii_digit()).count();
+            let (ei, ej) = (run(a, i), run(b, j));
+            let strip = |d: &[u8]| {
+                let z = d.iter().take_while(|&&c| c == b'0').count();
+                d[z..].to_vec()
+            };
+            let (da, db) = (strip(&a[i..ei]), strip(&b[j..ej]));
+            let ord = da.len().cmp(&db.len()).then_with(|| da.cmp(&db)).then_with(|| (ei - i).cmp(&(ej - j)));
+            if ord != Ordering::Equal {
+                return ord;
+            }
+            i = ei;
+            j = ej;
+        } else {
+            if a[i] != b[j] {
+                return a[i].cmp(&b[j]);
+            }
+            i += 1;
+            j += 1;
+        }
+    }
+    (a.len() - i).cmp(&(b.len() - j))
+}
+
+/// Slurm's order of the GPU records autodetection gave it (24.11
+/// `src/plugins/gres/gpu/gres_gpu.c`, `_merge_system_gres_conf`: `list_sort` by
+/// `_sort_gpu_by_file`, then by `_sort_gpu_by_links_order`): by device file (natural order,
+/// no file last), then by the position of `-1` in the links string (no links last; an invalid
+/// string counts as `-2`, i.e. first, as in Slurm). Returns indices into `records` in Slurm's
+/// order, and whether the rule alone fixed that order.
+///
+/// `list_sort` is `qsort`, which is not stable: only records that differ in the last key are
+/// ordered for sure. In the case that matters, every record with a links string holding one
+/// `-1` at a position of its own (our autodetection's), the second sort alone decides and the
+/// result is exact. Otherwise equal records keep their order from the first sort (file order),
+/// which is one of the orders Slurm may produce, and `exact` is `false` so callers can say so.
+///
+/// Assumes Slurm kept every autodetected record and added none from gres.conf (no
+/// config-only `File=` lines, a GPU count in slurm.conf equal to the detected one).
+pub fn slurm_autodetect_order(records: &[AutodetectedGpu]) -> (Vec<usize>, bool) {
+    let mut order: Vec<usize> = (0..records.len()).collect();
+    order.sort_by(|&x, &y| match (&records[x].file, &records[y].file) {
+        (Some(a), Some(b)) => natural_cmp(a, b),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => std::cmp::Ordering::Equal,
+    });
+    // None sorts after every Some(position): null links last.
+    let key = |k: usize| match records[k].links.as_deref() {
+        Some(l) => (0, links_self_position(l)),
+        None => (1, 0),
+    };
+    order.sort_by_key(|&k| key(k));
+    let exact = order.windows(2).all(|w| key(w[0]) != key(w[1]));
+    (order, exact)
 }
 
 /// Slurm GPU index -> NVML index.
@@ -111,6 +231,31 @@ impl DeviceMap {
             None => DeviceMap::nvml_order(count),
         };
         Ok((map, errors))
+    }
+
+    /// The map of Slurm's numbering of the GPUs our autodetection gave it
+    /// ([`slurm_autodetect_order`]), matched to NVML devices by minor number as
+    /// [`Self::from_slurm_devices`] does. A record without a file keeps its Slurm index and
+    /// maps to no device.
+    pub fn from_autodetected(records: &[AutodetectedGpu], minor_by_nvml: &[Option<u32>]) -> DeviceMap {
+        let (order, exact) = slurm_autodetect_order(records);
+        let devices: Vec<SlurmGpuDevice> = order
+            .iter()
+            .enumerate()
+            .map(|(slurm_index, &k)| {
+                let path = records[k].file.clone().unwrap_or_default();
+                SlurmGpuDevice { slurm_index, minor: nvidia_file_number(&path), path }
+            })
+            .collect();
+        let len = devices.len().min(4096);
+        let mut map = DeviceMap::from_slurm_devices(&devices, minor_by_nvml);
+        if map.source == MapSource::NvmlOrder {
+            // No record had a GPU device file: Slurm has `len` GPUs we cannot place.
+            map.nvml_by_slurm = vec![None; len];
+        }
+        map.nvml_by_slurm.resize(len.max(map.nvml_by_slurm.len()), None);
+        map.source = MapSource::AutodetectOrder { exact };
+        map
     }
 
     /// Slurm index `i` = NVML index `i`, over `count` GPUs (stock gpu/nvml's assumption).
@@ -181,6 +326,13 @@ impl DeviceMap {
             .collect();
         let how = match self.source {
             MapSource::SlurmDevices => "by Slurm's device files",
+            MapSource::AutodetectOrder { exact: true } => {
+                "by the records autodetection gave Slurm, in Slurm's sort order (device file, then links)"
+            }
+            MapSource::AutodetectOrder { exact: false } => {
+                "by the records autodetection gave Slurm, in Slurm's sort order (device file, then links; \
+                 equal records in file order, which Slurm's unstable sort does not promise)"
+            }
             MapSource::NvmlOrder => "in NVML order (no device list from Slurm)",
         };
         format!("Slurm GPU index -> NVML index {how}: {}", pairs.join(" "))
@@ -261,5 +413,161 @@ mod tests {
         let devices = [dev(0, "/dev/nvidia2", Some(2))];
         let (map, _) = DeviceMap::build(&gpus, Some(&devices)).unwrap();
         assert_eq!(map.nvml_index(0), Some(2));
+    }
+
+    /// What detect.rs hands Slurm for NVML devices with these minors: `/dev/nvidia<minor>` and
+    /// a links string with -1 at the device's own NVML index.
+    fn detected(minor_by_nvml: &[u32]) -> Vec<AutodetectedGpu> {
+        let n = minor_by_nvml.len();
+        minor_by_nvml
+            .iter()
+            .enumerate()
+            .map(|(i, m)| AutodetectedGpu {
+                file: Some(format!("/dev/nvidia{m}")),
+                links: Some((0..n).map(|k| if k == i { "-1".to_string() } else { "0".to_string() }).collect::<Vec<_>>().join(",")),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn links_positions_as_slurm_validates_them() {
+        assert_eq!(links_self_position("-1,0,0"), 0);
+        assert_eq!(links_self_position("0,2,-1,0"), 2);
+        assert_eq!(links_self_position(" 0,+0,-1"), 2);
+        assert_eq!(links_self_position("0,,-1"), 1, "strtok skips empty tokens");
+        assert_eq!(links_self_position(""), -2);
+        assert_eq!(links_self_position("0,0"), -2, "no -1");
+        assert_eq!(links_self_position("-1,-1"), -2, "two -1");
+        assert_eq!(links_self_position("0,x,-1"), -2);
+        assert_eq!(links_self_position("0,1024,-1"), -2, "above GRES_MAX_LINK");
+        assert_eq!(links_self_position("-3,-1"), -2);
+        assert_eq!(links_self_position("-2,-1"), 1);
+    }
+
+    #[test]
+    fn natural_order_of_device_files() {
+        use std::cmp::Ordering::*;
+        assert_eq!(natural_cmp("/dev/nvidia2", "/dev/nvidia10"), Less);
+        assert_eq!(natural_cmp("/dev/nvidia10", "/dev/nvidia9"), Greater);
+        assert_eq!(natural_cmp("/dev/nvidia3", "/dev/nvidia3"), Equal);
+        assert_eq!(natural_cmp("/dev/nvidia", "/dev/nvidia0"), Less);
+        assert_eq!(natural_cmp("/dev/nvidia1", "/dev/nvidiactl"), Less);
+        assert_eq!(natural_cmp("/a/nvidia7", "/b/nvidia0"), Less);
+    }
+
+    #[test]
+    fn autodetected_gpus_with_permuted_minors_are_numbered_in_nvml_order() {
+        // NVML index i has minor [2, 0, 3, 1][i]: the file sort gives 0,1,2,3 by minor, the
+        // links sort puts them back in NVML order, so Slurm index i is NVML index i.
+        let minors = [2, 0, 3, 1];
+        let records = detected(&minors);
+        let (order, exact) = slurm_autodetect_order(&records);
+        assert!(exact);
+        assert_eq!(order, vec![0, 1, 2, 3]);
+        let map = DeviceMap::from_autodetected(&records, &minors.map(Some));
+        assert_eq!(map.source(), MapSource::AutodetectOrder { exact: true });
+        assert_eq!(map.nvml_indices(&[0, 1, 2, 3]), (vec![0, 1, 2, 3], vec![]));
+        assert!(map.describe().contains("autodetection gave Slurm"), "{}", map.describe());
+    }
+
+    #[test]
+    fn links_positions_permuted_against_files_decide_the_order() {
+        // Records handed over in an order where the -1 positions are permuted against the file
+        // order: the links position wins whatever order they came in.
+        let records: Vec<AutodetectedGpu> = [("/dev/nvidia0", "0,0,-1,0"), ("/dev/nvidia1", "-1,0,0,0"), ("/dev/nvidia2", "0,0,0,-1"), ("/dev/nvidia3", "0,-1,0,0")]
+            .iter()
+            .map(|(f, l)| AutodetectedGpu { file: Some(f.to_string()), links: Some(l.to_string()) })
+            .collect();
+        let mut reversed = records.clone();
+        reversed.reverse();
+        assert_eq!(slurm_autodetect_order(&records), (vec![1, 3, 0, 2], true));
+        assert_eq!(slurm_autodetect_order(&reversed), (vec![2, 0, 3, 1], true));
+        // NVML index i has minor [1, 3, 0, 2][i] (the -1 positions above): Slurm index i is
+        // NVML index i again, and both input orders give the same map.
+        let minors = [Some(1), Some(3), Some(0), Some(2)];
+        let map = DeviceMap::from_autodetected(&records, &minors);
+        assert_eq!(map.nvml_indices(&[0, 1, 2, 3]), (vec![0, 1, 2, 3], vec![]));
+        assert_eq!(map, DeviceMap::from_autodetected(&reversed, &minors));
+        // The same records on a driver whose minors do not say what the links say: the map
+        // follows the files (Slurm index 0 is /dev/nvidia1, the device with minor 1).
+        let map = DeviceMap::from_autodetected(&records, &[Some(0), Some(1), Some(2), Some(3)]);
+        assert_eq!(map.nvml_indices(&[0, 1, 2, 3]), (vec![1, 3, 0, 2], vec![]));
+    }
+
+    #[test]
+    fn a_gpu_left_out_of_detection_shifts_slurms_numbering() {
+        // NVML device 1's minor could not be read: detection leaves it out, and by the rule
+        // Slurm index 1 is NVML device 2, where the NVML-order fallback would say 1. (The rule
+        // only: 24.11's slurmctld refuses such a node, its links strings being longer than its
+        // GPU count.)
+        let mut records = detected(&[2, 0, 3]);
+        records.remove(1);
+        let map = DeviceMap::from_autodetected(&records, &[Some(2), None, Some(3)]);
+        assert_eq!(map.len(), 2);
+        assert_eq!(map.nvml_indices(&[0, 1]), (vec![0, 2], vec![]));
+        assert_ne!(map.nvml_index(1), DeviceMap::nvml_order(3).nvml_index(1));
+    }
+
+    #[test]
+    fn without_links_slurm_keeps_file_order_and_says_it_is_not_exact() {
+        // Nulls last in both sorts; records without links tie, so qsort may order them any way:
+        // we keep the file order (natural, /dev/nvidia10 after /dev/nvidia2) and flag it.
+        let records = vec![
+            AutodetectedGpu { file: Some("/dev/nvidia10".into()), links: None },
+            AutodetectedGpu { file: None, links: Some("0,-1".into()) },
+            AutodetectedGpu { file: Some("/dev/nvidia2".into()), links: None },
+            AutodetectedGpu { file: Some("/dev/nvidia1".into()), links: Some("-1,0".into()) },
+        ];
+        let (order, exact) = slurm_autodetect_order(&records);
+        assert_eq!(order, vec![3, 1, 2, 0]);
+        assert!(!exact);
+        let map = DeviceMap::from_autodetected(&records, &[Some(1), Some(2), Some(10)]);
+        assert_eq!(map.source(), MapSource::AutodetectOrder { exact: false });
+        assert_eq!(map.len(), 4);
+        assert_eq!(map.nvml_indices(&[0, 1, 2, 3]), (vec![0, 1, 2], vec![1]), "the record without a file has no device");
+        assert!(map.describe().contains("unstable"), "{}", map.describe());
+    }
+
+    #[test]
+    fn autodetected_records_without_gpu_files_map_to_nothing() {
+        let records = vec![AutodetectedGpu { file: None, links: Some("-1".into()) }];
+        let map = DeviceMap::from_autodetected(&records, &[Some(0)]);
+        assert_eq!(map.source(), MapSource::AutodetectOrder { exact: true });
+        assert_eq!(map.nvml_indices(&[0]), (vec![], vec![0]));
+        assert!(DeviceMap::from_autodetected(&[], &[Some(0)]).is_empty());
+    }
+
+    #[test]
+    fn an_exact_order_does_not_depend_on_the_order_records_came_in() {
+        // Whatever order the records reach Slurm in (and whatever its qsort does), an exact
+        // result names the same file at each Slurm index.
+        let mut seed: u64 = 0x2411;
+        let mut next = move |n: usize| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % n
+        };
+        for _ in 0..200 {
+            let n = 1 + next(12);
+            let mut minors: Vec<u32> = (0..n as u32).collect();
+            for i in (1..n).rev() {
+                minors.swap(i, next(i + 1));
+            }
+            let records = detected(&minors);
+            let files = |r: &[AutodetectedGpu]| {
+                let (order, exact) = slurm_autodetect_order(r);
+                assert!(exact);
+                order.iter().map(|&k| r[k].file.clone()).collect::<Vec<_>>()
+            };
+            let want = files(&records);
+            let mut shuffled = records.clone();
+            for i in (1..n).rev() {
+                shuffled.swap(i, next(i + 1));
+            }
+            assert_eq!(files(&shuffled), want, "minors {minors:?}");
+            let by_nvml: Vec<Option<u32>> = minors.iter().copied().map(Some).collect();
+            let map = DeviceMap::from_autodetected(&shuffled, &by_nvml);
+            assert_eq!(map, DeviceMap::from_autodetected(&records, &by_nvml));
+            assert_eq!(map.nvml_indices(&(0..n).collect::<Vec<_>>()).0, (0..n as u32).collect::<Vec<_>>());
+        }
     }
 }

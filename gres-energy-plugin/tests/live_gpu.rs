@@ -371,6 +371,12 @@ fn one_gpu_energy_job(cluster: &LocalCluster, gres: &str) -> (usize, f64, f64, S
 /// autodetected GPUs (Slurm orders them by their links, i.e. NVML order, so Slurm index `i` is
 /// NVML `i` although its file is `nvidia<minor>`) and a hand-written gres.conf (`nvidia0..3`,
 /// ordered by file name, so Slurm index `i` is the NVML device with minor `i`).
+///
+/// Also run against 24.11 (`.ci/run`, `SLURM_ENERGY_SLURM_PREFIX`): there `gpu_nvml.so` derives
+/// Slurm's numbering from its autodetected records (it cannot ask Slurm from its callbacks)
+/// while `acct_gather_energy_nvml.so` asks Slurm's device list; a deadlock would time the jobs
+/// out. 24.11 loads no GPU plugin with `AutoDetect=off` (gpu/generic), so there (2) checks the
+/// energy plugin only.
 #[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn gpu_numbering_follows_slurms_device_files() {
@@ -378,6 +384,7 @@ fn gpu_numbering_follows_slurms_device_files() {
         return;
     }
     let nvml_with_minor = |m: usize| PERMUTED_MINORS.iter().position(|&x| x as usize == m).expect("minor");
+    println!("Slurm {}", slurm_testcluster::slurm_release().unwrap_or_else(|| "?".into()));
 
     // (1) AutoDetect=nvml.
     let Setup { _work, fake, type_name, cluster, .. } = start_with(&["PrologFlags=Contain"], &permuted_fake_conf(), true);

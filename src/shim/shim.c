@@ -58,7 +58,8 @@ uint32_t energy_gres_conf_env_nvml(void)
 	return GRES_CONF_ENV_NVML;
 }
 
-int energy_gres_devices(const energy_node_api_t *api, energy_gres_device_t *out, int cap)
+int energy_gres_devices(const energy_node_api_t *api, energy_gres_device_t *out, int cap,
+			bool in_gpu_plugin)
 {
 	energy_list_t devices;
 	energy_list_itr_t it;
@@ -66,27 +67,36 @@ int energy_gres_devices(const energy_node_api_t *api, energy_gres_device_t *out,
 	int n = 0;
 
 #if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
-	/* 24.11's gres_g_get_devices() takes the GRES context lock, which Slurm already holds
-	 * when it calls the GPU plugin (gpu_p_step_hardware_init, node config load): calling it
-	 * there deadlocks slurmstepd and slurmd. Without the list, the map is NVML's order, stock
-	 * gpu/nvml's assumption. */
-	(void) api;
-	(void) out;
-	(void) cap;
-	(void) n;
-	(void) devices;
-	(void) it;
-	(void) dev;
-	return -1;
+	/* 24.11's gres_g_get_devices() takes gres_context_lock (src/interfaces/gres.c), which Slurm
+	 * already holds when it calls the GPU plugin (gpu_p_step_hardware_init from gres_gpu.c,
+	 * gpu_p_get_system_gpu_list during the node configuration load): asking from there would
+	 * deadlock slurmd or slurmstepd. The GPU plugin says so and gets -1; it derives Slurm's
+	 * order from its own autodetected records instead (gpu-control's devmap). Our other callers
+	 * (acct_gather_energy at ENERGY_DATA_STEP_PTR, slurmstepd.c; the SPANK plugin's
+	 * slurm_spank_init_post_opt, from job_manager() in mgr.c) run on slurmstepd's main thread
+	 * outside any GRES function, where the lock is free. The last parameter is slurmstepd's
+	 * step record, used only with a job's gres list: NULL here. */
+	__typeof__(gres_g_get_devices) *get_devices;
+
+	if (in_gpu_plugin)
+		return -1;
+	get_devices = (__typeof__(gres_g_get_devices) *) dlsym(RTLD_DEFAULT, "gres_g_get_devices");
+	if (!api || !get_devices)
+		return -1;
+	devices = get_devices(NULL, true, 0, NULL, 0, NULL);
 #else
 	/* Looked up here rather than in energy_node_api_t: its last parameter is slurmstepd's step
-	 * record in 24.11, a type the Rust bindings need not describe (NULL/0 in every release). */
+	 * record in 24.11, a type the Rust bindings need not describe (NULL/0 in every release).
+	 * 22.05's takes no lock once the GRES plugins are initialised, so the GPU plugin may call
+	 * it from its callbacks too. */
 	__typeof__(gres_g_get_devices) *get_devices =
 		(__typeof__(gres_g_get_devices) *) dlsym(RTLD_DEFAULT, "gres_g_get_devices");
 
+	(void) in_gpu_plugin;
 	if (!api || !get_devices)
 		return -1;
 	devices = get_devices(NULL, true, 0, NULL, 0, 0);
+#endif
 	if (!devices)
 		return -1;
 	it = api->list_iterator_create(devices);
@@ -108,7 +118,6 @@ int energy_gres_devices(const energy_node_api_t *api, energy_gres_device_t *out,
 	/* The list holds the plugins' records without owning them (list_create(NULL)). */
 	api->list_destroy(devices);
 	return n;
-#endif
 }
 
 int energy_gres_step_data_bitmap(void)

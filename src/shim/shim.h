@@ -263,13 +263,15 @@ typedef struct energy_gres_device {
  * Slurm's own list of this node's GRES device files (gres_g_get_devices() without a job: every
  * plugin's devices, one record per file), copied into `out` (at most `cap` records). Returns
  * the number of records Slurm has (more than `cap`: the rest were left out), -1 if Slurm has
- * no list. In 22.05 lock-free once the GRES plugins are initialised, so it may be called from
- * gpu_p_step_hardware_init (which runs under gres_context_lock); 24.11's takes that lock, so
- * there this returns -1 (the callers then use NVML's order). It clears the `alloc` flags of
- * Slurm's records, which only a caller in the middle of its own gres_g_get_devices() reads:
- * call it from the daemon's main thread, never concurrently with task/cgroup.
+ * no list or it cannot be asked for. `in_gpu_plugin`: the caller may be inside a GPU plugin
+ * callback, where 24.11 already holds gres_context_lock, which its gres_g_get_devices() takes:
+ * there this returns -1 on 24.11 (22.05's takes no lock once the GRES plugins are initialised,
+ * so it answers). It clears the `alloc` flags of Slurm's records, which only a caller in the
+ * middle of its own gres_g_get_devices() reads: call it from the daemon's main thread, never
+ * concurrently with task/cgroup.
  */
-extern int energy_gres_devices(const energy_node_api_t *api, energy_gres_device_t *out, int cap);
+extern int energy_gres_devices(const energy_node_api_t *api, energy_gres_device_t *out, int cap,
+			       bool in_gpu_plugin);
 
 /*
  * slurmstepd's step record (stepd_step_rec_t, src/slurmd/slurmstepd/slurmstepd_job.h), as

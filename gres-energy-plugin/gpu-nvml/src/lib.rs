@@ -20,7 +20,7 @@ use gpu_control::arbiter::{StepKey, ledger_dir_from_env};
 use gpu_control::{GpuControl, NvmlGpu};
 use gres_energy::clocks::{self, StepClocks};
 use gres_energy::detect::{self, GpuInfo};
-use gres_energy::devmap::{self, DeviceMap};
+use gres_energy::devmap::{self, DeviceMap, MapSource};
 use gres_energy::energy::{CounterStep, CounterTrack, EnergyFields, unix_now_s};
 use gres_energy::errors::ErrorOnce;
 use gres_energy::{StepId, nvml};
@@ -86,7 +86,7 @@ fn open_nvml(errors: &mut ErrorOnce, ctx: &str) -> Option<Arc<NvmlGpu>> {
 
 fn devmap<'a>(st: &'a mut State, ctrl: &dyn GpuControl, ctx: &str) -> Option<&'a DeviceMap> {
     if st.devmap.is_none() {
-        match devmap::build(ctrl, api()) {
+        match devmap::build_for_gpu_plugin(ctrl, api()) {
             Ok((map, errs)) => {
                 for e in &errs {
                     st.errors.report(&LOG, ctx, e);
@@ -279,9 +279,20 @@ pub unsafe extern "C" fn gpu_p_step_hardware_init(usable_gpus: *mut sys::bitstr_
         // SAFETY: Slurm's bitmap of the step's GPUs (gres/gpu) or shards (gres/shard; its bits
         // are per GPU device too), alive for the call.
         let indices = unsafe { api.bitmap_ones(usable_gpus) };
+        // SAFETY: as above.
+        let slurm_gpu_count = unsafe { api.bitmap_size(usable_gpus) };
         let mut st = state();
         let Some(nvml) = open_nvml(&mut st.errors, &ctx) else { return };
         let Some(map) = devmap(&mut st, nvml.as_ref(), &ctx) else { return };
+        if matches!(map.source(), MapSource::AutodetectOrder { .. }) && slurm_gpu_count != map.len() {
+            // Slurm kept or added GPUs autodetection did not give it (a count in slurm.conf
+            // below the detected one, config-only File= lines): its order is not ours.
+            LOG.error(&format!(
+                "{ctx}: Slurm has {slurm_gpu_count} GPU(s), autodetection gave it {}; the GPU numbering may be wrong ({})",
+                map.len(),
+                map.describe()
+            ));
+        }
         let (gpus, unknown) = map.nvml_indices(&indices);
         if !unknown.is_empty() {
             LOG.error(&format!("{ctx}: GPU indices {unknown:?} of the step are not on this node; ignored"));
