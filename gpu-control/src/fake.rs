@@ -16,6 +16,8 @@ pub struct FakeGpu {
     pub pci_bus_id: String,
     /// N of `/dev/nvidiaN`; the NVML index unless a test permutes it.
     pub minor: u32,
+    /// `Some(kind)`: reading the minor number fails with it (a GPU without a device file).
+    pub refuse_minor: Option<GpuErrorKind>,
     pub memory_clocks_mhz: Vec<u32>,
     pub graphics_clocks_mhz: Vec<u32>,
     pub default_clocks_mhz: AppClocksMhz,
@@ -49,6 +51,7 @@ impl FakeGpu {
             uuid: format!("GPU-fa4e0000-0000-4000-8000-{index:012x}"),
             pci_bus_id: format!("00000000:{:02X}:00.0", 0x10 + index),
             minor: index,
+            refuse_minor: None,
             memory_clocks_mhz: vec![877],
             graphics_clocks_mhz: graphics,
             default_clocks_mhz: defaults,
@@ -168,7 +171,10 @@ impl GpuControl for FakeGpus {
         self.with_gpu(gpu, |g| g.pci_bus_id.clone())
     }
     fn minor_number(&self, gpu: u32) -> Result<u32, GpuError> {
-        self.with_gpu(gpu, |g| g.minor)
+        self.with_gpu(gpu, |g| match g.refuse_minor {
+            Some(kind) => Err(GpuError::new(Some(gpu), "nvmlDeviceGetMinorNumber", kind, "refused by the test")),
+            None => Ok(g.minor),
+        })?
     }
     fn cpu_affinity(&self, gpu: u32) -> Result<Vec<u32>, GpuError> {
         self.with_gpu(gpu, |_| Vec::new())

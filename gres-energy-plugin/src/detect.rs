@@ -88,7 +88,10 @@ pub fn links_string(index: usize, peers: &[String], bus_ids: &[Option<String>]) 
 }
 
 /// Detects every GPU NVML sees. A GPU whose minor number cannot be read is left out (it has
-/// no device file), as stock does; other failures leave that field empty.
+/// no device file), as stock does; other failures leave that field empty. The links strings
+/// cover only the GPUs handed to Slurm (a column for a GPU that is left out would make
+/// slurmctld refuse the node: "Invalid GRES Links value"), so each GPU's -1 sits at its position
+/// among them, in NVML order.
 pub fn detect(ctrl: &dyn GpuControl, dev_dir: &str) -> Result<Detection, GpuError> {
     let count = ctrl.device_count()?;
     let mut out = Detection::default();
@@ -101,9 +104,9 @@ pub fn detect(ctrl: &dyn GpuControl, dev_dir: &str) -> Result<Detection, GpuErro
             }
         }
     }
-    let bus_ids: Vec<Option<String>> = (0..count).map(|i| keep(ctrl.pci_bus_id(i), &mut out.errors)).collect();
-    for i in 0..count {
-        let Some(minor) = keep(ctrl.minor_number(i), &mut out.errors) else { continue };
+    let kept: Vec<(u32, u32)> = (0..count).filter_map(|i| keep(ctrl.minor_number(i), &mut out.errors).map(|m| (i, m))).collect();
+    let bus_ids: Vec<Option<String>> = kept.iter().map(|&(i, _)| keep(ctrl.pci_bus_id(i), &mut out.errors)).collect();
+    for (position, &(i, minor)) in kept.iter().enumerate() {
         let name = keep(ctrl.name(i), &mut out.errors).unwrap_or_else(|| "gpu".to_string());
         let uuid = keep(ctrl.uuid(i), &mut out.errors);
         let cpus = keep(ctrl.cpu_affinity(i), &mut out.errors).unwrap_or_default();
@@ -116,7 +119,7 @@ pub fn detect(ctrl: &dyn GpuControl, dev_dir: &str) -> Result<Detection, GpuErro
             uuid,
             device_file: format!("{dev_dir}/nvidia{minor}"),
             cpus,
-            links: links_string(i as usize, &peers, &bus_ids),
+            links: links_string(position, &peers, &bus_ids),
         });
     }
     Ok(out)
@@ -159,5 +162,17 @@ mod tests {
         assert_eq!(d.gpus[1].device_file, "/tmp/dev/nvidia1");
         assert_eq!(d.gpus[0].type_name, slurm_type_name(&d.gpus[0].name));
         assert_eq!(d.gpus[0].links, "-1,0");
+    }
+
+    /// NVML device 1 of 3 has no readable minor number: it is left out, and the links strings
+    /// of the other two have two columns, their -1 at their position among the GPUs kept.
+    #[test]
+    fn a_gpu_left_out_has_no_links_column() {
+        let gpus = FakeGpus::v100s(3);
+        gpus.with_gpu(1, |g| g.refuse_minor = Some(gpu_control::GpuErrorKind::NotSupported)).unwrap();
+        let d = detect(&gpus, "/dev").unwrap();
+        assert_eq!(d.errors.len(), 1, "{:?}", d.errors);
+        let kept: Vec<(u32, &str)> = d.gpus.iter().map(|g| (g.nvml_index, g.links.as_str())).collect();
+        assert_eq!(kept, vec![(0, "-1,0"), (2, "0,-1")]);
     }
 }
