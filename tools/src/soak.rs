@@ -117,6 +117,11 @@ pub struct SoakReport {
     /// launch the dying slurmctld never sent: the job is recovered as running, its node reports
     /// it missing, and Slurm ends it). Listed, not counted as problems.
     pub lost_to_crash: Vec<String>,
+    /// Array tasks that ran once, as the array's own job record (the last task), starting
+    /// around a slurmctld SIGKILL, and that slurmdbd still names by the array's range
+    /// (`219_[0-7]`): the message telling it the task id was lost with the dying slurmctld's
+    /// queue. `(task, sacct's name)`. Listed, not counted as problems.
+    pub unnamed_after_crash: Vec<(String, String)>,
     /// Submissions that sbatch answered but a slurmctld SIGKILL lost before they reached the
     /// state file: the restarted slurmctld handed their job ids out again (Slurm's own state
     /// saving; no scheduler can save them). Array tasks counted one by one.
@@ -180,6 +185,10 @@ impl SoakReport {
                 self.lost_to_crash.len(),
                 self.lost_to_crash.join(" ")
             );
+        }
+        if !self.unnamed_after_crash.is_empty() {
+            let names: Vec<String> = self.unnamed_after_crash.iter().map(|(task, name)| format!("{task} as {name}")).collect();
+            let _ = writeln!(s, "array task(s) started around a slurmctld SIGKILL that sacct names by the array's range: {}", names.join(" "));
         }
         if !self.drained_after_crash.is_empty() {
             let _ = writeln!(s, "drained after a SIGKILL (a relaunch met the first copy), resumed: {}", self.drained_after_crash.join("; "));
@@ -784,6 +793,7 @@ impl Soak<'_> {
                 std::thread::sleep(Duration::from_secs(3));
                 continue;
             }
+            self.name_unnamed_array_records(&mut rows);
             let mut states = BTreeMap::new();
             for id in &self.expected {
                 // A reissued id: the lost submission may have its own record (never final).
@@ -818,6 +828,27 @@ impl Soak<'_> {
             self.report.states = states;
             self.report.with_decision = with_decision;
             return Ok(());
+        }
+    }
+
+    /// An array's own job record runs its last task; when it starts around a slurmctld SIGKILL,
+    /// slurmdbd may keep it under the array's range (`219_[0-7]`) although it ran once: the
+    /// update naming the task died with slurmctld's queue. Such a row stands for the one task of
+    /// that array sacct lacks, when that task's marker shows it ran as the array's own job id,
+    /// once, around a SIGKILL; the row is moved to the task's name and listed.
+    fn name_unnamed_array_records(&mut self, rows: &mut BTreeMap<String, Vec<String>>) {
+        let unnamed: Vec<String> = rows.keys().filter(|id| id.contains("_[") && !self.expected.contains(*id)).cloned().collect();
+        let marks_dir = self.dir.path().join("marks");
+        for name in unnamed {
+            let marks = |task: &str| std::fs::read_to_string(marks_dir.join(task)).unwrap_or_default();
+            let Some(task) = array_record_stands_for(&name, &self.expected, rows, marks) else { continue };
+            if !self.in_crash_window(&task) {
+                continue;
+            }
+            if let Some(states) = rows.remove(&name) {
+                rows.insert(task.clone(), states);
+                self.report.unnamed_after_crash.push((task, name));
+            }
         }
     }
 
@@ -938,9 +969,37 @@ fn is_final(state: &str) -> bool {
     matches!(state, "COMPLETED" | "FAILED" | "CANCELLED" | "TIMEOUT" | "NODE_FAIL" | "OUT_OF_MEMORY" | "BOOT_FAIL" | "DEADLINE" | "PREEMPTED")
 }
 
+/// The task an array's record named by its range (`219_[0-7]`) stands for: the one task of
+/// array 219 that `rows` (sacct) lacks, if its marker (`marks(task)`) shows one start, as the
+/// array's own job id (the array's record runs its last task).
+fn array_record_stands_for(name: &str, expected: &BTreeSet<String>, rows: &BTreeMap<String, Vec<String>>, marks: impl Fn(&str) -> String) -> Option<String> {
+    let (array, _) = name.split_once("_[")?;
+    let prefix = format!("{array}_");
+    let missing: Vec<&String> = expected.iter().filter(|id| id.starts_with(&prefix) && !rows.contains_key(*id)).collect();
+    let [task] = missing.as_slice() else { return None };
+    let text = marks(task);
+    (text.lines().count() == 1 && text.split_whitespace().next() == Some(array)).then(|| (*task).clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_array_record_named_by_its_range_stands_for_its_one_missing_task() {
+        let expected: BTreeSet<String> = ["219_0", "219_1", "219_7", "220"].map(String::from).into();
+        let mut rows: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for id in ["219_0", "219_1", "220", "219_[0-7]"] {
+            rows.insert(id.to_string(), vec!["COMPLETED".to_string()]);
+        }
+        let ran_as_array = |t: &str| if t == "219_7" { "219 1795593502 n1\n".to_string() } else { String::new() };
+        assert_eq!(array_record_stands_for("219_[0-7]", &expected, &rows, ran_as_array), Some("219_7".to_string()));
+        // Started twice, or as another job id, or two tasks missing: no.
+        assert_eq!(array_record_stands_for("219_[0-7]", &expected, &rows, |_| "219 1 n1\n219 2 n1\n".to_string()), None);
+        assert_eq!(array_record_stands_for("219_[0-7]", &expected, &rows, |_| "289 1 n1\n".to_string()), None);
+        rows.remove("219_1");
+        assert_eq!(array_record_stands_for("219_[0-7]", &expected, &rows, ran_as_array), None);
+    }
 
     #[test]
     fn launch_before_save_is_what_the_soak_then_allows() {
