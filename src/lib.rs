@@ -20,6 +20,7 @@ pub mod launch;
 pub mod list;
 pub mod locks;
 pub mod log;
+pub mod munge;
 pub mod node;
 pub mod node_api;
 pub mod routes;

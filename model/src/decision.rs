@@ -51,6 +51,10 @@ pub struct StartDecision {
     /// (sacct, `slurm-energy report`) can group by it.
     #[serde(default)]
     pub tag: Option<String>,
+    /// A shared placement: where its pair-slowdown prediction came from (`experiment`,
+    /// `fallback`, `history:n=<pairs>`, see [`crate::interference::PairPrediction::describe`]).
+    #[serde(default)]
+    pub interference: Option<String>,
 }
 
 impl StartDecision {
@@ -79,6 +83,10 @@ impl StartDecision {
         ) + &if self.prediction.is_empty() { String::new() } else { format!(" pred={}", self.prediction) }
             + &match self.tag.as_deref().filter(|t| !t.is_empty() && !t.contains(char::is_whitespace) && !t.contains(RECORD_SEPARATOR)) {
                 Some(t) => format!(" tag={t}"),
+                None => String::new(),
+            }
+            + &match self.interference.as_deref().filter(|_| !self.shares_with.is_empty()) {
+                Some(source) => format!(" ipred={source}"),
                 None => String::new(),
             }
     }
@@ -295,11 +303,15 @@ mod tests {
             route: None,
             prediction: "history:u1/bert:n=4".into(),
             tag: Some("bert".into()),
+            interference: Some("history:n=2".into()),
         };
         assert_eq!(recorded_field(&d.record(&["n1"]), "pred"), Some("history:u1/bert:n=4"));
         assert_eq!(recorded_field(&d.record(&["n1"]), "tag"), Some("bert"));
         let untagged = StartDecision { tag: None, ..d.clone() };
         assert_eq!(recorded_field(&untagged.record(&["n1"]), "tag"), None);
+        assert_eq!(recorded_field(&d.record(&["n1"]), "ipred"), None, "named for shared placements only");
+        let shared = StartDecision { shares_with: vec![JobId(3)], ..d.clone() };
+        assert_eq!(recorded_field(&shared.record(&["n1"]), "ipred"), Some("history:n=2"));
         assert_eq!(recorded_clock_mhz(&d.record(&["n1"])), Some(1085));
         assert_eq!(recorded_clock_mhz("note: clock=900MHz"), None);
         assert_eq!(recorded_clock_mhz("energy:policy=x clock=1.2GHz"), None);

@@ -27,6 +27,21 @@ pub struct PairPrediction {
     pub slowdown_a: f64,
     pub slowdown_b: f64,
     pub source: PredictionSource,
+    /// Pairs of this kind observed on the cluster (0 unless `source` is `History`).
+    #[serde(default)]
+    pub observed: u32,
+}
+
+impl PairPrediction {
+    /// How a decision record names the source (`ipred=`): `experiment`, `fallback` or
+    /// `history:n=<pairs observed>`.
+    pub fn describe(&self) -> String {
+        match self.source {
+            PredictionSource::History => format!("history:n={}", self.observed),
+            PredictionSource::Experiment => "experiment".into(),
+            PredictionSource::Fallback => "fallback".into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,7 +52,7 @@ pub enum PredictionSource {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-struct Observed {
+pub struct Observed {
     sum_slowdown_a: f64,
     sum_slowdown_b: f64,
     count: f64,
@@ -47,15 +62,54 @@ struct Observed {
 pub struct InterferenceModel {
     /// family a -> family b -> (slowdown a, slowdown b), both orders stored.
     experiments: BTreeMap<String, BTreeMap<String, (f64, f64)>>,
-    history: BTreeMap<String, BTreeMap<String, Observed>>,
+    history: InterferenceHistory,
     fallback_slowdown: f64,
+}
+
+/// The pair slowdowns observed on the cluster (family a -> family b -> sums, both orders): what
+/// a scheduler keeps across restarts.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct InterferenceHistory(BTreeMap<String, BTreeMap<String, Observed>>);
+
+impl InterferenceHistory {
+    /// Pairs observed (each pair once, whatever its order).
+    pub fn pairs_observed(&self) -> f64 {
+        self.0
+            .iter()
+            .flat_map(|(a, row)| row.iter().filter(move |(b, _)| a.as_str() <= b.as_str()).map(move |(b, o)| if a == b { o.count / 2.0 } else { o.count }))
+            .sum()
+    }
+
+    fn get(&self, a: &str, b: &str) -> Option<&Observed> {
+        self.0.get(a).and_then(|row| row.get(b))
+    }
+}
+
+/// The largest slowdown an observation may report: a pair that ran slower is as bad as a pair
+/// can be (and a ratio of tiny utilisations is noise).
+pub const MAX_OBSERVED_SLOWDOWN: f64 = 4.0;
+/// Below this GPU utilisation (%) a job's solo use says too little to measure a slowdown by.
+pub const MIN_SOLO_UTIL_PCT: f64 = 5.0;
+
+/// A job's slowdown while it time-shares a GPU, estimated from GPU utilisation: the share of
+/// the GPU it got while sharing (`shared_util_pct`) against what its kind of job used alone
+/// (`solo_util_pct`). Under time slicing a training job progresses in proportion to the GPU
+/// time it gets, so running at half its solo utilisation is running at half speed. Bounded to
+/// `1..=MAX_OBSERVED_SLOWDOWN`; `None` when either value is not a measurement.
+pub fn slowdown_from_utilisation(solo_util_pct: f64, shared_util_pct: f64) -> Option<f64> {
+    if !(solo_util_pct.is_finite() && shared_util_pct.is_finite()) || solo_util_pct < MIN_SOLO_UTIL_PCT || shared_util_pct < 0.0 {
+        return None;
+    }
+    let floor = solo_util_pct / MAX_OBSERVED_SLOWDOWN;
+    Some((solo_util_pct / shared_util_pct.max(floor)).clamp(1.0, MAX_OBSERVED_SLOWDOWN))
 }
 
 impl Default for InterferenceModel {
     fn default() -> Self {
         // Without any data: assume time slicing halves each job's speed (no gain from sharing),
         // which makes the planner share only where it has learnt better.
-        InterferenceModel { experiments: BTreeMap::new(), history: BTreeMap::new(), fallback_slowdown: 2.0 }
+        InterferenceModel { experiments: BTreeMap::new(), history: InterferenceHistory::default(), fallback_slowdown: 2.0 }
     }
 }
 
@@ -96,7 +150,7 @@ impl InterferenceModel {
             .into_iter()
             .map(|(a, row)| (a, row.into_iter().map(|(b, (na, nb, n))| (b, (n / na, n / nb))).collect()))
             .collect();
-        InterferenceModel { experiments, history: BTreeMap::new(), fallback_slowdown }
+        InterferenceModel { experiments, history: InterferenceHistory::default(), fallback_slowdown }
     }
 
     pub fn fallback_slowdown(&self) -> f64 {
@@ -113,10 +167,10 @@ impl InterferenceModel {
 
     /// [`Self::predict`] for families already in canonical form (no allocation).
     pub fn predict_canonical(&self, a: Option<&str>, b: Option<&str>) -> PairPrediction {
-        let fallback = PairPrediction { slowdown_a: self.fallback_slowdown, slowdown_b: self.fallback_slowdown, source: PredictionSource::Fallback };
+        let fallback = PairPrediction { slowdown_a: self.fallback_slowdown, slowdown_b: self.fallback_slowdown, source: PredictionSource::Fallback, observed: 0 };
         let (Some(a), Some(b)) = (a, b) else { return fallback };
         let prior = self.experiments.get(a).and_then(|row| row.get(b)).copied();
-        let seen = self.history.get(a).and_then(|row| row.get(b)).filter(|o| o.count > 0.0);
+        let seen = self.history.get(a, b).filter(|o| o.count > 0.0);
         match (prior, seen) {
             (prior, Some(o)) => {
                 let (pa, pb) = prior.unwrap_or((self.fallback_slowdown, self.fallback_slowdown));
@@ -125,9 +179,11 @@ impl InterferenceModel {
                     slowdown_a: (pa * PRIOR_WEIGHT + o.sum_slowdown_a) / n,
                     slowdown_b: (pb * PRIOR_WEIGHT + o.sum_slowdown_b) / n,
                     source: PredictionSource::History,
+                    // A pair of one family is stored in one entry, both orders added to it.
+                    observed: if a == b { (o.count / 2.0) as u32 } else { o.count as u32 },
                 }
             }
-            (Some((pa, pb)), None) => PairPrediction { slowdown_a: pa, slowdown_b: pb, source: PredictionSource::Experiment },
+            (Some((pa, pb)), None) => PairPrediction { slowdown_a: pa, slowdown_b: pb, source: PredictionSource::Experiment, observed: 0 },
             (None, None) => fallback,
         }
     }
@@ -138,14 +194,24 @@ impl InterferenceModel {
             return;
         }
         let (fa, fb) = (canonical_family(a), canonical_family(b));
-        let e = self.history.entry(fa.clone()).or_default().entry(fb.clone()).or_default();
+        let e = self.history.0.entry(fa.clone()).or_default().entry(fb.clone()).or_default();
         e.sum_slowdown_a += slowdown_a;
         e.sum_slowdown_b += slowdown_b;
         e.count += 1.0;
-        let r = self.history.entry(fb).or_default().entry(fa).or_default();
+        let r = self.history.0.entry(fb).or_default().entry(fa).or_default();
         r.sum_slowdown_a += slowdown_b;
         r.sum_slowdown_b += slowdown_a;
         r.count += 1.0;
+    }
+
+    /// What was observed on the cluster, to keep across restarts.
+    pub fn history(&self) -> &InterferenceHistory {
+        &self.history
+    }
+
+    /// Replaces what was observed (a restarted scheduler reading its saved state).
+    pub fn set_history(&mut self, history: InterferenceHistory) {
+        self.history = history;
     }
 }
 
@@ -182,6 +248,37 @@ mod tests {
         assert!(keep_sharing(1.3, 1.6, 1.2, 1.6, 0.05));
         assert!(!keep_sharing(2.0, 1.6, 1.2, 1.6, 0.05));
         assert!(!keep_sharing(1.3, 1.6, 1.9, 1.6, 0.05));
+    }
+
+    #[test]
+    fn slowdown_is_solo_use_over_shared_use_within_bounds() {
+        assert_eq!(slowdown_from_utilisation(80.0, 40.0), Some(2.0));
+        assert_eq!(slowdown_from_utilisation(60.0, 60.0), Some(1.0));
+        // More use while sharing than alone is measurement noise, not a speed-up.
+        assert_eq!(slowdown_from_utilisation(50.0, 70.0), Some(1.0));
+        assert_eq!(slowdown_from_utilisation(80.0, 0.0), Some(MAX_OBSERVED_SLOWDOWN));
+        assert_eq!(slowdown_from_utilisation(2.0, 1.0), None, "solo use too small to tell");
+        assert_eq!(slowdown_from_utilisation(f64::NAN, 1.0), None);
+        assert_eq!(slowdown_from_utilisation(50.0, -1.0), None);
+    }
+
+    #[test]
+    fn observations_survive_a_restart_and_are_counted_per_pair() {
+        let mut m = InterferenceModel::default();
+        m.observe("resnet18", "vgg16", 2.0, 1.5);
+        m.observe("resnet18", "resnet18", 1.2, 1.4);
+        assert_eq!(m.history().pairs_observed(), 2.0);
+        let saved = serde_json::to_string(m.history()).expect("json");
+        let mut restarted = InterferenceModel::default();
+        restarted.set_history(serde_json::from_str(&saved).expect("parse"));
+        let p = restarted.predict(Some("ResNet-18"), Some("VGG-16"));
+        assert_eq!((p.source, p.observed), (PredictionSource::History, 1));
+        assert_eq!(p.describe(), "history:n=1");
+        // Fallback 2.0 weighs PRIOR_WEIGHT, the observation 1.
+        assert!((p.slowdown_a - 2.0).abs() < 1e-9 && (p.slowdown_b - (2.0 * 2.0 + 1.5) / 3.0).abs() < 1e-9, "{p:?}");
+        let same = restarted.predict(Some("resnet18"), Some("resnet18"));
+        assert_eq!(same.observed, 1);
+        assert!((same.slowdown_a - (2.0 * 2.0 + 2.6) / 4.0).abs() < 1e-9, "{same:?}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod decision;
 pub mod duration;
 pub mod elastic;
 pub mod eligibility;
+pub mod gpu_use;
 pub mod history;
 pub mod interference;
 pub mod min_tree;

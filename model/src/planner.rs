@@ -140,6 +140,8 @@ struct Candidate {
     wakes: Vec<NodeIdx>,
     ready_s: f64,
     score: ScoreBreakdown,
+    /// A shared placement's pair prediction, as the record names it.
+    interference: Option<String>,
 }
 
 struct Cycle<'a> {
@@ -887,6 +889,7 @@ impl<'a> Cycle<'a> {
             wakes: if wakes { vec![NodeIdx(n as u32)] } else { Vec::new() },
             ready_s,
             score,
+            interference: None,
         })
     }
 
@@ -975,6 +978,7 @@ impl<'a> Cycle<'a> {
                     wakes: Vec::new(),
                     ready_s: self.now_s,
                     score,
+                    interference: Some(p.describe()),
                 });
             }
         }
@@ -1058,6 +1062,7 @@ impl<'a> Cycle<'a> {
             route,
             prediction: self.pred.runtime.predict(job.user, job.hints.tag.as_deref()).source.to_string(),
             tag: job.hints.tag.clone(),
+            interference: c.interference,
         }));
     }
 }
