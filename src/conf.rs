@@ -24,6 +24,10 @@ pub struct ConfView {
     pub prolog_flags: u32,
     /// `StateSaveLocation`: where slurmctld (and sched/energy) keep state across restarts.
     pub state_save_location: Option<PathBuf>,
+    /// `AuthInfo` (its `socket=` names munged's socket).
+    pub authinfo: Option<String>,
+    /// The uid of `SlurmUser`.
+    pub slurm_user_id: u32,
 }
 
 impl ConfView {
@@ -86,6 +90,8 @@ impl ConfView {
             preempt_type: text(c.preempt_type),
             prolog_flags: u32::from(c.prolog_flags),
             state_save_location: text(c.state_save_location).map(PathBuf::from),
+            authinfo: text(c.authinfo),
+            slurm_user_id: c.slurm_user_id,
         }
     }
 }

@@ -126,6 +126,51 @@ impl NodeApi {
         }
     }
 
+    /// A string member of the loaded `slurm_conf`.
+    fn conf_text(&self, member: impl Fn(&sys::slurm_conf_t) -> *mut c_char) -> Option<String> {
+        let conf = self.raw.slurm_conf;
+        if conf.is_null() {
+            return None;
+        }
+        // SAFETY: libslurmfull's `slurm_conf`, read after the daemon loaded its configuration;
+        // string members are NULL or NUL-terminated.
+        unsafe {
+            let p = member(&*conf);
+            if p.is_null() { None } else { Some(CStr::from_ptr(p).to_string_lossy().into_owned()) }
+        }
+    }
+
+    /// slurm.conf `AuthInfo`.
+    pub fn authinfo(&self) -> Option<String> {
+        self.conf_text(|c| c.authinfo)
+    }
+
+    /// The path of the slurm.conf the daemon read.
+    pub fn slurm_conf_path(&self) -> Option<String> {
+        self.conf_text(|c| c.slurm_conf)
+    }
+
+    /// The addresses of slurmctld (`SlurmctldHost`: the primary, then the backups).
+    pub fn slurmctld_addresses(&self) -> Vec<String> {
+        let conf = self.raw.slurm_conf;
+        if conf.is_null() {
+            return Vec::new();
+        }
+        // SAFETY: as in `conf_text`; `control_addr` holds `control_cnt` strings (or is NULL).
+        unsafe {
+            let c = &*conf;
+            if c.control_addr.is_null() {
+                return Vec::new();
+            }
+            (0..c.control_cnt as usize)
+                .filter_map(|i| {
+                    let p = *c.control_addr.add(i);
+                    (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
+                })
+                .collect()
+        }
+    }
+
     /// slurm.conf `PrologFlags` has `Contain` (`None`: configuration not loaded).
     pub fn prolog_flags_contain(&self) -> Option<bool> {
         let conf = self.raw.slurm_conf;

@@ -29,6 +29,7 @@ pub mod nvml;
 pub mod share;
 pub mod share_ledger;
 pub mod usage;
+pub mod use_report;
 
 /// Identity of the slurmstepd step we run in, from its process title
 /// (`slurmstepd: [123.0]`, `[123.batch]`), for log lines and clock ownership.

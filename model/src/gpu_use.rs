@@ -62,13 +62,23 @@ impl UseReport {
         let mut words = text.split_whitespace();
         match words.next() {
             Some(WIRE_VERSION) => {}
-            Some(other) => return Err(BadReport(format!("version {other:?}, expected {WIRE_VERSION}"))),
+            Some(other) => {
+                return Err(BadReport(format!(
+                    "version {other:?}, expected {WIRE_VERSION}"
+                )));
+            }
             None => return Err(BadReport("empty".into())),
         }
         let fields: HashMap<&str, &str> = words.filter_map(|w| w.split_once('=')).collect();
-        let get = |k: &str| fields.get(k).copied().ok_or_else(|| BadReport(format!("no {k}=")));
+        let get = |k: &str| {
+            fields
+                .get(k)
+                .copied()
+                .ok_or_else(|| BadReport(format!("no {k}=")))
+        };
         fn num<T: std::str::FromStr>(k: &str, v: &str) -> Result<T, BadReport> {
-            v.parse().map_err(|_| BadReport(format!("{k}={v:?} is not a number")))
+            v.parse()
+                .map_err(|_| BadReport(format!("{k}={v:?} is not a number")))
         }
         let node = get("node")?;
         if node.is_empty() {
@@ -83,10 +93,16 @@ impl UseReport {
             util_pct: num("util_pct", get("util_pct")?)?,
         };
         if !(r.from_unix_s.is_finite() && r.to_unix_s.is_finite() && r.to_unix_s > r.from_unix_s) {
-            return Err(BadReport(format!("interval {}..{} is empty or backwards", r.from_unix_s, r.to_unix_s)));
+            return Err(BadReport(format!(
+                "interval {}..{} is empty or backwards",
+                r.from_unix_s, r.to_unix_s
+            )));
         }
         if r.gpus == 0 || !(0.0..=100.0).contains(&r.util_pct) {
-            return Err(BadReport(format!("gpus={} util_pct={} (a mean per GPU, 0..100, over at least one GPU)", r.gpus, r.util_pct)));
+            return Err(BadReport(format!(
+                "gpus={} util_pct={} (a mean per GPU, 0..100, over at least one GPU)",
+                r.gpus, r.util_pct
+            )));
         }
         Ok(r)
     }
@@ -121,18 +137,36 @@ impl UseLog {
         if list.len() >= MAX_INTERVALS_PER_JOB {
             list.remove(0);
         }
-        list.push((r.node, Interval { from_unix_s: r.from_unix_s, to_unix_s: r.to_unix_s, gpus: r.gpus, util_pct: r.util_pct }));
+        list.push((
+            r.node,
+            Interval {
+                from_unix_s: r.from_unix_s,
+                to_unix_s: r.to_unix_s,
+                gpus: r.gpus,
+                util_pct: r.util_pct,
+            },
+        ));
     }
 
     /// The job's mean utilisation over what was reported of the time since `since_unix_s`
     /// (intervals that started before it count for their part after it). `None` without a
     /// report in the window.
     pub fn mean_since(&self, job_id: u32, since_unix_s: f64) -> Option<MeasuredUse> {
+        self.mean_between(job_id, since_unix_s, f64::INFINITY)
+    }
+
+    /// The same over the window `from_unix_s..to_unix_s`.
+    pub fn mean_between(
+        &self,
+        job_id: u32,
+        from_unix_s: f64,
+        to_unix_s: f64,
+    ) -> Option<MeasuredUse> {
         let list = self.jobs.get(&job_id)?;
         let (mut weighted, mut weight) = (0.0, 0.0);
         let mut covered: HashMap<&str, f64> = HashMap::new();
         for (node, iv) in list {
-            let seconds = iv.to_unix_s - iv.from_unix_s.max(since_unix_s);
+            let seconds = iv.to_unix_s.min(to_unix_s) - iv.from_unix_s.max(from_unix_s);
             if seconds <= 0.0 {
                 continue;
             }
@@ -141,7 +175,10 @@ impl UseLog {
             weight += w;
             *covered.entry(node.as_str()).or_default() += seconds;
         }
-        (weight > 0.0).then(|| MeasuredUse { util_pct: weighted / weight, covered_s: covered.values().copied().fold(0.0, f64::max) })
+        (weight > 0.0).then(|| MeasuredUse {
+            util_pct: weighted / weight,
+            covered_s: covered.values().copied().fold(0.0, f64::max),
+        })
     }
 
     /// Forgets the jobs `keep` says no to (ended ones).
@@ -159,22 +196,47 @@ mod tests {
     use super::*;
 
     fn report(job: u32, node: &str, from: f64, to: f64, gpus: u32, util: f64) -> UseReport {
-        UseReport { job_id: job, node: node.into(), from_unix_s: from, to_unix_s: to, gpus, util_pct: util }
+        UseReport {
+            job_id: job,
+            node: node.into(),
+            from_unix_s: from,
+            to_unix_s: to,
+            gpus,
+            util_pct: util,
+        }
     }
 
     #[test]
     fn wire_form_round_trips_and_bad_reports_say_why() {
         let r = report(1234, "gpu07", 1_764_064_800.0, 1_764_064_830.25, 2, 71.5);
-        assert_eq!(r.to_wire(), "slurm-energy-use/1 job=1234 node=gpu07 from=1764064800.000 to=1764064830.250 gpus=2 util_pct=71.50");
+        assert_eq!(
+            r.to_wire(),
+            "slurm-energy-use/1 job=1234 node=gpu07 from=1764064800.000 to=1764064830.250 gpus=2 util_pct=71.50"
+        );
         assert_eq!(UseReport::parse(&r.to_wire()), Ok(r.clone()));
         for (text, why) in [
             ("", "empty"),
             ("slurm-energy-use/2 job=1", "version"),
-            ("slurm-energy-use/1 node=a from=1 to=2 gpus=1 util_pct=5", "no job="),
-            ("slurm-energy-use/1 job=x node=a from=1 to=2 gpus=1 util_pct=5", "job=\"x\""),
-            ("slurm-energy-use/1 job=1 node=a from=3 to=2 gpus=1 util_pct=5", "backwards"),
-            ("slurm-energy-use/1 job=1 node=a from=1 to=2 gpus=1 util_pct=101", "0..100"),
-            ("slurm-energy-use/1 job=1 node=a from=1 to=2 gpus=0 util_pct=1", "at least one GPU"),
+            (
+                "slurm-energy-use/1 node=a from=1 to=2 gpus=1 util_pct=5",
+                "no job=",
+            ),
+            (
+                "slurm-energy-use/1 job=x node=a from=1 to=2 gpus=1 util_pct=5",
+                "job=\"x\"",
+            ),
+            (
+                "slurm-energy-use/1 job=1 node=a from=3 to=2 gpus=1 util_pct=5",
+                "backwards",
+            ),
+            (
+                "slurm-energy-use/1 job=1 node=a from=1 to=2 gpus=1 util_pct=101",
+                "0..100",
+            ),
+            (
+                "slurm-energy-use/1 job=1 node=a from=1 to=2 gpus=0 util_pct=1",
+                "at least one GPU",
+            ),
         ] {
             let e = UseReport::parse(text).expect_err(text);
             assert!(e.to_string().contains(why), "{text}: {e}");
@@ -197,6 +259,8 @@ mod tests {
         assert!((late.util_pct - 45.0).abs() < 1e-9, "{late:?}");
         assert_eq!(late.covered_s, 5.0);
         assert_eq!(log.mean_since(7, 20.0), None);
+        let early = log.mean_between(7, 0.0, 10.0).expect("reports");
+        assert_eq!((early.util_pct, early.covered_s), (90.0, 10.0));
         log.retain(|id| id != 7);
         assert_eq!(log.jobs(), 0);
     }
@@ -207,6 +271,9 @@ mod tests {
         for k in 0..(MAX_INTERVALS_PER_JOB + 10) {
             log.add(report(1, "a", k as f64, k as f64 + 1.0, 1, 10.0));
         }
-        assert_eq!(log.mean_since(1, 0.0).map(|m| m.covered_s), Some(MAX_INTERVALS_PER_JOB as f64));
+        assert_eq!(
+            log.mean_since(1, 0.0).map(|m| m.covered_s),
+            Some(MAX_INTERVALS_PER_JOB as f64)
+        );
     }
 }

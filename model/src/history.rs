@@ -113,6 +113,7 @@ pub struct EarlyRun<'a> {
     pub power_w: f64,
     /// Predicted GPU power (W, all its GPUs).
     pub predicted_power_w: f64,
+    /// Its GPU utilisation (%) while it had its GPUs to itself, where the node side reports it.
     pub gpu_util_pct: Option<f64>,
 }
 
@@ -229,6 +230,22 @@ impl History {
         });
     }
 
+    /// A running job's GPU utilisation (%) while it had its GPUs to itself, measured once its
+    /// first minutes are over (the power of the same minutes may be learnt at another time,
+    /// [`History::observe_early`]).
+    pub fn observe_solo_use(&mut self, user: u32, tag: Option<&str>, gpu_util_pct: f64) {
+        if (0.0..=100.0).contains(&gpu_util_pct) {
+            self.update(user, tag, |g| g.early_gpu_util_pct.add(gpu_util_pct));
+        }
+    }
+
+    /// How much of its GPUs a job of `user` with `tag` uses when it has them to itself (%):
+    /// the user+tag group's measurement, else the user's. The yardstick a shared run's use is
+    /// measured against ([`crate::interference::slowdown_from_utilisation`]).
+    pub fn solo_gpu_util_pct(&self, user: u32, tag: Option<&str>) -> Option<f64> {
+        self.group(user, tag).and_then(|g| g.early_gpu_util_pct.value()).or_else(|| self.user(user)?.early_gpu_util_pct.value())
+    }
+
     /// The simulator's form of [`History::observe_finished`]: run time and limit only, no tag.
     pub fn observe(&mut self, user: u32, runtime_s: f64, time_limit_s: f64) {
         if time_limit_s > 0.0 && runtime_s >= 0.0 {
@@ -317,6 +334,14 @@ mod tests {
         assert_eq!(p.runtime_fraction, PRIOR_RUNTIME_FRACTION);
         // Absurd readings are bounded.
         h.observe_early(&EarlyRun { user: 3, tag: None, power_w: 1e9, predicted_power_w: 1.0, gpu_util_pct: None });
+        // Solo use: per tag, falling back to the user's.
+        assert_eq!(h.solo_gpu_util_pct(4, Some("a")), None);
+        h.observe_solo_use(4, Some("a"), 80.0);
+        h.observe_solo_use(4, Some("b"), 40.0);
+        h.observe_solo_use(4, Some("b"), 140.0);
+        assert_eq!(h.solo_gpu_util_pct(4, Some("a")), Some(80.0));
+        assert_eq!(h.solo_gpu_util_pct(4, Some("b")), Some(40.0));
+        assert_eq!(h.solo_gpu_util_pct(4, Some("c")), Some(60.0), "the user's mean");
         assert!(h.predict(3, None).power_ratio <= POWER_RATIO_RANGE.1);
     }
 

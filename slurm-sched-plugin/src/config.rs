@@ -101,13 +101,17 @@ pub struct LearningSettings {
     /// Where the learnt state is kept across restarts; default `energy-learning.json` in
     /// slurmctld's StateSaveLocation.
     pub state_file: Option<PathBuf>,
-    /// A running job's measured power is learnt once it has run this long (s).
+    /// A running job's measured power and GPU use are learnt once it has run this long (s);
+    /// a shared run's slowdown once the pair has run this long together.
     pub early_after_s: f64,
+    /// UDP port on which slurmctld receives the nodes' reports of running jobs' GPU use (the
+    /// nodes read the same setting); 0: no reports, GPU use is not learnt.
+    pub gpu_use_port: u16,
 }
 
 impl Default for LearningSettings {
     fn default() -> Self {
-        LearningSettings { enabled: true, state_file: None, early_after_s: 120.0 }
+        LearningSettings { enabled: true, state_file: None, early_after_s: 120.0, gpu_use_port: 0 }
     }
 }
 

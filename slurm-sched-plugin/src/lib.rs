@@ -17,6 +17,7 @@ pub mod accounting;
 pub mod carbon_feed;
 pub mod config;
 pub mod cycle;
+pub mod gpu_use_listener;
 pub mod hints;
 pub mod learning;
 pub mod snapshot;
@@ -149,11 +150,22 @@ fn start() -> Result<(), String> {
     // hour); a missing one is waited for.
     let carbon = carbon_feed::CarbonFeed::start(&cfg.carbon).map_err(|e| format!("invalid configuration: {}: carbon.source: {e}", path.display()))?;
     let learning = cfg.learning.enabled.then(|| {
-        let (l, history) = learning::Learning::load(learning::state_path(&cfg, conf.state_save_location.as_deref()));
+        let (l, history, pairs) = learning::Learning::load(learning::state_path(&cfg, conf.state_save_location.as_deref()));
         predictor.runtime = history;
+        predictor.interference.set_history(pairs);
         l
     });
-    let observer = learning::Observer { carbon, accounting: accounting::Accounting::default(), learning };
+    let mut observer = learning::Observer {
+        carbon,
+        accounting: accounting::Accounting::default(),
+        learning,
+        gpu_use: None,
+        gpu_use_auth: (
+            conf.authinfo.as_deref().and_then(slurm_bindings::munge::socket_from_authinfo),
+            Some(gpu_use_listener::Trusted { slurm_user_id: conf.slurm_user_id }),
+        ),
+    };
+    observer.listen_for_gpu_use(&cfg).map_err(|e| format!("invalid configuration: {}: {e}", path.display()))?;
     LOG.set_debug(cfg.sched.debug || conf.debug_backfill());
     if let Some(problem) = sched_params_problem(conf.sched_params.as_deref()) {
         return Err(problem);
@@ -225,7 +237,7 @@ fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut pre
         let pause = if recovery.done() { until_cycle } else { until_cycle.min(recovery.poll_interval()) };
         if wait(&shared, pause) {
             if let Some(l) = observer.learning.as_mut() {
-                l.save(&predictor.runtime);
+                l.save(&predictor.runtime, predictor.interference.history());
             }
             return;
         }
@@ -297,6 +309,10 @@ fn reload(path: &Path, cfg: &mut Config, predictor: &mut Predictor, observer: &m
             }
             // What was learnt stays; the signal is set again before the next cycle.
             p.runtime = std::mem::take(&mut predictor.runtime);
+            p.interference.set_history(predictor.interference.history().clone());
+            if let Err(e) = observer.listen_for_gpu_use(&new) {
+                LOG.error(&format!("reconfigure: {e}; GPU use is not received"));
+            }
             *cfg = new;
             *predictor = p;
             LOG.set_debug(cfg.sched.debug);

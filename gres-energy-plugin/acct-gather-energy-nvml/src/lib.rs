@@ -23,6 +23,7 @@ use gpu_control::arbiter::ledger_dir_from_env;
 use gres_energy::devmap;
 use gres_energy::energy::{EnergyFields, EnergyMeter, Totals, unix_now_s};
 use gres_energy::share_ledger::{ShareLedger, SharedMeter};
+use gres_energy::use_report::{UseReporter, port_from_config};
 use gres_energy::errors::ErrorOnce;
 use gres_energy::nvml;
 use slurm_bindings::node_api::{self, Daemon};
@@ -100,6 +101,10 @@ struct State {
     /// There are GPUs to count but no meter could be made (NVML missing or failing, GPUs
     /// Slurm names that NVML does not have): report "unknown", not 0 J.
     unknown: bool,
+    /// The extern step: reports the job's GPU use to sched/energy at each poll.
+    reporter: Option<UseReporter>,
+    /// A report failed (logged once per step).
+    report_failed: bool,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -109,6 +114,8 @@ static STATE: Mutex<State> = Mutex::new(State {
     last: EnergyFields { ave_watts: 0, base_consumed_energy: 0, consumed_energy: 0, current_watts: 0, previous_consumed_energy: 0, poll_time: 0 },
     node_meter_tried: false,
     unknown: false,
+    reporter: None,
+    report_failed: false,
 });
 
 fn state() -> MutexGuard<'static, State> {
@@ -215,6 +222,17 @@ fn poll(st: &mut State) -> EnergyFields {
         }
     };
     st.last = EnergyFields::next(&st.last, &totals);
+    if let (Some(reporter), Ok(nvml)) = (st.reporter.as_mut(), nvml::shared()) {
+        match reporter.poll(nvml.as_ref()) {
+            Ok(Some(r)) => slurm_log!(LOG, debug, "{ctx}: GPU use reported: {:.1} % of {} GPU(s) over {:.1} s", r.util_pct, r.gpus, r.to_unix_s - r.from_unix_s),
+            Ok(None) => {}
+            Err(e) if !st.report_failed => {
+                st.report_failed = true;
+                LOG.error(&format!("{ctx}: GPU use not reported to sched/energy: {e} (logged once per step)"));
+            }
+            Err(_) => {}
+        }
+    }
     slurm_log!(
         LOG,
         debug,
@@ -360,8 +378,37 @@ fn start_step(st: &mut State, step: *const c_void) {
         Meter::Whole(EnergyMeter::start(nvml.as_ref(), &gpus, &mut st.errors, &LOG, &ctx))
     };
     slurm_log!(LOG, verbose, "{ctx}: {}", map.describe());
+    if step_id == SLURM_EXTERN_CONT {
+        st.reporter = start_reporter(api, job_id, &gpus, &ctx);
+    }
     st.meter = Some(meter);
     st.last = EnergyFields { poll_time: unix_now_s(), ..EnergyFields::default() };
+}
+
+/// The job's GPU-use reporter, when `[learning] gpu_use_port` is set in the `energy.toml` next
+/// to slurm.conf (see `gres_energy::use_report`).
+fn start_reporter(api: &node_api::NodeApi, job_id: u32, gpus: &[u32], ctx: &str) -> Option<UseReporter> {
+    let conf = api.slurm_conf_path()?;
+    let port = match port_from_config(std::path::Path::new(&conf)) {
+        Ok(Some(p)) => p,
+        Ok(None) => return None,
+        Err(e) => {
+            LOG.error(&format!("{ctx}: {e}; the job's GPU use is not reported"));
+            return None;
+        }
+    };
+    let node = node_api::slurmd_node_name(api).unwrap_or_default();
+    let munge_socket = api.authinfo().as_deref().and_then(slurm_bindings::munge::socket_from_authinfo);
+    match UseReporter::start(job_id, node, gpus.to_vec(), &api.slurmctld_addresses(), port, munge_socket.as_deref()) {
+        Ok(r) => {
+            slurm_log!(LOG, verbose, "{ctx}: reporting job {job_id}'s GPU use to slurmctld port {port}");
+            Some(r)
+        }
+        Err(e) => {
+            LOG.error(&format!("{ctx}: {e}; the job's GPU use is not reported"));
+            None
+        }
+    }
 }
 
 /// # Safety
