@@ -262,8 +262,9 @@ struct RunningJob {
 }
 
 impl Learning {
-    /// From the nodes' reports: each job's GPU use while it had its GPUs to itself (its first
-    /// `early_after_s`, or until a partner joined), once; and each shared pair's slowdowns once
+    /// From the nodes' reports: each job's GPU use while it had its GPUs to itself (from its
+    /// start until a partner joined, once it ran `early_after_s` and the reports cover at least
+    /// half of that), once; and each shared pair's slowdowns once
     /// the pair ran `early_after_s` together: each job's use then against its kind's use alone
     /// (`model::interference::slowdown_from_utilisation`), into the interference history the
     /// planner predicts pairs with, as the simulator's early-stage observations do.
@@ -298,7 +299,8 @@ impl Learning {
             if now - start < early_s {
                 continue;
             }
-            let Some(m) = uses.mean_between(j.id, start, start + early_s) else { continue };
+            // Its first minutes of use: up to now, or until a partner joined.
+            let Some(m) = uses.mean_between(j.id, start, until.min(now)) else { continue };
             if m.covered_s < early_s / 2.0 {
                 continue;
             }
@@ -335,7 +337,7 @@ impl Learning {
                     interference.observe(fa, fb, sa, sb);
                     slurm_log!(
                         LOG,
-                        verbose,
+                        info,
                         "learning: JobId={} ({fa}) shares a GPU with JobId={} ({fb}): GPU use {:.1} % and {:.1} % against {:.1} % and {:.1} % alone: slowdowns {sa:.2} and {sb:.2} observed",
                         newcomer.id,
                         tenant.id,

@@ -401,7 +401,7 @@ fn start_reporter(api: &node_api::NodeApi, job_id: u32, gpus: &[u32], ctx: &str)
     let munge_socket = api.authinfo().as_deref().and_then(slurm_bindings::munge::socket_from_authinfo);
     match UseReporter::start(job_id, node, gpus.to_vec(), &api.slurmctld_addresses(), port, munge_socket.as_deref()) {
         Ok(r) => {
-            slurm_log!(LOG, verbose, "{ctx}: reporting job {job_id}'s GPU use to slurmctld port {port}");
+            LOG.info(&format!("{ctx}: reporting job {job_id}'s GPU use to slurmctld port {port}"));
             Some(r)
         }
         Err(e) => {

@@ -1,0 +1,254 @@
+//! The planner learns how jobs use their GPUs while they run, on a live cluster: 1 node with 1
+//! fake GPU cut into 4 shards, `gpu_nvml.so` + `acct_gather_energy_nvml.so` (whose extern steps
+//! report each job's GPU use, munge-signed, to `[learning] gpu_use_port`), `sched/energy` with
+//! the measured data and `spank_energy.so` for the hints.
+//!
+//! 1. `A1` (`--energy-tag=resnet18`) runs alone at 80 % SM utilisation (the fake NVML's
+//!    per-process sample for its PID): `energy-learning.json` gets the group's solo use.
+//! 2. `A2` and `B2` (both `resnet18`, `--energy-share=allow`) share the GPU, as Gavel's pair
+//!    throughput predicts (slowdown 1.10 < 1.6, record `ipred=experiment`), but each gets only
+//!    25 %: sched/energy observes slowdowns of 80/25 = 3.2 and learns the pair.
+//! 3. With that history the predicted pair slowdown is above the bound: `B3`, the same kind of
+//!    job, is not put next to `A2` any more; it waits and runs alone once A2 ends.
+//! 4. A datagram that munge did not sign is refused (logged), and slurmctld, restarted, still
+//!    knows the pair.
+//!
+//! Skipped (with a printed reason) when not root, Slurm is missing, `libspank_energy.so` is not
+//! built, or the measured data is not found; fails instead under `CI=true`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use slurm_testcluster::{ClusterConfig, LocalCluster, require_built, skip_live_test};
+
+mod common;
+use common::{data_dir, plugin_dir, spank_plugin};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+fn squeue(cluster: &LocalCluster, job: u32, format: &str) -> String {
+    let out = cluster.command("squeue").args(["-h", "-j", &job.to_string(), "-o", format]).output().expect("run squeue");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn wait_running(cluster: &LocalCluster, job: u32) {
+    let deadline = Instant::now() + TIMEOUT;
+    while squeue(cluster, job, "%T") != "RUNNING" {
+        assert!(Instant::now() < deadline, "job {job} not running ({}):\n{}", squeue(cluster, job, "%T %R"), cluster.slurmctld_log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn admin_comment(cluster: &LocalCluster, job: u32) -> String {
+    let out = cluster.command("scontrol").args(["show", "job", &job.to_string()]).output().expect("run scontrol");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines().find_map(|l| l.trim().strip_prefix("AdminComment=")).unwrap_or("").to_string()
+}
+
+/// A shard job that prints its PID and runs until its stop file appears.
+struct Job {
+    id: u32,
+    pid: u32,
+    stop: PathBuf,
+}
+
+fn submit(cluster: &LocalCluster, name: &str, hints: &[&str]) -> (u32, PathBuf) {
+    let stop = cluster.job_dir().join(format!("stop-{name}"));
+    let out = cluster.job_dir().join(format!("use-{name}.out"));
+    let script = format!("#!/bin/sh\necho PID=$$\nwhile [ ! -e {} ]; do sleep 0.2; done\n", stop.display());
+    let mut args = vec!["-J", name, "--gres=shard:1", "-t", "10", "-o"];
+    let out_arg = out.display().to_string();
+    args.push(&out_arg);
+    args.extend_from_slice(hints);
+    (cluster.sbatch(&args, &script).unwrap_or_else(|e| panic!("sbatch {name}: {e}")), stop)
+}
+
+fn started(cluster: &LocalCluster, name: &str, id: u32, stop: PathBuf) -> Job {
+    wait_running(cluster, id);
+    let out = cluster.job_dir().join(format!("use-{name}.out"));
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        if let Some(pid) = text.lines().find_map(|l| l.strip_prefix("PID=")?.trim().parse().ok()) {
+            return Job { id, pid, stop };
+        }
+        assert!(Instant::now() < deadline, "{name} printed no PID");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn end(cluster: &LocalCluster, job: &Job) {
+    std::fs::write(&job.stop, "").expect("stop file");
+    assert_eq!(cluster.wait_job_done(job.id, TIMEOUT).expect("job done"), "COMPLETED");
+}
+
+/// What the fake GPU reports: these PIDs at these SM utilisations.
+fn set_load(fake: &fake_nvml::FakeNvml, loads: &[(u32, u32)]) {
+    let processes = loads.iter().map(|&(pid, pct)| fake_nvml::GpuProcess { pid, used_memory_bytes: 1 << 30, sm_util_pct: Some(pct) }).collect();
+    let busy = loads.iter().map(|l| l.1).sum::<u32>().min(100);
+    fake.update(|s| {
+        s.gpus[0].util_gpu_pct = busy;
+        s.gpus[0].processes = processes;
+    })
+    .expect("fake load");
+}
+
+/// Polls `energy-learning.json` until `pick` finds something in it.
+fn wait_learnt<T>(cluster: &LocalCluster, what: &str, pick: impl Fn(&serde_json::Value) -> Option<T>) -> T {
+    let path = cluster.base_dir().join("state").join("energy-learning.json");
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        if let Some(v) = std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            && let Some(x) = pick(&v)
+        {
+            return x;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} not learnt in {TIMEOUT:?}: {}\nslurmctld:\n{}\nslurmd:\n{}",
+            std::fs::read_to_string(&path).unwrap_or_default(),
+            cluster.slurmctld_log(),
+            cluster.slurmd_log("n1")
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn mknod_gpu(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("dev dir");
+    let path = dir.join("nvidia0");
+    let status = std::process::Command::new("mknod").arg(&path).args(["c", "195", "0"]).status().expect("run mknod");
+    assert!(status.success(), "mknod {}", path.display());
+}
+
+fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0").and_then(|s| s.local_addr()).expect("a free UDP port").port()
+}
+
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
+#[test]
+fn running_jobs_gpu_use_teaches_the_planner_which_pairs_share_well() {
+    if skip_live_test("running_jobs_gpu_use_teaches_the_planner_which_pairs_share_well") {
+        return;
+    }
+    let Some(spank) = spank_plugin() else {
+        return slurm_testcluster::skip_for("GPU use learning", "libspank_energy.so not built (run `cargo test -p spank-energy -p slurm-sched-plugin`)");
+    };
+    let Some(data) = data_dir() else {
+        return slurm_testcluster::skip_for("GPU use learning", "measured data not found (set SLURM_ENERGY_DATA)");
+    };
+    let t0 = Instant::now();
+    let plugins = plugin_dir();
+    for lib in ["gpu_nvml", "acct_gather_energy_nvml"] {
+        std::fs::copy(require_built(&format!("lib{lib}.so")), plugins.path().join(format!("{lib}.so"))).expect("copy a GPU plugin");
+    }
+    let work = tempfile::Builder::new().prefix("gpu-use-live-").tempdir().expect("temp dir");
+    let nvml_dir = work.path().join("nvml");
+    fake_nvml::install_library(&require_built(fake_nvml::BUILT_LIBRARY_NAME), &nvml_dir).expect("install the fake NVML");
+    std::fs::write(nvml_dir.join("fake-nvml.conf"), "gpu_count = 1\ncpu_count = 2\nnuma_nodes = 1\n").expect("fake conf");
+    let fake = fake_nvml::FakeNvml::for_library_dir(&nvml_dir).expect("fake NVML state");
+    let dev = work.path().join("dev");
+    mknod_gpu(&dev);
+    let port = free_udp_port();
+    let gpu_type = gpu_control::gres_type::slurm_type_name(&fake.config.gpus[0].name);
+    let toml = format!(
+        "[sched]\ninterval_s = 1\ndebug = true\ndata_dir = \"{}\"\n\n[planner]\nsharing = true\nsharing_max_slowdown = 1.6\n\n[learning]\nearly_after_s = 5\ngpu_use_port = {port}\n\n[gpu_types.\"{gpu_type}\"]\nmodel = \"v100\"\n",
+        data.display()
+    );
+    let mut cluster = LocalCluster::start(ClusterConfig {
+        nodes: 1,
+        gpus_per_node: 1,
+        shards_per_gpu: 4,
+        gpu_autodetect: Some("nvml".into()),
+        gpu_type: Some(gpu_type.clone()),
+        plugin_dir: Some(plugins.path().to_path_buf()),
+        sched_type: "sched/energy".into(),
+        scheduler_parameters: Some("sched_interval=-1,defer".into()),
+        extra_files: vec![("energy.toml".into(), toml), ("plugstack.conf".into(), format!("required {}\n", spank.display()))],
+        extra_slurm_conf: vec![
+            "AcctGatherEnergyType=acct_gather_energy/nvml".into(),
+            "JobAcctGatherFrequency=task=1".into(),
+            "PrologFlags=Contain".into(),
+        ],
+        daemon_env: vec![
+            ("LD_LIBRARY_PATH".into(), nvml_dir.display().to_string()),
+            ("SLURM_ENERGY_NVIDIA_DEV_DIR".into(), dev.display().to_string()),
+            ("SLURM_ENERGY_CLOCK_LEDGER".into(), work.path().join("ledger").display().to_string()),
+        ],
+        ..ClusterConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+    assert!(cluster.slurmctld_log().contains(&format!("learning: receiving the nodes' GPU use reports on UDP port {port}")), "{}", cluster.slurmctld_log());
+    let resnet = ["--energy-tag=resnet18", "--energy-share=allow"];
+
+    // 1. Alone: the group's use of a GPU to itself.
+    let (id, stop) = submit(&cluster, "A1", &resnet);
+    let a1 = started(&cluster, "A1", id, stop);
+    set_load(&fake, &[(a1.pid, 80)]);
+    let solo = wait_learnt(&cluster, "A1's solo GPU use", |v| {
+        let m = &v["history"]["groups"]["u0/resnet18"]["early_gpu_util_pct"];
+        (m["n"].as_u64()? >= 1).then(|| m["sum"].as_f64().unwrap_or(0.0) / m["n"].as_f64().unwrap_or(1.0))
+    });
+    assert!((solo - 80.0).abs() < 3.0, "solo use {solo} %, the fake ran A1 at 80 %");
+    let stepd = cluster.slurmd_log("n1");
+    assert!(stepd.contains(&format!("reporting job {}'s GPU use to slurmctld port {port}", a1.id)), "{stepd}");
+    set_load(&fake, &[]);
+    end(&cluster, &a1);
+
+    // 2. A pair that Gavel says shares well, but each job gets a quarter of the GPU.
+    let (id, stop) = submit(&cluster, "A2", &resnet);
+    let a2 = started(&cluster, "A2", id, stop);
+    let (id, stop) = submit(&cluster, "B2", &resnet);
+    let b2 = started(&cluster, "B2", id, stop);
+    let record = admin_comment(&cluster, b2.id);
+    assert!(record.contains(&format!(" share={} ", a2.id)) && record.contains(" ipred=experiment"), "B2 not co-located by Gavel's prediction: {record}");
+    set_load(&fake, &[(a2.pid, 25), (b2.pid, 25)]);
+    let (count, slowdown) = wait_learnt(&cluster, "the pair's slowdowns", |v| {
+        let o = &v["interference"]["resnet18"]["resnet18"];
+        let count = o["count"].as_f64().filter(|c| *c > 0.0)?;
+        Some((count, o["sum_slowdown_a"].as_f64()? / count))
+    });
+    // One pair of one family: both orders in one entry.
+    assert_eq!(count, 2.0);
+    assert!((slowdown - 3.2).abs() < 0.35, "observed slowdown {slowdown}, expected 80/25 = 3.2");
+    let log = cluster.slurmctld_log();
+    let line = log.lines().find(|l| l.contains(&format!("learning: JobId={} (resnet18) shares a GPU with JobId={} (resnet18)", b2.id, a2.id))).unwrap_or_else(|| panic!("{log}"));
+    println!("{line}");
+
+    // 3. The history now predicts (1.10 x 2 + 3.2 x 2) / 4 > 1.6: no more sharing for this pair.
+    set_load(&fake, &[(a2.pid, 80)]);
+    end(&cluster, &b2);
+    let (b3_id, b3_stop) = submit(&cluster, "B3", &resnet);
+    let waited = Instant::now();
+    while waited.elapsed() < Duration::from_secs(8) {
+        assert_eq!(squeue(&cluster, b3_id, "%T"), "PENDING", "B3 put next to A2 despite the learnt slowdown:\n{}", admin_comment(&cluster, b3_id));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    set_load(&fake, &[]);
+    end(&cluster, &a2);
+    let b3 = started(&cluster, "B3", b3_id, b3_stop);
+    let record = admin_comment(&cluster, b3.id);
+    assert!(record.contains(" share=none "), "B3: {record}");
+    end(&cluster, &b3);
+
+    // 4. Forged reports are refused; the pair survives a restart.
+    let forged = std::net::UdpSocket::bind("127.0.0.1:0").expect("socket");
+    forged.send_to(b"slurm-energy-use/1 job=1 node=n1 from=1 to=2 gpus=1 util_pct=1", ("127.0.0.1", port)).expect("send");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cluster.slurmctld_log().contains("GPU use report from 127.0.0.1") {
+        assert!(Instant::now() < deadline, "forged report not refused:\n{}", cluster.slurmctld_log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let refused = cluster.slurmctld_log().lines().find(|l| l.contains("GPU use report from 127.0.0.1")).map(str::to_string).unwrap_or_default();
+    assert!(refused.contains("refused: munge: decode"), "{refused}");
+    cluster.restart_slurmctld().expect("restart slurmctld");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !cluster.slurmctld_log().contains("1 shared pairs observed") {
+        assert!(Instant::now() < deadline, "restarted slurmctld forgot the pair:\n{}", cluster.slurmctld_log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let log = cluster.slurmctld_log();
+    assert!(!log.contains("internal error (panic"), "{log}");
+    cluster.stop().expect("stop the cluster");
+    println!("GPU use learning: solo {solo:.1} %, pair slowdown {slowdown:.2} observed, B3 kept apart; test {:.1} s", t0.elapsed().as_secs_f64());
+}
