@@ -388,10 +388,15 @@ fn start_step(st: &mut State, step: *const c_void) {
 /// The job's GPU-use reporter, when `[learning] gpu_use_port` is set in the `energy.toml` next
 /// to slurm.conf (see `gres_energy::use_report`).
 fn start_reporter(api: &node_api::NodeApi, job_id: u32, gpus: &[u32], ctx: &str) -> Option<UseReporter> {
-    let conf = api.slurm_conf_path()?;
+    // slurmd exports the slurm.conf it read as SLURM_CONF (24.11's slurmstepd gets the
+    // configuration from slurmd, and its own `slurm_conf.slurm_conf` is only the default path).
+    let conf = std::env::var("SLURM_CONF").ok().filter(|p| !p.is_empty()).or_else(|| api.slurm_conf_path())?;
     let port = match port_from_config(std::path::Path::new(&conf)) {
         Ok(Some(p)) => p,
-        Ok(None) => return None,
+        Ok(None) => {
+            slurm_log!(LOG, verbose, "{ctx}: no [learning] gpu_use_port in the energy.toml next to {conf}: GPU use not reported");
+            return None;
+        }
         Err(e) => {
             LOG.error(&format!("{ctx}: {e}; the job's GPU use is not reported"));
             return None;
