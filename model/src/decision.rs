@@ -226,6 +226,9 @@ pub struct Reclock {
     pub power_limit_w: f64,
 }
 
+// A cycle makes a few decisions per started or reserved job, moved once into the plugin's list:
+// boxing the start (the common case) would cost an allocation each for no gain.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Decision {
     Start(StartDecision),
