@@ -22,28 +22,9 @@ use std::time::{Duration, Instant};
 use slurm_testcluster::{ClusterConfig, LocalCluster, require_built, skip_live_test};
 
 mod common;
-use common::{data_dir, plugin_dir, spank_plugin};
+use common::{admin_comment, data_dir, plugin_dir, spank_plugin, squeue_field as squeue, wait_running_on};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
-
-fn squeue(cluster: &LocalCluster, job: u32, format: &str) -> String {
-    let out = cluster.command("squeue").args(["-h", "-j", &job.to_string(), "-o", format]).output().expect("run squeue");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-fn wait_running(cluster: &LocalCluster, job: u32) {
-    let deadline = Instant::now() + TIMEOUT;
-    while squeue(cluster, job, "%T") != "RUNNING" {
-        assert!(Instant::now() < deadline, "job {job} not running ({}):\n{}", squeue(cluster, job, "%T %R"), cluster.slurmctld_log());
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn admin_comment(cluster: &LocalCluster, job: u32) -> String {
-    let out = cluster.command("scontrol").args(["show", "job", &job.to_string()]).output().expect("run scontrol");
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines().find_map(|l| l.trim().strip_prefix("AdminComment=")).unwrap_or("").to_string()
-}
 
 /// A shard job that prints its PID and runs until its stop file appears.
 struct Job {
@@ -64,7 +45,7 @@ fn submit(cluster: &LocalCluster, name: &str, hints: &[&str]) -> (u32, PathBuf) 
 }
 
 fn started(cluster: &LocalCluster, name: &str, id: u32, stop: PathBuf) -> Job {
-    wait_running(cluster, id);
+    wait_running_on(cluster, id, TIMEOUT);
     let out = cluster.job_dir().join(format!("use-{name}.out"));
     let deadline = Instant::now() + TIMEOUT;
     loop {

@@ -20,33 +20,9 @@ use std::time::{Duration, Instant};
 use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
 
 mod common;
-use common::{data_dir, plugin_dir, spank_plugin};
+use common::{admin_comment, data_dir, plugin_dir, spank_plugin, squeue_field as squeue, wait_running_on};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
-
-/// `squeue` field (`%T`, `%N`, `%R`) of a job, empty once it left the queue.
-fn squeue(cluster: &LocalCluster, job: u32, format: &str) -> String {
-    let out = cluster.command("squeue").args(["-h", "-j", &job.to_string(), "-o", format]).output().expect("run squeue");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-fn wait_running(cluster: &LocalCluster, job: u32) -> String {
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        if squeue(cluster, job, "%T") == "RUNNING" {
-            return squeue(cluster, job, "%N");
-        }
-        assert!(Instant::now() < deadline, "job {job} not running after {TIMEOUT:?} ({}):\n{}", squeue(cluster, job, "%T %R"), cluster.slurmctld_log());
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// The job's `AdminComment=` (sched/energy's decision record).
-fn admin_comment(cluster: &LocalCluster, job: u32) -> String {
-    let out = cluster.command("scontrol").args(["show", "job", &job.to_string()]).output().expect("run scontrol");
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines().find_map(|l| l.trim().strip_prefix("AdminComment=")).unwrap_or("").to_string()
-}
 
 fn shard_job(cluster: &LocalCluster, name: &str, hints: &[&str]) -> u32 {
     let mut args = vec!["-J", name, "--gres=shard:1", "-t", "5"];
@@ -84,13 +60,13 @@ fn shard_jobs_share_by_interference_and_deny_jobs_never_share() {
 
     // 1. The first shard tenant.
     let a = shard_job(&cluster, "A", &["--energy-share=allow", "--energy-tag=resnet18"]);
-    let na = wait_running(&cluster, a);
+    let na = wait_running_on(&cluster, a, TIMEOUT);
     assert!(nodes.contains(&na), "A on {na:?}, nodes {nodes:?}");
     let nb = nodes.iter().find(|n| **n != na).cloned().expect("a second node");
 
     // 2. A whole GPU: not the one A's shard is on.
     let g = cluster.sbatch(&["-J", "G", "--gres=gpu:1", "-t", "5"], "#!/bin/sh\nsleep 120\n").expect("sbatch G");
-    assert_eq!(wait_running(&cluster, g), nb, "gpu job G placed next to shard job A:\n{}", cluster.slurmctld_log());
+    assert_eq!(wait_running_on(&cluster, g, TIMEOUT), nb, "gpu job G placed next to shard job A:\n{}", cluster.slurmctld_log());
 
     // 3. A deny shard job has nowhere to go alone: it waits, saying why.
     let d = shard_job(&cluster, "D", &["--energy-share=deny", "--energy-tag=resnet18"]);
@@ -107,7 +83,7 @@ fn shard_jobs_share_by_interference_and_deny_jobs_never_share() {
 
     // 4. A compatible allow shard job: co-located with A by predicted interference.
     let b = shard_job(&cluster, "B", &["--energy-share=allow", "--energy-tag=resnet18"]);
-    assert_eq!(wait_running(&cluster, b), na, "allow job B not co-located with A:\n{}", cluster.slurmctld_log());
+    assert_eq!(wait_running_on(&cluster, b, TIMEOUT), na, "allow job B not co-located with A:\n{}", cluster.slurmctld_log());
     let record_b = admin_comment(&cluster, b);
     assert!(record_b.contains(&format!(" share={a} ")), "B's record does not name A ({a}): {record_b}");
     let log = cluster.slurmctld_log();
@@ -125,7 +101,7 @@ fn shard_jobs_share_by_interference_and_deny_jobs_never_share() {
 
     // 5. NB frees up: D runs there, alone.
     let _ = cluster.command("scancel").arg(g.to_string()).status();
-    assert_eq!(wait_running(&cluster, d), nb, "D after G ended:\n{}", cluster.slurmctld_log());
+    assert_eq!(wait_running_on(&cluster, d, TIMEOUT), nb, "D after G ended:\n{}", cluster.slurmctld_log());
     let record_d = admin_comment(&cluster, d);
     assert!(record_d.contains(" share=none "), "D: {record_d}");
     let log = cluster.slurmctld_log();

@@ -52,3 +52,31 @@ pub fn run(cluster: &LocalCluster, prog: &str, args: &[&str]) -> String {
     assert!(out.status.success(), "{prog} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
+
+/// A `squeue` field of one job (`%T`, `%N`, `%R`), empty once it left the queue.
+#[allow(dead_code)]
+pub fn squeue_field(cluster: &LocalCluster, job: u32, format: &str) -> String {
+    let out = cluster.command("squeue").args(["-h", "-j", &job.to_string(), "-o", format]).output().expect("run squeue");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Waits until the job runs; the nodes it runs on.
+#[allow(dead_code)]
+pub fn wait_running_on(cluster: &LocalCluster, job: u32, timeout: std::time::Duration) -> String {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if squeue_field(cluster, job, "%T") == "RUNNING" {
+            return squeue_field(cluster, job, "%N");
+        }
+        assert!(std::time::Instant::now() < deadline, "job {job} not running after {timeout:?} ({}):\n{}", squeue_field(cluster, job, "%T %R"), cluster.slurmctld_log());
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// The job's `AdminComment=` (sched/energy's decision record).
+#[allow(dead_code)]
+pub fn admin_comment(cluster: &LocalCluster, job: u32) -> String {
+    let out = cluster.command("scontrol").args(["show", "job", &job.to_string()]).output().expect("run scontrol");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines().find_map(|l| l.trim().strip_prefix("AdminComment=")).unwrap_or("").to_string()
+}
