@@ -317,6 +317,11 @@ struct SimulateArgs {
     /// policy plans at every arrival and end.
     #[arg(long, default_value_t = 0.0)]
     cycle_interval_s: f64,
+    /// Keep a shared pair together even when its early-stage observation is worse than the
+    /// sharing bound (it is still learnt from), as sched/energy does live; by default the
+    /// newcomer is requeued, as EaCO does.
+    #[arg(long)]
+    no_early_separation: bool,
     /// Replay only the first N jobs (by submit time).
     #[arg(long)]
     jobs: Option<usize>,
@@ -382,6 +387,7 @@ fn simulate(a: SimulateArgs) -> Result<(), String> {
     }
     for s in setups.iter_mut().filter(|s| !matches!(s.name.as_str(), "slurm" | "slurm-powersave")) {
         s.cycle_interval_s = a.cycle_interval_s;
+        s.early_separation = !a.no_early_separation;
     }
     let load_start = std::time::Instant::now();
     let mut workload = Workload::load(spec, &data_dir, &trace_path, a.carbon.as_deref(), a.jobs, a.seed)?;

@@ -291,3 +291,24 @@ fn a_timed_scheduler_starts_jobs_only_on_its_ticks_and_slurm_on_events() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--cycle-interval-s"), "{}", String::from_utf8_lossy(&bad.stderr));
 }
+
+#[test]
+fn without_early_separation_bad_pairs_are_learnt_but_not_requeued() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let requeues = |extra: &[&str]| {
+        let out_json = dir.path().join("s.json");
+        let mut args = vec!["--jobs", "2000", "--policies", "eaco", "--json", out_json.to_str().expect("utf8")];
+        args.extend_from_slice(extra);
+        let out = simulate(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v = json(&out_json);
+        let m = |k: &str| v["policies"]["eaco"][k]["mean"].as_f64().unwrap_or_else(|| panic!("{k}"));
+        (m("sharing_requeues"), m("shared_starts"))
+    };
+    let (separated, shared) = requeues(&[]);
+    assert!(separated > 0.0 && shared > 0.0, "EaCO's early check separates some pairs: {separated} of {shared}");
+    // As sched/energy live: the pair stays together (and is learnt from).
+    let (kept, shared_kept) = requeues(&["--no-early-separation"]);
+    assert_eq!(kept, 0.0);
+    assert!(shared_kept > 0.0);
+}

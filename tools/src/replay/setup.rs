@@ -166,6 +166,8 @@ pub fn sim_setups(spec: &ClusterSpec) -> Result<(Setup, Setup), String> {
         // Live, sched/energy starts jobs only in its cycle; stock Slurm's main scheduler starts
         // them on each event, as the simulator's `backfill` does.
         cycle_interval_s: LIVE_INTERVAL_S,
+        // Live, a pair worse than its bound is learnt from, not separated.
+        early_separation: false,
     };
     Ok((backfill, energy))
 }

@@ -353,7 +353,7 @@ impl<'a> Engine<'a> {
                     self.pred.interference.observe(fa, fb, 1.0 / na, 1.0 / nb);
                 }
                 let bound = self.setup.planner.sharing_max_slowdown;
-                if keep_sharing(1.0 / na, bound, 1.0 / nb, bound, SHARING_TOLERANCE) {
+                if !self.setup.early_separation || keep_sharing(1.0 / na, bound, 1.0 / nb, bound, SHARING_TOLERANCE) {
                     return false;
                 }
                 self.requeue(a);

@@ -98,6 +98,10 @@ pub struct Setup {
     /// (`[sched] interval_s`; it runs with the main scheduler off). The replay against the live
     /// cluster sets it; on the full trace a few seconds do not matter.
     pub cycle_interval_s: f64,
+    /// EaCO's early check separates a shared pair observed worse than the bound (the newcomer
+    /// is requeued). sched/energy live only learns from such a pair (docs/learning.md);
+    /// `false` simulates that.
+    pub early_separation: bool,
 }
 
 /// The budget of PowerFlow (energy) or GreenFlow (carbon) as the price of JCT: the energy (J)
@@ -176,7 +180,7 @@ impl Setup {
             Policy::Greenflow => Some(Elastic { joules_per_jct_s: DEFAULT_PRICE_J_PER_S, carbon: true }),
             _ => None,
         };
-        Some(Setup { name: p.name().to_string(), planner, power_saving, hints: rule, cpu_flexible, user_slowdowns: None, elastic, cycle_interval_s: 0.0 })
+        Some(Setup { name: p.name().to_string(), planner, power_saving, hints: rule, cpu_flexible, user_slowdowns: None, elastic, cycle_interval_s: 0.0, early_separation: true })
     }
 
     /// The papers' policies with one of their ideas switched off (ablation rows):
