@@ -73,12 +73,13 @@ pub struct InterferenceModel {
 pub struct InterferenceHistory(BTreeMap<String, BTreeMap<String, Observed>>);
 
 impl InterferenceHistory {
-    /// Pairs observed (each pair once, whatever its order).
+    /// Pairs observed (each pair once, whatever its order). Folded from +0.0: an empty float
+    /// `sum()` is -0.0, which a log line would print as "-0".
     pub fn pairs_observed(&self) -> f64 {
         self.0
             .iter()
             .flat_map(|(a, row)| row.iter().filter(move |(b, _)| a.as_str() <= b.as_str()).map(move |(b, o)| if a == b { o.count / 2.0 } else { o.count }))
-            .sum()
+            .fold(0.0, |total, n| total + n)
     }
 
     fn get(&self, a: &str, b: &str) -> Option<&Observed> {
