@@ -73,6 +73,18 @@ pub fn first_type(s: &str, name: &str) -> Option<String> {
     parse(s).into_iter().filter(|e| e.name == name).find_map(|e| e.type_name)
 }
 
+/// Every distinct type of the `name` entries, in order (`a100`, `a40` in
+/// `gpu:a100:4,gpu:a40:2`; MIG profiles such as `1g.10gb` are types too).
+pub fn types(s: &str, name: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for t in parse(s).into_iter().filter(|e| e.name == name).filter_map(|e| e.type_name) {
+        if !out.iter().any(|o| o.eq_ignore_ascii_case(&t)) {
+            out.push(t);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,6 +99,9 @@ mod tests {
         assert_eq!(count("gpu", "gpu"), 1);
         assert_eq!(count("", "gpu"), 0);
         assert_eq!(first_type("gpu:4", "gpu"), None);
+        assert_eq!(types("gpu:a100:4(S:0),gpu:a40:2,gpu:a100:1", "gpu"), vec!["a100".to_string(), "a40".to_string()]);
+        assert_eq!(types("gpu:1g.10gb:7,gpu:3g.40gb:2,shard:8", "gpu"), vec!["1g.10gb".to_string(), "3g.40gb".to_string()]);
+        assert!(types("gpu:4", "gpu").is_empty());
     }
 
     #[test]

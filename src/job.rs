@@ -161,6 +161,12 @@ impl<'a> JobRef<'a> {
         let part_exclusive = unsafe { self.rec.part_ptr.as_ref() }.is_some_and(|p| p.max_share == 0);
         part_exclusive || self.details().is_some_and(|d| d.whole_node != 0)
     }
+    /// Asks for a layout Slurm's node selection makes itself: `--spread-job`, `--contiguous`,
+    /// `--switches`, or `-N min-max` (as many nodes as it can within the range).
+    pub fn layout_by_slurm(&self) -> bool {
+        // SAFETY: the shim reads the record's flags and details only.
+        unsafe { sys::energy_job_layout_by_slurm(self.rec) }
+    }
     pub fn tres_per_node(&self) -> Option<&'a str> {
         // SAFETY: strings owned by the record.
         unsafe { opt_str(self.rec.tres_per_node) }

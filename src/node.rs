@@ -63,7 +63,22 @@ impl<'a> NodeRef<'a> {
         gres::first_type(self.gres(), "gpu")
     }
 
-    /// Down, drained or draining, failing, future, not responding, in maintenance or rebooting.
+    /// Every GRES type of the node's GPUs, in the order configured (a node may have several:
+    /// two GPU models, or MIG profiles).
+    pub fn gpu_types(&self) -> Vec<String> {
+        gres::types(self.gres(), "gpu")
+    }
+
+    /// The node's configured `Weight` (slurm.conf): Slurm's node selection uses the nodes of
+    /// the lowest weight first. 1 (Slurm's default) when the node has no configuration record.
+    pub fn weight(&self) -> u32 {
+        // SAFETY: config_ptr is NULL or the node's configuration record, read under the node lock.
+        unsafe { self.rec.config_ptr.as_ref() }.map_or(1, |c| c.weight)
+    }
+
+    /// Down, drained or draining, failing, future, not responding, or rebooting. A node in an
+    /// active maintenance reservation is usable: the jobs of that reservation may run there
+    /// (Slurm's route test keeps every other job off it).
     pub fn unusable(&self) -> bool {
         // SAFETY: the shim only reads the record's state fields.
         unsafe { sys::energy_node_is_unusable(self.rec) }

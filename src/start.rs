@@ -341,8 +341,11 @@ impl SlurmctldLock {
 
     /// Sets what `squeue --start` shows for a pending job the scheduler holds nodes for: its
     /// expected start and those nodes (`start_time`, `sched_nodes`, as sched/backfill sets
-    /// them). Needs the job write lock. Returns whether the job was found pending.
-    pub fn set_expected_start(&mut self, job_id: u32, start: i64, nodes: &str) -> Result<bool, NotLocked> {
+    /// them), and its reason: `Resources` for the first job that waits in its partition (or
+    /// reservation), `Priority` for the ones behind it (`behind_higher_priority`), as
+    /// slurmctld's main scheduler gives them. Needs the job write lock. Returns whether the
+    /// job was found pending.
+    pub fn set_expected_start(&mut self, job_id: u32, start: i64, nodes: &str, behind_higher_priority: bool) -> Result<bool, NotLocked> {
         self.require("a job's expected start", |l| l.job, LockLevel::Write)?;
         let api = self.api();
         // SAFETY: lookup under the job write lock.
@@ -355,7 +358,13 @@ impl SlurmctldLock {
         }
         rec.start_time = start as sys::time_t;
         // SAFETY: a pending record under the job write lock.
-        unsafe { sys::energy_job_wait_resources(rec) };
+        unsafe {
+            if behind_higher_priority {
+                sys::energy_job_wait_priority(rec);
+            } else {
+                sys::energy_job_wait_resources(rec);
+            }
+        }
         let Ok(c_nodes) = CString::new(nodes.replace('\0', " ")) else { return Ok(false) };
         // SAFETY: sched_nodes is NULL or an xmalloc'd string owned by the record: freed with
         // slurm_xfree and replaced by Slurm's own copy, under the job write lock.

@@ -590,11 +590,16 @@ impl<'a> Cycle<'a> {
         alt.is_none_or(|a| self.slurm.node_sets.get(a.node_set as usize).is_some_and(|set| set.contains(n)))
     }
 
-    /// A job whose request the planner cannot express: Slurm places it, on the nodes of its
-    /// first route that may start now, less those that this cycle's reservations or other Slurm
-    /// reservations hold over its time limit, and less those the plugin's filter refuses. When
-    /// it cannot start now, Slurm's will-run test is asked when and where it will (over the
-    /// nodes of its first route), as sched/backfill asks it.
+    /// A job whose request the planner cannot express (or whose feasibility is Slurm's to
+    /// judge: whole nodes, several GPU types on a node): Slurm places it, on the nodes of its
+    /// first route that may start now, less those on which a claim (this cycle's reservations
+    /// for jobs before it, Slurm's reservations, will-run windows) overlaps its time limit, as
+    /// sched/backfill keeps a later job off the nodes reserved for earlier ones, and less those
+    /// the plugin's filter refuses. Whether and how the job fits those nodes is left to Slurm:
+    /// the planner's per-node amounts are not asked for (`--gpus=6` on 4-GPU nodes fits two
+    /// nodes that each have fewer than 6). When it cannot start now, Slurm's will-run test is
+    /// asked when and where it will (over the nodes of its first route), as sched/backfill
+    /// asks it.
     fn hand_to_slurm(&mut self, view: &mut ClusterView, job: &PendingJob) {
         if !self.unreserved.is_empty() {
             self.materialize_reservations(view);
@@ -607,15 +612,19 @@ impl<'a> Cycle<'a> {
                 continue;
             }
             let own = alt.and_then(|a| a.reservation);
-            let need = Amount { gpus: job.request.gpus_per_node as i64, cpus: 1, mem_mb: 0 };
             let nodes: Vec<NodeIdx> = view
                 .nodes
                 .iter()
                 .enumerate()
-                .filter(|(i, nv)| self.in_route(alt, *i) && ranking::filter_for(nv, &need, self.now_s, end_s, own) && self.filter.is_none_or(|f| f(job, nv)))
+                .filter(|(i, nv)| self.in_route(alt, *i) && nv.node.available && !nv.claimed_over(self.now_s, end_s, own) && self.filter.is_none_or(|f| f(job, nv)))
                 .map(|(i, _)| NodeIdx(i as u32))
                 .collect();
-            if nodes.len() >= job.request.nodes.max(1) as usize {
+            // A cheap necessary condition before Slurm's selection is asked (it tests the
+            // layout): enough nodes with a free CPU, and as many free GPUs among them as the
+            // job asks for in all.
+            let free: Vec<&crate::state::Amount> = nodes.iter().map(|n| &view.nodes[n.0 as usize].free).filter(|f| f.cpus > 0).collect();
+            let free_gpus: i64 = free.iter().map(|f| f.gpus.max(0)).sum();
+            if free.len() >= job.request.nodes.max(1) as usize && free_gpus >= i64::from(job.request.total_gpus()) {
                 self.decisions.push(Decision::SlurmStart(crate::decision::SlurmStart { job: job.id, nodes, route: alt.map(|a| a.route) }));
                 return;
             }

@@ -118,6 +118,12 @@ impl NodeView {
         lowest
     }
 
+    /// Does a claim (a reservation of this cycle's plan, a Slurm reservation, a will-run
+    /// window) that holds against a job in reservation `own` overlap `[from_s, to_s)`?
+    pub fn claimed_over(&self, from_s: f64, to_s: f64, own: Option<u32>) -> bool {
+        self.claims.iter().any(|c| c.binds(own) && c.start_s < to_s && c.end_s > from_s && (c.amount.gpus > 0 || c.amount.cpus > 0 || c.amount.mem_mb > 0))
+    }
+
     /// Free amount at time `t_s` (releases up to `t_s` returned, claims active at `t_s` taken).
     pub fn free_at(&self, t_s: f64) -> Amount {
         self.free_at_for(t_s, None)

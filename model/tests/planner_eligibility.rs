@@ -224,6 +224,31 @@ fn a_request_slurm_places_that_cannot_start_asks_slurms_will_run_and_its_window_
     s.pending = vec![j2, j3];
     let out = plan(&s);
     assert!(started_on(&out, 3).is_none(), "job 3 took node 0 from job 2's will-run window");
+    // Slurm gets every node of the route that no claim holds against job 2 (its own window
+    // does not): node 0, and the busy nodes 1 and 2, on which Slurm's selection finds no room.
     let handed = out.slurm_starts().find(|h| h.job == JobId(2)).expect("job 2 handed to Slurm on node 0");
-    assert_eq!(handed.nodes, vec![NodeIdx(0)]);
+    assert_eq!(handed.nodes, vec![NodeIdx(0), NodeIdx(1), NodeIdx(2)]);
+}
+
+#[test]
+fn slurm_judges_whether_a_job_it_places_fits_the_nodes_not_the_planners_per_node_amounts() {
+    // Job 1 asks for 6 GPUs on "one node" as its minimum (`--gpus=6`, Slurm may use more
+    // nodes): no node has 6 GPUs, but nodes 0 and 1 together have 8 free. Slurm's selection
+    // gets both (issue 20: it stayed pending forever). Node 2, with a single free CPU and no
+    // free GPU, is offered as well: Slurm decides what it can use.
+    let mut s = cluster(3, Vec::new(), Vec::new());
+    s.running = vec![running(9, 2, &[0, 1, 2, 3], HOUR_S)];
+    let mut j1 = job(1, 1, 6, HOUR_S);
+    j1.placed_by_slurm = true;
+    s.pending = vec![j1];
+    let out = plan(&s);
+    let handed = out.slurm_starts().next().expect("handed to Slurm");
+    assert_eq!(handed.nodes, vec![NodeIdx(0), NodeIdx(1), NodeIdx(2)]);
+
+    // Fewer free GPUs in all than it asks for: not worth a selection; Slurm's will-run test
+    // says when instead.
+    s.running = vec![running(8, 0, &[0, 1, 2], HOUR_S), running(9, 1, &[0, 1, 2], HOUR_S), running(10, 2, &[0, 1, 2, 3], HOUR_S)];
+    let out = plan(&s);
+    assert!(out.slurm_starts().next().is_none());
+    assert!(out.slurm_will_runs().next().is_some());
 }

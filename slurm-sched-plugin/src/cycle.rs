@@ -235,6 +235,8 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
     let planned_starts: std::collections::HashSet<u32> = outcome.starts().map(|s| s.job.0).collect();
     let waiting_deny = built.shards.waiting_deny(&built.snapshot.pending, &planned_starts);
 
+    let behind_higher_priority = waiting_behind(&built, &outcome);
+
     let apply_start = Instant::now();
     let deferred: Vec<(u32, String)> = outcome
         .decisions
@@ -350,16 +352,17 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
                                 if matches!(e, StartError::Slurm { .. }) {
                                     // Not on the nodes free now: when, on any node of its route?
                                     let route_nodes = route_nodes(&built, x.job, x.route);
-                                    will_run(&mut lock, &built, x.job.0, route_nodes.into_iter(), x.route);
+                                    will_run(&mut lock, &built, x.job.0, route_nodes.into_iter(), x.route, false);
                                 }
                             }
                         }
                     }
-                    Decision::SlurmWillRun(w) => will_run(&mut lock, &built, w.job.0, w.nodes.iter().copied(), w.route),
+                    Decision::SlurmWillRun(w) => will_run(&mut lock, &built, w.job.0, w.nodes.iter().copied(), w.route, behind_higher_priority.contains(&w.job.0)),
                     Decision::Reserve(r) => {
                         // What `squeue --start` shows, as sched/backfill sets it.
                         let (_, names) = map_nodes(&built, r.nodes.iter().copied());
-                        if let Err(e) = lock.set_expected_start(r.job.0, r.start_s as i64, &names.join(",")) {
+                        let behind = behind_higher_priority.contains(&r.job.0);
+                        if let Err(e) = lock.set_expected_start(r.job.0, r.start_s as i64, &names.join(","), behind) {
                             slurm_log!(LOG, debug, "JobId={}: expected start not set: {e}", r.job);
                         }
                     }
@@ -392,13 +395,13 @@ fn note_launches(stats: &mut CycleStats, r: slurm_bindings::launch::LaunchReport
 /// A job Slurm places that cannot start now: Slurm's will-run test, asked again after this
 /// plan's starts, says when and where it will, shown by `squeue --start` (the planner held the
 /// nodes of the snapshot's answer for it, see `snapshot::will_run_window`).
-fn will_run(lock: &mut SlurmctldLock, built: &snapshot::Built, job_id: u32, candidates: impl Iterator<Item = model::types::NodeIdx>, route: Option<u32>) {
+fn will_run(lock: &mut SlurmctldLock, built: &snapshot::Built, job_id: u32, candidates: impl Iterator<Item = model::types::NodeIdx>, route: Option<u32>, behind_higher_priority: bool) {
     let (table_nodes, _) = map_nodes(built, candidates);
     let route = route.and_then(|r| built.routes.get(r as usize));
     match lock.will_run(job_id, &table_nodes, route) {
         Ok((start, nodes)) => {
             let names: Vec<&str> = nodes.iter().filter_map(|t| built.table_index.iter().position(|x| x == t).and_then(|i| built.node_names.get(i))).map(String::as_str).collect();
-            match lock.set_expected_start(job_id, start, &names.join(",")) {
+            match lock.set_expected_start(job_id, start, &names.join(","), behind_higher_priority) {
                 Ok(true) => slurm_log!(LOG, debug, "JobId={job_id}: Slurm's will-run test expects it at {start} on {}", names.join(",")),
                 Ok(false) => {}
                 Err(e) => slurm_log!(LOG, debug, "JobId={job_id}: expected start not set: {e}"),
@@ -406,6 +409,27 @@ fn will_run(lock: &mut SlurmctldLock, built: &snapshot::Built, job_id: u32, cand
         }
         Err(e) => slurm_log!(LOG, debug, "JobId={job_id}: Slurm's will-run test: {e}"),
     }
+}
+
+/// The waiting jobs (reserved, or asked Slurm's will-run test) behind a higher-priority waiting
+/// job of the same partition (or reservation): slurmctld's main scheduler stops at the first
+/// job of a partition that cannot start and gives the ones after it reason `Priority`; that
+/// first one gets `Resources`.
+fn waiting_behind(built: &snapshot::Built, outcome: &model::decision::PlanOutcome) -> std::collections::HashSet<u32> {
+    let position: std::collections::HashMap<u32, usize> = built.snapshot.pending.iter().enumerate().rev().map(|(i, p)| (p.id.0, i)).collect();
+    let waiting = outcome.reservations().map(|r| (r.job, r.route)).chain(outcome.slurm_will_runs().map(|w| (w.job, w.route)));
+    let mut reserved: Vec<(usize, u32, Option<&slurm_bindings::routes::RouteApply>)> =
+        waiting.map(|(job, route)| (position.get(&job.0).copied().unwrap_or(usize::MAX), job.0, route.and_then(|i| built.routes.get(i as usize)))).collect();
+    reserved.sort_by_key(|&(at, job, _)| (at, job));
+    let mut blocked: std::collections::HashSet<(Option<&str>, Option<&str>)> = std::collections::HashSet::new();
+    let mut behind = std::collections::HashSet::new();
+    for (_, job, route) in reserved {
+        let key = route.map_or((None, None), |r| if r.reservation.is_some() { (None, r.reservation.as_deref()) } else { (Some(r.partition.as_str()), None) });
+        if !blocked.insert(key) {
+            behind.insert(job);
+        }
+    }
+    behind
 }
 
 /// Every node of a pending job's route `route` (all nodes without routes).

@@ -52,7 +52,12 @@ pub type Refused = std::collections::HashMap<u32, HashSet<String>>;
 
 pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, refused: &Refused) -> Result<Built, NotLocked> {
     let mem_consumable = conf.memory_consumable();
-    let nodes = lock.nodes()?;
+    // In the order Slurm's node selection prefers them: lowest `Weight` first, then the node
+    // table's order. The planner breaks every tie towards the lower snapshot index, so the
+    // admin's weights decide among nodes its energy model cannot tell apart, as they decide
+    // in cons_tres.
+    let mut nodes = lock.nodes()?;
+    nodes.sort_by_key(|n| (n.weight(), n.index()));
 
     let mut gpu_types: Vec<GpuType> = Vec::new();
     let mut type_index: BTreeMap<String, usize> = BTreeMap::new();
@@ -88,6 +93,8 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
     }
     let max_cpus = snap_nodes.iter().map(|n| n.cpus).max().unwrap_or(1);
     let max_gpus = snap_nodes.iter().map(|n| n.gpus).max().unwrap_or(0);
+    // Every GPU type of each node (snapshot order): a node may have several.
+    let node_types: Vec<Vec<String>> = nodes.iter().map(|n| n.gpu_types()).collect();
 
     let mut running = Vec::new();
     let mut shards = ShardJobs::default();
@@ -191,15 +198,24 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
             RouteStatus::Never(_) => continue,
         };
         let (request, is_shard, expressible) = request_of(&job, mem_consumable, max_cpus, max_gpus);
+        // Whole nodes (`--exclusive`, `=user`, `=mcs`, OverSubscribe=EXCLUSIVE, ExclusiveUser):
+        // what a whole node is differs from node to node, and who may share it is Slurm's rule.
+        let whole_node = job.whole_node();
         // GPU type asked for (`--gres=gpu:a100:2`, `--gpus=a100:2`): only nodes of that type.
         let want_type = [job.tres_per_node(), job.tres_per_job(), job.tres_per_task()].into_iter().flatten().find_map(|s| gres::first_type(s, "gpu"));
         let refused_here = refused.get(&job.id());
         let mut nodes = to_snap_set(&route.nodes);
+        // A typed request on a node with several GPU types (or MIG profiles): the planner
+        // counts a node's GPUs as one type, so Slurm's selection places the job.
+        let mut typed_on_mixed_node = false;
         for i in nodes.iter().collect::<Vec<_>>() {
-            let wrong_type = want_type.as_deref().is_some_and(|t| node_names.get(i).is_some() && snap_nodes.get(i).and_then(|n| gpu_types.get(n.gpu_type)).is_some_and(|g| !g.name.eq_ignore_ascii_case(t)));
+            let types = node_types.get(i).map_or(&[][..], Vec::as_slice);
+            let wrong_type = want_type.as_deref().is_some_and(|t| !types.iter().any(|have| have.eq_ignore_ascii_case(t)));
             let was_refused = refused_here.is_some_and(|r| node_names.get(i).is_some_and(|n| r.contains(n)));
             if wrong_type || was_refused {
                 nodes.remove(i);
+            } else if want_type.is_some() && types.len() > 1 {
+                typed_on_mixed_node = true;
             }
         }
         let apply = route.apply();
@@ -219,7 +235,7 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
         if is_shard {
             shards.add(job.id(), hints.share_allowed);
         }
-        let placed_by_slurm = !expressible || route.filter_inexact;
+        let placed_by_slurm = !expressible || route.filter_inexact || typed_on_mixed_node || whole_node || job.layout_by_slurm();
         if placed_by_slurm && let Some(window) = will_run_window(lock, &job, route, now_s, &table_to_snap, &mut sets) {
             will_run.insert(job.id(), reservations.len() as u32);
             reservations.push(window);
@@ -312,7 +328,8 @@ fn time_limit_s(job: &JobRef<'_>) -> f64 {
 /// Per-node request as Slurm reads it: `-N` (its minimum; the planner confines the job to
 /// that many nodes), `--ntasks-per-node`, `-n` with `--cpus-per-task`, `--gres=gpu:N` /
 /// `--gpus-per-node` (tres_per_node), `--gpus` (tres_per_job, spread evenly over the nodes),
-/// `--gpus-per-task`, `--cpus-per-gpu`, `--mem`, `--mem-per-cpu`, `--mem-per-gpu`, `--exclusive`.
+/// `--gpus-per-task`, `--cpus-per-gpu`, `--mem`, `--mem-per-cpu`, `--mem-per-gpu` (whole-node
+/// jobs are placed by Slurm, see [`build`]).
 /// A job asking for `--gres=shard:K` and no `gpu` needs one (shared) GPU per node. Returns the
 /// request, whether it is a shard job, and whether the planner can express it at all (a task
 /// count Slurm may spread over any number of nodes, or `--gpus` that do not divide evenly over
@@ -345,7 +362,7 @@ fn request_of(job: &JobRef<'_>, mem_consumable: bool, max_cpus: u32, max_gpus: u
     };
     let is_shard = gpus == 0 && shards_per_node > 0;
     let gpus = if is_shard { 1 } else { gpus };
-    let mut gpus_per_node = gpus.min(u32::MAX as u64) as u32;
+    let gpus_per_node = gpus.min(u32::MAX as u64) as u32;
     // Slurm's min_cpus already counts tasks x --cpus-per-task (and not with --overcommit).
     let mut cpus_per_node = job.pn_min_cpus().max(job.min_cpus().div_ceil(nodes));
     let cpus_per_gpu = job.cpus_per_tres().map_or(0, |s| gres::count(s, "gpu")).min(u64::from(u32::MAX)) as u32;
@@ -354,10 +371,6 @@ fn request_of(job: &JobRef<'_>, mem_consumable: bool, max_cpus: u32, max_gpus: u
     // --cpus-per-gpu=4` on 4-CPU nodes, `-n` without `-N`): Slurm chooses the layout.
     if (cpus_per_node > max_cpus || gpus_per_node > max_gpus) && job.max_nodes() != nodes {
         expressible = false;
-    }
-    if job.whole_node() {
-        cpus_per_node = max_cpus;
-        gpus_per_node = gpus_per_node.max(max_gpus);
     }
     let mem_per_gpu_mb = job.mem_per_tres().map_or(0, |s| gres::count(s, "gpu"));
     let mem_mb_per_node = match (mem_consumable, job.memory_request()) {

@@ -266,19 +266,37 @@ bool energy_job_is_configuring(const job_record_t *job)
 	return IS_JOB_CONFIGURING(job);
 }
 
+bool energy_job_layout_by_slurm(const job_record_t *job)
+{
+	const struct job_details *d = job->details;
+	bool node_range;
+
+	if (job->bit_flags & SPREAD_JOB)
+		return true;
+	if (job->req_switch && (job->req_switch != NO_VAL))
+		return true;
+	if (!d)
+		return false;
+	node_range = d->max_nodes && (d->max_nodes != NO_VAL) &&
+		     (d->max_nodes != INFINITE) && (d->max_nodes > d->min_nodes);
+	return d->contiguous || node_range;
+}
+
 bool energy_node_is_unusable(const node_record_t *node)
 {
 	/* Not registered since this slurmctld started: UNKNOWN, or made IDLE by a ping reply
 	 * while its registration (GRES validated, running jobs reconciled: a job whose start a
 	 * crash lost is killed there) is still to come. slurmd's version is set only by that
 	 * registration and is not in the node state file. Powered-down and booting nodes
-	 * register when they are up. */
+	 * register when they are up. MAINT is not here: it marks the nodes of an active
+	 * maintenance reservation, whose own jobs (an admin's validation job) may run there as
+	 * under stock Slurm; job_test_resv() in the route test keeps every other job off them. */
 	bool unregistered = !node->version && !IS_NODE_POWERED_DOWN(node) &&
 			    !IS_NODE_POWERING_UP(node);
 
 	return unregistered || IS_NODE_UNKNOWN(node) || IS_NODE_DOWN(node) || IS_NODE_DRAIN(node) || IS_NODE_FAIL(node) ||
 	       IS_NODE_FUTURE(node) || IS_NODE_NO_RESPOND(node) ||
-	       IS_NODE_MAINT(node) || IS_NODE_REBOOT_REQUESTED(node) ||
+	       IS_NODE_REBOOT_REQUESTED(node) ||
 	       IS_NODE_REBOOT_ISSUED(node) || IS_NODE_POWERING_DOWN(node) ||
 	       IS_NODE_INVALID_REG(node);
 }
@@ -758,6 +776,16 @@ void energy_job_wait_resources(job_record_t *job)
 		return;
 	if (job->state_reason == WAIT_NO_REASON || job->state_reason == WAIT_PRIORITY)
 		job->state_reason = WAIT_RESOURCES;
+}
+
+void energy_job_wait_priority(job_record_t *job)
+{
+	if (!job || !IS_JOB_PENDING(job))
+		return;
+	if (job->state_desc)
+		return;
+	if (job->state_reason == WAIT_NO_REASON || job->state_reason == WAIT_RESOURCES)
+		job->state_reason = WAIT_PRIORITY;
 }
 
 /* Whether `entry` is `name=...` or `SPANK_name=...`. */

@@ -331,6 +331,9 @@ extern bool energy_job_is_running(const job_record_t *job);
 extern bool energy_job_is_suspended(const job_record_t *job);
 extern bool energy_job_is_completing(const job_record_t *job);
 extern bool energy_job_is_configuring(const job_record_t *job);
+/* The job asks for a node layout only Slurm's selection can make: --spread-job, --contiguous,
+ * --switches, or a node range (-N min-max) that it fills as far as it can. */
+extern bool energy_job_layout_by_slurm(const job_record_t *job);
 extern bool energy_job_is_finished(const job_record_t *job);
 
 /* Node state macros: the node can take no new work (down, drained or draining, fail, future,
@@ -419,6 +422,10 @@ extern bool energy_extend_time_limit(job_record_t *job, uint32_t limit_min, uint
  * `Resources` (as sched/backfill sets it), unless it waits for something else (dependency,
  * limits, held...) or its reason is written out in words (state_desc). */
 extern void energy_job_wait_resources(job_record_t *job);
+/* A pending job behind a higher-priority job that waits in the same partition (or
+ * reservation): its reason becomes `Priority`, as slurmctld's main scheduler sets it, unless
+ * it waits for something else or its reason is written out in words. */
+extern void energy_job_wait_priority(job_record_t *job);
 
 /*
  * Sets `name=value` in the job's SPANK environment (what slurmctld sends with the job's prolog

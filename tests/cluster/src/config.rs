@@ -52,6 +52,66 @@ pub struct ClusterConfig {
     /// Partition lines (`PartitionName=...`) replacing the default `debug` partition of all
     /// nodes.
     pub partitions: Vec<String>,
+    /// A site's mix of nodes: when not empty, node `n<i+1>` has shape `node_shapes[i]` and
+    /// `nodes`, `gpus_per_node`, `cpus_per_node`, `mem_mb_per_node`, `gpu_type`,
+    /// `node_gpu_types` and `node_features` are not used for the node lines (`nodes` must
+    /// equal the number of shapes).
+    pub node_shapes: Vec<NodeShape>,
+    /// `SelectTypeParameters` (default `CR_Core`).
+    pub select_type_parameters: Option<String>,
+}
+
+/// One node of a heterogeneous cluster: its CPUs (and how they are laid out), memory, GPUs of
+/// one or more types, `Weight` and features.
+#[derive(Clone, Debug)]
+pub struct NodeShape {
+    /// `CPUs=`: logical CPUs (cores x threads).
+    pub cpus: u32,
+    /// `ThreadsPerCore=` (with `Sockets=1 CoresPerSocket=cpus/threads`); 1 writes `CPUs=` only.
+    pub threads_per_core: u32,
+    pub mem_mb: u64,
+    /// GPUs: (type, count) per entry, `None` for untyped; empty for a CPU-only node. The GPU
+    /// device files are numbered across the entries in this order.
+    pub gpus: Vec<(Option<String>, u32)>,
+    /// `Weight=` (Slurm's default is 1).
+    pub weight: u32,
+    /// `Features=`, comma-separated, if any.
+    pub features: Option<String>,
+}
+
+impl NodeShape {
+    /// A node with `cpus` CPUs, `mem_mb` of memory and no GPU, weight 1.
+    pub fn cpu(cpus: u32, mem_mb: u64) -> NodeShape {
+        NodeShape { cpus, threads_per_core: 1, mem_mb, gpus: Vec::new(), weight: 1, features: None }
+    }
+    /// The same node with `count` GPUs of `gpu_type` added.
+    pub fn with_gpus(mut self, gpu_type: &str, count: u32) -> NodeShape {
+        self.gpus.push((Some(gpu_type.to_string()), count));
+        self
+    }
+    pub fn weight(mut self, weight: u32) -> NodeShape {
+        self.weight = weight;
+        self
+    }
+    pub fn threads_per_core(mut self, threads: u32) -> NodeShape {
+        self.threads_per_core = threads.max(1);
+        self
+    }
+    pub fn features(mut self, features: &str) -> NodeShape {
+        self.features = Some(features.to_string());
+        self
+    }
+    /// All its GPUs.
+    pub fn gpu_count(&self) -> u32 {
+        self.gpus.iter().map(|(_, n)| n).sum()
+    }
+}
+
+impl ClusterConfig {
+    /// The most GPUs any node has (device files are made for this many).
+    pub fn max_gpus_per_node(&self) -> u32 {
+        if self.node_shapes.is_empty() { self.gpus_per_node } else { self.node_shapes.iter().map(NodeShape::gpu_count).max().unwrap_or(0) }
+    }
 }
 
 impl Default for ClusterConfig {
@@ -74,6 +134,8 @@ impl Default for ClusterConfig {
             node_features: Vec::new(),
             node_gpu_types: Vec::new(),
             partitions: Vec::new(),
+            node_shapes: Vec::new(),
+            select_type_parameters: None,
         }
     }
 }
@@ -231,7 +293,7 @@ pub(crate) fn slurm_conf(input: &SlurmConfInput<'_>) -> String {
     line("SwitchType=switch/none".into());
     line("MpiDefault=none".into());
     line("SelectType=select/cons_tres".into());
-    line("SelectTypeParameters=CR_Core".into());
+    line(format!("SelectTypeParameters={}", cfg.select_type_parameters.as_deref().unwrap_or("CR_Core")));
     line(format!("SchedulerType={}", cfg.sched_type));
     // 22.05's default, written out: 23.11 made priority/multifactor the default, which without
     // weights gives every job priority 1 (no submit order, no --nice).
@@ -250,9 +312,10 @@ pub(crate) fn slurm_conf(input: &SlurmConfInput<'_>) -> String {
         line("JobAcctGatherType=jobacct_gather/linux".into());
     }
     line("JobCompType=jobcomp/none".into());
-    if cfg.gpus_per_node > 0 && cfg.shards_per_gpu > 0 {
+    let any_gpus = cfg.max_gpus_per_node() > 0;
+    if any_gpus && cfg.shards_per_gpu > 0 {
         line("GresTypes=gpu,shard".into());
-    } else if cfg.gpus_per_node > 0 {
+    } else if any_gpus {
         line("GresTypes=gpu".into());
     }
     if cfg.with_accounting {
@@ -261,14 +324,28 @@ pub(crate) fn slurm_conf(input: &SlurmConfInput<'_>) -> String {
         line(format!("AccountingStoragePort={}", ports.slurmdbd));
         // sacctmgr and sacct find the munge socket here, not in AuthInfo.
         line(format!("AccountingStoragePass={}", munge.display()));
-        if cfg.gpus_per_node > 0 && cfg.shards_per_gpu > 0 {
+        if any_gpus && cfg.shards_per_gpu > 0 {
             line("AccountingStorageTRES=gres/gpu,gres/shard".into());
-        } else if cfg.gpus_per_node > 0 {
+        } else if any_gpus {
             line("AccountingStorageTRES=gres/gpu".into());
         }
         line("AccountingStoreFlags=job_comment".into());
     }
-    for (name, port) in node_names(cfg.nodes).iter().zip(&ports.slurmd) {
+    for ((name, port), shape) in node_names(cfg.nodes).iter().zip(&ports.slurmd).zip(&cfg.node_shapes) {
+        let gres: Vec<String> = shape.gpus.iter().map(|(t, n)| t.as_ref().map_or(format!("gpu:{n}"), |t| format!("gpu:{t}:{n}"))).collect();
+        let gres = if gres.is_empty() { String::new() } else { format!(" Gres={}", gres.join(",")) };
+        let layout = if shape.threads_per_core > 1 {
+            format!(" Sockets=1 CoresPerSocket={} ThreadsPerCore={}", shape.cpus / shape.threads_per_core, shape.threads_per_core)
+        } else {
+            String::new()
+        };
+        let features = shape.features.as_ref().map(|f| format!(" Features={f}")).unwrap_or_default();
+        line(format!(
+            "NodeName={name} NodeHostname={hostname} NodeAddr=127.0.0.1 Port={port} CPUs={}{layout} RealMemory={} Weight={}{gres}{features} State=UNKNOWN",
+            shape.cpus, shape.mem_mb, shape.weight
+        ));
+    }
+    for (name, port) in node_names(cfg.nodes).iter().zip(&ports.slurmd).filter(|_| cfg.node_shapes.is_empty()) {
         let gpu_type = node_gpu_type(cfg, name).map(|t| format!("{t}:")).unwrap_or_default();
         let gres = if cfg.gpus_per_node > 0 && cfg.shards_per_gpu > 0 {
             format!(" Gres=gpu:{gpu_type}{},shard:{}", cfg.gpus_per_node, cfg.gpus_per_node * cfg.shards_per_gpu)
@@ -305,6 +382,23 @@ pub(crate) fn gres_conf(cfg: &ClusterConfig, layout: &Layout) -> String {
         return s;
     }
     s.push_str("AutoDetect=off\n");
+    if !cfg.node_shapes.is_empty() {
+        // One line per node and GPU type, device files numbered across the node's types.
+        for (name, shape) in node_names(cfg.nodes).iter().zip(&cfg.node_shapes) {
+            let mut first = 0;
+            for (ty, count) in &shape.gpus {
+                let files = match count {
+                    0 => continue,
+                    1 => layout.gpu_device(first).display().to_string(),
+                    n => format!("{}/nvidia[{}-{}]", layout.dev.display(), first, first + n - 1),
+                };
+                let ty = ty.as_ref().map(|t| format!(" Type={t}")).unwrap_or_default();
+                let _ = writeln!(s, "NodeName={name} Name=gpu{ty} File={files}");
+                first += count;
+            }
+        }
+        return s;
+    }
     if cfg.gpus_per_node > 0 {
         let files = match cfg.gpus_per_node {
             1 => layout.gpu_device(0).display().to_string(),

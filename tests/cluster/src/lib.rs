@@ -16,6 +16,7 @@
 mod config;
 mod daemon;
 mod error;
+mod site;
 mod util;
 
 use std::ffi::CString;
@@ -27,7 +28,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-pub use config::ClusterConfig;
+pub use config::{ClusterConfig, NodeShape};
+pub use site::{SITE_PARTITIONS, site_cluster};
 pub use error::ClusterError;
 pub use util::{PREFIX_ENV, pid_exists, slurm_prefix};
 
@@ -136,6 +138,13 @@ impl LocalCluster {
             return Err(ClusterError::Unsupported(
                 "a cluster needs at least one node".into(),
             ));
+        }
+        if !cfg.node_shapes.is_empty() && cfg.node_shapes.len() != cfg.nodes as usize {
+            return Err(ClusterError::Unsupported(format!(
+                "{} node shapes for {} nodes",
+                cfg.node_shapes.len(),
+                cfg.nodes
+            )));
         }
         let mut programs = vec![
             "munged",
@@ -507,7 +516,7 @@ impl LocalCluster {
             write_file(&self.conf_file_path(name)?, content)?;
         }
         write_private(&l.munge_key(), &util::random_bytes(1024)?)?;
-        for index in 0..self.cfg.gpus_per_node {
+        for index in 0..self.cfg.max_gpus_per_node() {
             make_gpu_device(&l.gpu_device(index), index)?;
         }
         Ok(())

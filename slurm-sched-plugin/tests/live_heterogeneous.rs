@@ -1,0 +1,231 @@
+//! Slurm's promises on a heterogeneous, site-like cluster (`slurm_testcluster::site_cluster`:
+//! CPU-only nodes, two GPU types, a node with two GPU types, different core counts and memory,
+//! `CR_Core_Memory`, `ThreadsPerCore=2`, node weights, two leaf switches, `PriorityTier`,
+//! `OverSubscribe=EXCLUSIVE`, a license), checked under stock sched/backfill and under
+//! sched/energy on the same cluster: every check must hold under both.
+//!
+//! Each check is a case a new user meets: a job that stock Slurm starts at once must start at
+//! once, on the nodes stock Slurm's own selection would use where the check says so, and a job
+//! that waits must show the reason stock Slurm shows. Before sched/energy left feasibility and
+//! layout to Slurm (issue 20), every check here but the license one failed under sched/energy:
+//! the job stayed pending forever, ran on other nodes, or showed another reason.
+
+use std::time::{Duration, Instant};
+
+use slurm_testcluster::{ClusterConfig, LocalCluster, site_cluster, skip_live_test};
+
+mod common;
+use common::{plugin_dir, run, squeue_field};
+
+/// "At once": a few of sched/energy's 1 s cycles, and stock's event-driven main scheduler.
+const START_WITHIN: Duration = Duration::from_secs(20);
+
+const ENERGY_TOML: &str = "[sched]\ninterval_s = 1\ndebug = true\n";
+
+fn config(sched: &str, plugins: &std::path::Path) -> ClusterConfig {
+    let mut cfg = site_cluster();
+    if sched == "sched/energy" {
+        cfg.sched_type = sched.into();
+        cfg.plugin_dir = Some(plugins.to_path_buf());
+        cfg.scheduler_parameters = Some("sched_interval=-1,defer".into());
+        cfg.extra_files.push(("energy.toml".into(), ENERGY_TOML.into()));
+    }
+    cfg
+}
+
+fn submit(cluster: &LocalCluster, args: &[&str]) -> Result<u32, String> {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--wrap", "sleep 60"]);
+    cluster.sbatch(&all, "").map_err(|e| format!("sbatch {args:?}: {e}"))
+}
+
+/// Waits until the job runs; the nodes it runs on, expanded.
+fn running_on(cluster: &LocalCluster, job: u32, what: &str) -> Result<Vec<String>, String> {
+    let deadline = Instant::now() + START_WITHIN;
+    loop {
+        if squeue_field(cluster, job, "%T") == "RUNNING" {
+            let list = squeue_field(cluster, job, "%N");
+            return Ok(run(cluster, "scontrol", &["show", "hostnames", &list]).lines().map(str::to_string).collect());
+        }
+        if Instant::now() >= deadline {
+            return Err(format!("{what}: job {job} not running after {START_WITHIN:?}: {}", squeue_field(cluster, job, "%T %r")));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Cancels every job and waits until the queue is empty (nodes free for the next check).
+fn clear_queue(cluster: &LocalCluster) {
+    let _ = cluster.command("scancel").args(["--user=root"]).output();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let q = run(cluster, "squeue", &["-h", "-o", "%i"]);
+        if q.is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    panic!("queue not empty a minute after scancel:\n{}", run(cluster, "squeue", &["-o", "%i %T %R"]));
+}
+
+type Check = fn(&LocalCluster) -> Result<String, String>;
+
+/// `--gpus=6` on nodes with at most 4 GPUs: Slurm spreads it over two nodes.
+fn gpus_over_two_nodes(c: &LocalCluster) -> Result<String, String> {
+    let job = submit(c, &["--gpus=6", "-t", "5"])?;
+    let nodes = running_on(c, job, "--gpus=6")?;
+    if nodes.len() < 2 {
+        return Err(format!("--gpus=6 ran on {nodes:?}: one node has at most 4 GPUs"));
+    }
+    Ok(format!("--gpus=6 on {nodes:?}"))
+}
+
+/// `-n 2 --gpus-per-task=3`: six GPUs in all, three per task.
+fn gpus_per_task(c: &LocalCluster) -> Result<String, String> {
+    let job = submit(c, &["-n", "2", "--gpus-per-task=3", "-t", "5"])?;
+    let nodes = running_on(c, job, "-n 2 --gpus-per-task=3")?;
+    Ok(format!("-n 2 --gpus-per-task=3 on {nodes:?}"))
+}
+
+/// `--exclusive -G 1` where the node with the most CPUs (n5, 8) is not the one with the most
+/// GPUs (4): a whole node is each node's own size.
+fn exclusive_on_mixed_nodes(c: &LocalCluster) -> Result<String, String> {
+    let job = submit(c, &["--exclusive", "-G", "1", "-t", "5"])?;
+    let nodes = running_on(c, job, "--exclusive -G 1")?;
+    let job2 = submit(c, &["-p", "excl", "-G", "1", "-t", "5"])?;
+    let nodes2 = running_on(c, job2, "OverSubscribe=EXCLUSIVE partition")?;
+    if nodes2.iter().any(|n| nodes.contains(n)) {
+        return Err(format!("two whole-node jobs share {nodes:?} / {nodes2:?}"));
+    }
+    Ok(format!("--exclusive on {nodes:?}, partition excl on {nodes2:?}"))
+}
+
+/// Two `--exclusive=user` jobs of one user on one node run side by side.
+fn exclusive_user_shares_with_the_same_user(c: &LocalCluster) -> Result<String, String> {
+    let a = submit(c, &["--exclusive=user", "-w", "n4", "-G", "1", "-t", "5"])?;
+    let b = submit(c, &["--exclusive=user", "-w", "n4", "-G", "1", "-t", "5"])?;
+    running_on(c, a, "first --exclusive=user")?;
+    running_on(c, b, "second --exclusive=user of the same user")?;
+    Ok("two --exclusive=user jobs side by side on n4".into())
+}
+
+/// A one-GPU job on an idle partition of two identical nodes goes to the lower `Weight` (n4:
+/// 5, n3: 10).
+fn node_weight(c: &LocalCluster) -> Result<String, String> {
+    let job = submit(c, &["-p", "a100", "-G", "1", "-t", "5"])?;
+    let nodes = running_on(c, job, "one GPU in partition a100")?;
+    if nodes != ["n4"] {
+        return Err(format!("one GPU in partition a100 ran on {nodes:?}, not on n4 (the lower Weight)"));
+    }
+    Ok("one GPU on n4, the lower weight".into())
+}
+
+/// A GPU type that is the second type of its node (n6: a100:2, a40:2).
+fn second_gpu_type_of_a_node(c: &LocalCluster) -> Result<String, String> {
+    let job = submit(c, &["--gres=gpu:a40:2", "-t", "5"])?;
+    let nodes = running_on(c, job, "--gres=gpu:a40:2")?;
+    if nodes != ["n6"] {
+        return Err(format!("--gres=gpu:a40:2 ran on {nodes:?}"));
+    }
+    Ok("a40 GPUs on n6".into())
+}
+
+/// `--spread-job`: over as many nodes as it can (n1 and n2 of partition cpu).
+fn spread_job(c: &LocalCluster) -> Result<String, String> {
+    let job = submit(c, &["-p", "cpu", "-n", "2", "--spread-job", "-t", "5"])?;
+    let nodes = running_on(c, job, "--spread-job")?;
+    if nodes.len() != 2 {
+        return Err(format!("-n 2 --spread-job ran on {nodes:?}, not on both nodes of partition cpu"));
+    }
+    Ok(format!("--spread-job on {nodes:?}"))
+}
+
+/// The admin's validation job inside an active maintenance reservation starts on the node
+/// that shows `maint`.
+fn job_inside_active_maintenance(c: &LocalCluster) -> Result<String, String> {
+    run(c, "scontrol", &["create", "reservation", "ReservationName=maint_now", "StartTime=now", "Duration=30", "Nodes=n3", "Flags=MAINT", "Users=root"]);
+    let deadline = Instant::now() + START_WITHIN;
+    while !run(c, "sinfo", &["-h", "-n", "n3", "-o", "%T"]).contains("maint") {
+        if Instant::now() >= deadline {
+            return Err(format!("n3 never showed maint: {}", run(c, "sinfo", &["-h", "-n", "n3", "-o", "%T"])));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let job = submit(c, &["--reservation=maint_now", "-G", "1", "-t", "5"])?;
+    let nodes = running_on(c, job, "a job of the active maintenance reservation");
+    run(c, "scancel", &[&job.to_string()]);
+    clear_queue(c);
+    run(c, "scontrol", &["delete", "reservation=maint_now"]);
+    let nodes = nodes?;
+    if nodes != ["n3"] {
+        return Err(format!("the maintenance reservation's job ran on {nodes:?}"));
+    }
+    Ok("the maintenance job ran on n3".into())
+}
+
+/// A job waiting behind a higher-priority job of its partition shows `Priority`; that one
+/// shows `Resources`.
+fn priority_reason(c: &LocalCluster) -> Result<String, String> {
+    let fill = submit(c, &["-p", "a100", "-N", "2", "--gres=gpu:4", "-t", "10"])?;
+    running_on(c, fill, "the job filling partition a100")?;
+    let first = submit(c, &["-p", "a100", "--gres=gpu:4", "-t", "5"])?;
+    let second = submit(c, &["-p", "a100", "--gres=gpu:4", "-t", "5"])?;
+    let deadline = Instant::now() + START_WITHIN;
+    loop {
+        let (r1, r2) = (squeue_field(c, first, "%r"), squeue_field(c, second, "%r"));
+        if r1 == "Resources" && r2 == "Priority" {
+            return Ok("Resources, then Priority behind it".into());
+        }
+        if Instant::now() >= deadline {
+            return Err(format!("reasons {r1:?} and {r2:?}, expected Resources and Priority"));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// A license job on the CPU-only partition.
+fn license_on_cpu_nodes(c: &LocalCluster) -> Result<String, String> {
+    let job = submit(c, &["-p", "cpu", "-L", "fluent:2", "-n", "1", "-t", "5"])?;
+    let nodes = running_on(c, job, "-L fluent:2 on partition cpu")?;
+    Ok(format!("license job on {nodes:?}"))
+}
+
+const CHECKS: [(&str, Check); 10] = [
+    ("--gpus over two nodes", gpus_over_two_nodes),
+    ("--gpus-per-task", gpus_per_task),
+    ("--exclusive on nodes of different sizes", exclusive_on_mixed_nodes),
+    ("--exclusive=user", exclusive_user_shares_with_the_same_user),
+    ("node Weight", node_weight),
+    ("second GPU type of a node", second_gpu_type_of_a_node),
+    ("--spread-job", spread_job),
+    ("active maintenance reservation", job_inside_active_maintenance),
+    ("Priority reason", priority_reason),
+    ("license on CPU-only nodes", license_on_cpu_nodes),
+];
+
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
+#[test]
+fn stock_promises_hold_on_a_heterogeneous_site_under_both_schedulers() {
+    if skip_live_test("stock_promises_hold_on_a_heterogeneous_site_under_both_schedulers") {
+        return;
+    }
+    let plugins = plugin_dir();
+    let mut failures = Vec::new();
+    for sched in ["sched/backfill", "sched/energy"] {
+        let cluster = LocalCluster::start(config(sched, plugins.path())).unwrap_or_else(|e| panic!("{sched}: cluster did not start: {e}"));
+        for (name, check) in CHECKS {
+            match check(&cluster) {
+                Ok(what) => println!("{sched}: {name}: {what}"),
+                Err(e) => {
+                    println!("{sched}: {name}: FAILED: {e}");
+                    failures.push(format!("{sched}: {name}: {e}"));
+                }
+            }
+            clear_queue(&cluster);
+        }
+        if failures.iter().any(|f| f.starts_with(sched)) {
+            println!("--- slurmctld log ({sched}) ---\n{}", cluster.slurmctld_log());
+        }
+    }
+    assert!(failures.is_empty(), "{} check(s) failed:\n{}", failures.len(), failures.join("\n"));
+}
