@@ -175,9 +175,82 @@ pub fn sched_params_problem(sched_params: Option<&str>) -> Option<String> {
     ))
 }
 
+/// What sched/energy does with each `SchedulerParameters` entry that sched/backfill or
+/// slurmctld's main scheduler reads (the 22.05 to 26.05 manuals' lists).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamHandling {
+    /// Honoured as sched/backfill honours it (no word at start).
+    Honoured,
+    /// Not read; sched/energy's own setting in energy.toml plays its part.
+    Mapped(&'static str),
+    /// Has no effect under sched/energy, and why.
+    Ignored(&'static str),
+}
+
+/// How sched/energy treats one `SchedulerParameters` key (case-insensitive); `None` for keys
+/// that are not about scheduling jobs (slurmctld reads those itself).
+pub fn param_handling(key: &str) -> Option<ParamHandling> {
+    use ParamHandling::*;
+    const MAIN_OFF: &str = "slurmctld's main scheduler does not run under sched/energy (sched_interval=-1)";
+    const NO_EQUIVALENT: &str = "sched/energy has no equivalent: its planner decides this";
+    let key = key.trim().to_ascii_lowercase();
+    Some(match key.as_str() {
+        "sched_interval" | "defer" | "bf_yield_interval" | "bf_yield_sleep" | "max_rpc_cnt" | "kill_invalid_depend" | "enable_user_top" | "disable_user_top"
+        | "nohold_on_prolog_fail" | "permit_job_expansion" | "max_array_tasks" | "max_depend_depth" | "max_script_size" | "max_switch_wait"
+        | "requeue_setup_env_fail" | "salloc_wait_nodes" | "sbatch_wait_nodes" | "preempt_strict_order"
+        | "preempt_reorder_count" | "preempt_youngest_first" | "pack_serial_at_end" | "spec_cores_first" | "allow_zero_lic"
+        | "enable_hetjob_steps" | "disable_hetjob_steps" | "ignore_numa" | "whole_hetjob" | "time_min_as_soft_limit" => Honoured,
+        "bf_max_job_test" => Mapped("[planner] max_jobs_tested (jobs tested per cycle)"),
+        "bf_interval" => Mapped("[sched] interval_s (seconds between cycles)"),
+        "bf_max_time" => Mapped("[planner] max_cycle_ms (time a cycle may plan)"),
+        "bf_continue" => Mapped("[planner] max_cycle_ms (a cycle stops at its time limit and the next one starts from the top)"),
+        "bf_max_job_user" | "bf_max_job_part" | "bf_max_job_assoc" | "bf_max_job_user_part" | "bf_max_job_start" | "bf_max_job_array_resv"
+        | "bf_min_prio_reserve" | "bf_min_age_reserve" | "bf_one_resv_per_job" | "bf_job_part_count_reserve" | "bf_window" | "bf_resolution"
+        | "bf_licenses" | "bf_busy_nodes" | "bf_ignore_newly_avail_nodes" | "bf_node_space_size" | "bf_running_job_reserve" | "bf_hetjob_immediate"
+        | "bf_hetjob_prio" | "bf_allow_magnetic_slot" | "bf_topopt_enable" | "bf_topopt_iterations" | "bf_window_linear" | "bf_max_job_start_per_part"
+        | "assoc_limit_stop" => Ignored(NO_EQUIVALENT),
+        "default_queue_depth" | "partition_job_depth" | "sched_max_job_start" | "sched_min_interval" | "max_sched_time" | "defer_batch"
+        | "reduce_completing_frag" => Ignored(MAIN_OFF),
+        other if other.starts_with("bf_") => Ignored(NO_EQUIVALENT),
+        _ => return None,
+    })
+}
+
+/// The warnings sched/energy logs at start for `SchedulerParameters`: one per entry it does
+/// not honour, naming the entry and what to do instead.
+pub fn sched_params_warnings(sched_params: Option<&str>) -> Vec<String> {
+    let Some(params) = sched_params else { return Vec::new() };
+    params
+        .split(',')
+        .map(str::trim)
+        .filter(|kv| !kv.is_empty())
+        .filter_map(|kv| {
+            let key = kv.split_once('=').map_or(kv, |(k, _)| k);
+            match param_handling(key)? {
+                ParamHandling::Honoured => None,
+                ParamHandling::Mapped(to) => Some(format!("SchedulerParameters {kv} is not read by sched/energy: set {to} in energy.toml instead")),
+                ParamHandling::Ignored(why) => Some(format!("SchedulerParameters {kv} has no effect: {why}")),
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_backfill_parameter_not_honoured_is_named() {
+        let w = sched_params_warnings(Some("sched_interval=-1,defer,bf_yield_interval=1000000,bf_max_job_user=10,BF_WINDOW=2880,bf_max_job_test=100,default_queue_depth=50,bf_future_knob=1,DebugFlags=x"));
+        assert_eq!(w.len(), 5, "{w:#?}");
+        assert!(w[0].starts_with("SchedulerParameters bf_max_job_user=10 has no effect"), "{w:#?}");
+        assert!(w[1].contains("BF_WINDOW=2880"), "{w:#?}");
+        assert!(w[2].contains("bf_max_job_test=100") && w[2].contains("max_jobs_tested"), "{w:#?}");
+        assert!(w[3].contains("default_queue_depth=50") && w[3].contains("main scheduler"), "{w:#?}");
+        assert!(w[4].contains("bf_future_knob=1"), "{w:#?}");
+        assert!(sched_params_warnings(Some("sched_interval=-1,defer,max_rpc_cnt=150")).is_empty());
+        assert!(sched_params_warnings(None).is_empty());
+    }
 
     #[test]
     fn sched_interval_is_found_among_other_parameters() {

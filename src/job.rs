@@ -161,6 +161,11 @@ impl<'a> JobRef<'a> {
         let part_exclusive = unsafe { self.rec.part_ptr.as_ref() }.is_some_and(|p| p.max_share == 0);
         part_exclusive || self.details().is_some_and(|d| d.whole_node != 0)
     }
+    /// `--deadline` (Unix time), if given.
+    pub fn deadline(&self) -> Option<i64> {
+        let d = self.rec.deadline as i64;
+        (d > 0 && d != i64::from(crate::NO_VAL)).then_some(d)
+    }
     /// Asks for a layout Slurm's node selection makes itself: `--spread-job`, `--contiguous`,
     /// `--switches`, or `-N min-max` (as many nodes as it can within the range).
     pub fn layout_by_slurm(&self) -> bool {

@@ -170,6 +170,10 @@ impl SlurmctldLock {
         details.exc_node_bitmap = excluded.into_raw();
         let is_array_head = !job_rec.array_recs.is_null();
 
+        // --deadline: at most the time left, as slurmctld's schedulers set it before
+        // select_nodes; put back if the job does not start.
+        // SAFETY: a job record under the job write lock.
+        let limit_before_deadline = unsafe { sys::energy_job_limit_to_deadline(job, now()) };
         // SAFETY: as the main scheduler does before select_nodes; unlocked below on failure.
         let fed_rc = unsafe { call!(api, fed_mgr_job_lock(job)) };
         let rc = if fed_rc != 0 {
@@ -203,12 +207,19 @@ impl SlurmctldLock {
             details.exc_node_bitmap = user_exc.map_or(std::ptr::null_mut(), Bitmap::into_raw);
         }
 
+        let put_back_limit = |job_rec: &mut sys::job_record_t| {
+            if limit_before_deadline != crate::NO_VAL {
+                job_rec.time_limit = limit_before_deadline;
+            }
+        };
         let Some(rc) = rc else {
+            put_back_limit(job_rec);
             set_env(false);
             undo(&saved);
             return Err(StartError::Federation);
         };
         if rc != sys::SLURM_SUCCESS as i32 {
+            put_back_limit(job_rec);
             // SAFETY: releases the federation lock taken above.
             unsafe { call!(api, fed_mgr_job_unlock(job)) };
             set_env(false);
@@ -337,6 +348,36 @@ impl SlurmctldLock {
         // association manager's read locks itself.
         let changed = unsafe { sys::energy_extend_time_limit(job, limit_min, &mut old, &mut new) };
         Ok(changed.then_some((old, new)))
+    }
+
+    /// Clears every pending job's expected start and scheduled nodes (`squeue --start`), as
+    /// sched/backfill clears them at the start of each apply phase: a job that lost its place in
+    /// the plan shows no stale estimate. Needs the job write lock. Returns how many were set.
+    pub fn clear_expected_starts(&mut self) -> Result<usize, NotLocked> {
+        self.require("clearing expected starts", |l| l.job, LockLevel::Write)?;
+        let api = self.api();
+        // SAFETY: job_list is slurmctld's list of job records, valid under the job lock.
+        let list = unsafe { *api.raw().job_list };
+        // SAFETY: as above; items are job_record_t.
+        let Some(items) = (unsafe { crate::list::ListIter::new(api, list) }) else { return Ok(0) };
+        let mut cleared = 0;
+        for p in items {
+            // SAFETY: an item of job_list, a job record we may modify under the job write lock.
+            let Some(rec) = (unsafe { (p as *mut sys::job_record_t).as_mut() }) else { continue };
+            // SAFETY: the shim only reads state fields of a valid record.
+            if !unsafe { sys::energy_job_is_pending(rec) } || (rec.start_time == 0 && rec.sched_nodes.is_null()) {
+                continue;
+            }
+            rec.start_time = 0;
+            // SAFETY: sched_nodes is NULL or an xmalloc'd string owned by the record.
+            unsafe {
+                let mut old = rec.sched_nodes as *mut std::ffi::c_void;
+                call!(api, slurm_xfree(&mut old));
+            }
+            rec.sched_nodes = std::ptr::null_mut();
+            cleared += 1;
+        }
+        Ok(cleared)
     }
 
     /// Sets what `squeue --start` shows for a pending job the scheduler holds nodes for: its

@@ -647,7 +647,9 @@ impl<'a> Cycle<'a> {
         let default = at(default_step);
         let default_choice = (default_step, gt.default_clock_mhz, curves.and_then(|c| c.ladder.last()).map_or(gt.max_power_w, |s| s.power_limit_w), default.time_ratio, default.power_w);
         let Some(curves) = curves else { return default_choice };
-        if !self.cfg.clock_scaling || job.hints.policy == EnergyPolicy::Performance {
+        // A job without GPUs has no GPU clock to lower: it is never slowed (nor its limit
+        // extended).
+        if !self.cfg.clock_scaling || job.hints.policy == EnergyPolicy::Performance || job.request.gpus_per_node == 0 {
             return default_choice;
         }
         let mut bound = job.hints.max_slowdown.max(1.0);

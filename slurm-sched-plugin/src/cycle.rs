@@ -256,7 +256,9 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
         }
         stats.locked += held_since.elapsed();
     }
-    if outcome.starts().next().is_some() || outcome.slurm_starts().next().is_some() || outcome.reservations().next().is_some() || outcome.slurm_will_runs().next().is_some() {
+    // Also with nothing to start or reserve while jobs wait: their estimates are cleared.
+    let any_waiting = !built.snapshot.pending.is_empty() || built.not_runnable > 0;
+    if any_waiting || outcome.starts().next().is_some() || outcome.slurm_starts().next().is_some() || outcome.reservations().next().is_some() || outcome.slurm_will_runs().next().is_some() {
         // sched/backfill's yield settings when SchedulerParameters gives them, else ours.
         let yp = slurm_bindings::conf::YieldParams::parse(conf.sched_params.as_deref());
         let max_locked = yp.interval_us.map_or(Duration::from_millis(cfg.sched.max_lock_ms), Duration::from_micros);
@@ -271,6 +273,10 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
             slurm_log!(LOG, verbose, "partitions, reservations or configuration changed while planning: plan abandoned");
             stats.end = CycleEnd::Abandoned;
         } else {
+            // As sched/backfill: every estimate is cleared, and this plan's are set below.
+            if let Err(e) = lock.clear_expected_starts() {
+                slurm_log!(LOG, debug, "expected starts not cleared: {e}");
+            }
             for d in &outcome.decisions {
                 if slurm_bindings::routes::shutting_down() {
                     stats.end = CycleEnd::Abandoned;

@@ -170,6 +170,9 @@ fn start() -> Result<(), String> {
     if let Some(problem) = sched_params_problem(conf.sched_params.as_deref()) {
         return Err(problem);
     }
+    for warning in slurm_bindings::conf::sched_params_warnings(conf.sched_params.as_deref()) {
+        slurm_log!(LOG, error, "{warning}");
+    }
     if conf.preemption_enabled() {
         return Err("PreemptType is not preempt/none: sched/energy does not preempt jobs and would silently ignore preemption. Write PreemptType=preempt/none in slurm.conf (or use SchedulerType=sched/backfill)".into());
     }

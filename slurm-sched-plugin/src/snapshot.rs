@@ -249,7 +249,8 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
             priority: queued.priority,
             submit_time_s: job.submit_time() as f64,
             request,
-            time_limit_s: time_limit_s(&job),
+            // `--deadline`: Slurm gives it at most the time left (see slurm_bindings::start).
+            time_limit_s: job.deadline().map_or(time_limit_s(&job), |d| time_limit_s(&job).min((d as f64 - now_s).max(60.0))),
             hints,
             cpus_range: None,
             eligible: vec![eligibility],

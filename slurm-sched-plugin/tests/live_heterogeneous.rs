@@ -22,12 +22,18 @@ const START_WITHIN: Duration = Duration::from_secs(20);
 
 const ENERGY_TOML: &str = "[sched]\ninterval_s = 1\ndebug = true\n";
 
+/// Backfill parameters a site tunes, set under both schedulers; sched/energy names each one
+/// it does not honour at start.
+const SITE_BF_PARAMS: &str = "bf_max_job_user=50,bf_window=2880";
+
 fn config(sched: &str, plugins: &std::path::Path) -> ClusterConfig {
     let mut cfg = site_cluster();
+    // sched/backfill every second, as sched/energy's cycle below.
+    cfg.scheduler_parameters = Some(format!("bf_interval=1,{SITE_BF_PARAMS}"));
     if sched == "sched/energy" {
         cfg.sched_type = sched.into();
         cfg.plugin_dir = Some(plugins.to_path_buf());
-        cfg.scheduler_parameters = Some("sched_interval=-1,defer".into());
+        cfg.scheduler_parameters = Some(format!("sched_interval=-1,defer,{SITE_BF_PARAMS}"));
         cfg.extra_files.push(("energy.toml".into(), ENERGY_TOML.into()));
     }
     cfg
@@ -174,13 +180,30 @@ fn priority_reason(c: &LocalCluster) -> Result<String, String> {
     loop {
         let (r1, r2) = (squeue_field(c, first, "%r"), squeue_field(c, second, "%r"));
         if r1 == "Resources" && r2 == "Priority" {
-            return Ok("Resources, then Priority behind it".into());
+            break;
         }
         if Instant::now() >= deadline {
             return Err(format!("reasons {r1:?} and {r2:?}, expected Resources and Priority"));
         }
         std::thread::sleep(Duration::from_millis(250));
     }
+    // Both get an expected start; once held, the second's is cleared (no stale estimate).
+    let start_of = |job: u32| squeue_field(c, job, "%S");
+    wait_for(|| start_of(second).contains('T'), || format!("no expected start for job {second}: {:?}", start_of(second)))?;
+    run(c, "scontrol", &["hold", &second.to_string()]);
+    wait_for(|| start_of(second) == "N/A", || format!("held job {second} keeps its expected start {:?}", start_of(second)))?;
+    Ok("Resources, then Priority behind it; estimates set, and cleared when held".into())
+}
+
+fn wait_for(done: impl Fn() -> bool, why: impl Fn() -> String) -> Result<(), String> {
+    let deadline = Instant::now() + START_WITHIN;
+    while !done() {
+        if Instant::now() >= deadline {
+            return Err(why());
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    Ok(())
 }
 
 /// A license job on the CPU-only partition.
@@ -190,7 +213,33 @@ fn license_on_cpu_nodes(c: &LocalCluster) -> Result<String, String> {
     Ok(format!("license job on {nodes:?}"))
 }
 
-const CHECKS: [(&str, Check); 10] = [
+/// `--deadline`: a job that cannot finish by its deadline is ended (DEADLINE) without
+/// running; a job without GPUs that can keeps exactly its limit (it has no GPU clock to lower,
+/// so no slowdown extension).
+fn deadline(c: &LocalCluster) -> Result<String, String> {
+    let late = submit(c, &["-p", "cpu", "--deadline", "now+1minute", "-t", "10"])?;
+    let kept = submit(c, &["-p", "cpu", "--deadline", "now+1hour", "-t", "10"])?;
+    let deadline = Instant::now() + START_WITHIN;
+    loop {
+        let state = run(c, "squeue", &["-h", "-t", "all", "-j", &late.to_string(), "-o", "%T"]);
+        if state == "DEADLINE" {
+            break;
+        }
+        if Instant::now() >= deadline {
+            return Err(format!("job {late} past its deadline is {state:?}, not DEADLINE"));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    running_on(c, kept, "--deadline now+1hour")?;
+    std::thread::sleep(Duration::from_secs(2));
+    let limit = squeue_field(c, kept, "%l");
+    if limit != "10:00" {
+        return Err(format!("a job without GPUs runs with time limit {limit}, not its own 10:00"));
+    }
+    Ok("the late job ended as DEADLINE; the other kept its 10 minutes".into())
+}
+
+const CHECKS: [(&str, Check); 11] = [
     ("--gpus over two nodes", gpus_over_two_nodes),
     ("--gpus-per-task", gpus_per_task),
     ("--exclusive on nodes of different sizes", exclusive_on_mixed_nodes),
@@ -201,6 +250,7 @@ const CHECKS: [(&str, Check); 10] = [
     ("active maintenance reservation", job_inside_active_maintenance),
     ("Priority reason", priority_reason),
     ("license on CPU-only nodes", license_on_cpu_nodes),
+    ("--deadline", deadline),
 ];
 
 #[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
@@ -222,6 +272,14 @@ fn stock_promises_hold_on_a_heterogeneous_site_under_both_schedulers() {
                 }
             }
             clear_queue(&cluster);
+        }
+        if sched == "sched/energy" {
+            let log = cluster.slurmctld_log();
+            for param in SITE_BF_PARAMS.split(',') {
+                if !log.lines().any(|l| l.contains("sched/energy: SchedulerParameters") && l.contains(param) && l.contains("no effect")) {
+                    failures.push(format!("{sched}: SchedulerParameters {param} not named at start"));
+                }
+            }
         }
         if failures.iter().any(|f| f.starts_with(sched)) {
             println!("--- slurmctld log ({sched}) ---\n{}", cluster.slurmctld_log());

@@ -362,7 +362,34 @@ const char *energy_job_not_runnable(job_record_t *job)
 		return "cleaning after a previous run";
 	if (!resolved.job_independent(job))
 		return "dependency or begin time";
+	/* A job that can no longer finish by its deadline is ended with FAIL_DEADLINE, as both
+	 * of slurmctld's schedulers end it (deadline_ok() logs and records it). */
+	if (job->deadline && (job->deadline != NO_VAL) && !resolved.deadline_ok(job, "sched/energy"))
+		return "deadline cannot be met: ended (DeadLine)";
 	return NULL;
+}
+
+uint32_t energy_job_limit_to_deadline(job_record_t *job, time_t now)
+{
+	uint32_t left_min, limit, saved;
+
+	if (!job || !job->deadline || (job->deadline == NO_VAL) || (job->deadline <= now))
+		return NO_VAL;
+	left_min = (uint32_t) ((job->deadline - now) / 60);
+	limit = left_min;
+	if ((job->time_limit != NO_VAL) && (job->time_limit != INFINITE)) {
+		limit = MIN(job->time_limit, left_min);
+	} else if (job->part_ptr) {
+		if ((job->part_ptr->default_time != NO_VAL) && (job->part_ptr->default_time != INFINITE))
+			limit = MIN(job->part_ptr->default_time, left_min);
+		else if ((job->part_ptr->max_time != NO_VAL) && (job->part_ptr->max_time != INFINITE))
+			limit = MIN(job->part_ptr->max_time, left_min);
+	}
+	if (limit == job->time_limit)
+		return NO_VAL;
+	saved = job->time_limit;
+	job->time_limit = limit;
+	return saved;
 }
 
 static void route_save(job_record_t *job, energy_route_saved_t *saved)
@@ -743,6 +770,17 @@ bool energy_extend_time_limit(job_record_t *job, uint32_t limit_min, uint32_t *o
 		return false; /* an admin chose this limit */
 	if (job->part_ptr)
 		cap = min_limit(cap, job->part_ptr->max_time);
+	/* Never past the job's deadline. */
+	if (job->deadline && (job->deadline != NO_VAL) && (job->start_time > 0)) {
+		uint32_t left_min;
+
+		if (job->deadline <= job->start_time)
+			return false;
+		left_min = (uint32_t) ((job->deadline - job->start_time) / 60);
+		if (left_min <= old)
+			return false;
+		cap = MIN(cap, left_min);
+	}
 	resolved.assoc_mgr_lock(&locks);
 	if (job->qos_ptr)
 		cap = min_limit(cap, ((slurmdb_qos_rec_t *) job->qos_ptr)->max_wall_pj);

@@ -151,6 +151,7 @@ typedef __typeof__(*((job_record_t *) 0)->details) energy_job_details_t;
 	X(select_g_job_test)                 \
 	X(schedule_job_save)                 \
 	X(schedule_node_save)                \
+	X(deadline_ok)                       \
 	ENERGY_SLURM_FUNCTIONS_RELEASE(X)
 
 /*
@@ -334,6 +335,11 @@ extern bool energy_job_is_configuring(const job_record_t *job);
 /* The job asks for a node layout only Slurm's selection can make: --spread-job, --contiguous,
  * --switches, or a node range (-N min-max) that it fills as far as it can. */
 extern bool energy_job_layout_by_slurm(const job_record_t *job);
+/* --deadline, as slurmctld's schedulers apply it right before select_nodes(): the job's time
+ * limit becomes at most the time left until its deadline (when it has no limit, its
+ * partition's default or maximum, as the main scheduler takes them). Returns the limit to put
+ * back if the start fails, or NO_VAL when nothing changed. */
+extern uint32_t energy_job_limit_to_deadline(job_record_t *job, time_t now);
 extern bool energy_job_is_finished(const job_record_t *job);
 
 /* Node state macros: the node can take no new work (down, drained or draining, fail, future,
