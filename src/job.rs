@@ -161,6 +161,16 @@ impl<'a> JobRef<'a> {
         let part_exclusive = unsafe { self.rec.part_ptr.as_ref() }.is_some_and(|p| p.max_share == 0);
         part_exclusive || self.details().is_some_and(|d| d.whole_node != 0)
     }
+    /// How far Slurm lets the slowdown extension raise this job's time limit (minutes):
+    /// partition MaxTime, QOS / partition QOS / association MaxWall, the deadline, or its own
+    /// limit when an admin set it. `None` when nothing caps it. Needs the job and partition read
+    /// locks.
+    pub fn limit_cap_min(&self, now: i64) -> Option<u32> {
+        // SAFETY: the shim only reads the record (and the QOS and association records under the
+        // association manager's read locks, which it takes).
+        let cap = unsafe { sys::energy_job_limit_cap(self.rec, now as sys::time_t) };
+        (cap != crate::INFINITE && cap != crate::NO_VAL).then_some(cap)
+    }
     /// `--deadline` (Unix time), if given.
     pub fn deadline(&self) -> Option<i64> {
         let d = self.rec.deadline as i64;

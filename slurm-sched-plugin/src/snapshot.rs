@@ -235,6 +235,14 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
         if is_shard {
             shards.add(job.id(), hints.share_allowed);
         }
+        // `--deadline`: Slurm gives it at most the time left (see slurm_bindings::start).
+        let limit_s = job.deadline().map_or(time_limit_s(&job), |d| time_limit_s(&job).min((d as f64 - now_s).max(60.0)));
+        // The clock may slow the job only as far as Slurm lets its limit grow to make up for
+        // it (partition MaxTime, QOS and association MaxWall, deadline, an admin's limit): a
+        // job already at its cap keeps its full clock instead of being killed at its limit.
+        if let Some(cap_min) = job.limit_cap_min(now_s as i64) {
+            hints.max_slowdown = hints.max_slowdown.min((f64::from(cap_min) * 60.0 / limit_s.max(1.0)).max(1.0));
+        }
         let placed_by_slurm = !expressible || route.filter_inexact || typed_on_mixed_node || whole_node || job.layout_by_slurm();
         if placed_by_slurm && let Some(window) = will_run_window(lock, &job, route, now_s, &table_to_snap, &mut sets) {
             will_run.insert(job.id(), reservations.len() as u32);
@@ -249,8 +257,7 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
             priority: queued.priority,
             submit_time_s: job.submit_time() as f64,
             request,
-            // `--deadline`: Slurm gives it at most the time left (see slurm_bindings::start).
-            time_limit_s: job.deadline().map_or(time_limit_s(&job), |d| time_limit_s(&job).min((d as f64 - now_s).max(60.0))),
+            time_limit_s: limit_s,
             hints,
             cpus_range: None,
             eligible: vec![eligibility],

@@ -753,11 +753,40 @@ static uint32_t min_limit(uint32_t a, uint32_t b)
 	return (b < a) ? b : a;
 }
 
+uint32_t energy_job_limit_cap(const job_record_t *job, time_t now)
+{
+	assoc_mgr_lock_t locks = { .assoc = READ_LOCK, .qos = READ_LOCK };
+	uint32_t cap = INFINITE;
+	time_t from;
+
+	if (!resolved_ok || !job)
+		return INFINITE;
+	if (job->limit_set.time == ADMIN_SET_LIMIT)
+		return job->time_limit; /* an admin chose this limit */
+	if (job->part_ptr)
+		cap = min_limit(cap, job->part_ptr->max_time);
+	/* Never past the job's deadline. */
+	from = (job->start_time > 0 && !IS_JOB_PENDING(job)) ? job->start_time : now;
+	if (job->deadline && (job->deadline != NO_VAL)) {
+		uint32_t left_min = (job->deadline > from) ? (uint32_t) ((job->deadline - from) / 60) : 0;
+
+		cap = MIN(cap, left_min);
+	}
+	resolved.assoc_mgr_lock(&locks);
+	if (job->qos_ptr)
+		cap = min_limit(cap, ((slurmdb_qos_rec_t *) job->qos_ptr)->max_wall_pj);
+	if (job->part_ptr && job->part_ptr->qos_ptr)
+		cap = min_limit(cap, ((slurmdb_qos_rec_t *) job->part_ptr->qos_ptr)->max_wall_pj);
+	if (job->assoc_ptr)
+		cap = min_limit(cap, ((slurmdb_assoc_rec_t *) job->assoc_ptr)->max_wall_pj);
+	resolved.assoc_mgr_unlock(&locks);
+	return cap;
+}
+
 bool energy_extend_time_limit(job_record_t *job, uint32_t limit_min, uint32_t *old_min,
 			      uint32_t *new_min)
 {
-	assoc_mgr_lock_t locks = { .assoc = READ_LOCK, .qos = READ_LOCK };
-	uint32_t old, cap = limit_min;
+	uint32_t old, cap;
 
 	if (!resolved_ok || !job)
 		return false;
@@ -768,25 +797,7 @@ bool energy_extend_time_limit(job_record_t *job, uint32_t limit_min, uint32_t *o
 		return false;
 	if (job->limit_set.time == ADMIN_SET_LIMIT)
 		return false; /* an admin chose this limit */
-	if (job->part_ptr)
-		cap = min_limit(cap, job->part_ptr->max_time);
-	/* Never past the job's deadline. */
-	if (job->deadline && (job->deadline != NO_VAL) && (job->start_time > 0)) {
-		uint32_t left_min;
-
-		if (job->deadline <= job->start_time)
-			return false;
-		left_min = (uint32_t) ((job->deadline - job->start_time) / 60);
-		if (left_min <= old)
-			return false;
-		cap = MIN(cap, left_min);
-	}
-	resolved.assoc_mgr_lock(&locks);
-	if (job->qos_ptr)
-		cap = min_limit(cap, ((slurmdb_qos_rec_t *) job->qos_ptr)->max_wall_pj);
-	if (job->assoc_ptr)
-		cap = min_limit(cap, ((slurmdb_assoc_rec_t *) job->assoc_ptr)->max_wall_pj);
-	resolved.assoc_mgr_unlock(&locks);
+	cap = MIN(limit_min, energy_job_limit_cap(job, time(NULL)));
 	if (cap <= old)
 		return false;
 	resolved.acct_policy_alter_job(job, cap);

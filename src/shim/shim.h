@@ -421,6 +421,14 @@ extern void energy_diag_cycle_end(uint64_t cycle_usec, uint32_t depth, uint32_t 
  * Returns true when the limit changed (`*old_min`, `*new_min` set). Job write, partition read
  * locks held.
  */
+/*
+ * How far the slowdown extension may raise the job's time limit (minutes): its partition's
+ * MaxTime, the MaxWall (per job) of its QOS, its partition's QOS and its association, and the
+ * time from its start (or from `now` while it waits) to its deadline; its own limit when an
+ * admin set it. INFINITE when nothing caps it. Job and partition read locks held; takes the
+ * association manager's read locks itself.
+ */
+extern uint32_t energy_job_limit_cap(const job_record_t *job, time_t now);
 extern bool energy_extend_time_limit(job_record_t *job, uint32_t limit_min, uint32_t *old_min,
 				     uint32_t *new_min);
 
