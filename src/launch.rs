@@ -18,56 +18,19 @@
 //! ignores the completion of a script that did run (a "late or duplicate" batch completion) and
 //! the job stays running until its time limit; with it the job completes, and one whose launch
 //! never left is found missing from its batch host (after `BatchStartTimeout`) and ended.
-
-use std::time::{Duration, Instant};
+//!
+//! This module holds the switch and the watch after a restart; the guard ([`SlurmctldLock`])
+//! writes the file and launches at each of its release points, with the `kept_back` module
+//! (below the guard, so that the guard does not depend on this one).
 
 use crate::api::call;
-use crate::locks::SlurmctldLock;
+use crate::kept_back::Unlaunched;
+use crate::locks::{LockLevel, NotLocked, SlurmctldLock};
+use crate::node::opt_str;
 use crate::sys;
 
-/// A job started in slurmctld's records whose launch waits for the state file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Unlaunched {
-    pub job_id: u32,
-    /// The job's `start_time` when it was started: a job requeued and started again since is
-    /// another start, not this one.
-    pub start_time: sys::time_t,
-}
-
-/// What writing the state file and launching the kept-back starts did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LaunchReport {
-    /// Batch launches sent and allocations answered.
-    pub launched: usize,
-    /// Kept-back starts that were no longer to launch (cancelled, requeued or ended meanwhile).
-    pub dropped: usize,
-    /// `dump_all_job_state()`'s error code when the file could not be written (the jobs were
-    /// launched anyway, as stock Slurm launches them without a saved state).
-    pub save_error: Option<i32>,
-    /// Time spent writing the state file (without any slurmctld lock held).
-    pub save_time: Duration,
-}
-
-impl LaunchReport {
-    pub fn merged(self, o: LaunchReport) -> LaunchReport {
-        LaunchReport {
-            launched: self.launched + o.launched,
-            dropped: self.dropped + o.dropped,
-            save_error: self.save_error.or(o.save_error),
-            save_time: self.save_time + o.save_time,
-        }
-    }
-}
-
-/// Writes slurmctld's job state file now. Must be called holding no slurmctld lock
-/// (`dump_all_job_state()` takes the job read lock itself).
-pub(crate) fn save_job_state_unlocked() -> (Option<i32>, Duration) {
-    let began = Instant::now();
-    // SAFETY: no slurmctld lock is held by this thread (callers release theirs first); the
-    // function serialises its file writes with slurmctld's state-file mutex.
-    let rc = unsafe { sys::energy_save_job_state() };
-    ((rc != 0).then_some(rc), began.elapsed())
-}
+// The report lives with the kept-back starts, below the lock guard that returns it.
+pub use crate::kept_back::LaunchReport;
 
 impl SlurmctldLock {
     /// Keep launches back until the job state file holds the start (see the module docs).
@@ -82,65 +45,6 @@ impl SlurmctldLock {
     /// Starts kept back so far.
     pub fn unlaunched(&self) -> usize {
         self.unlaunched.len()
-    }
-
-    /// Writes the job state file (releasing the locks for it) and launches the starts kept
-    /// back. Nothing to do when none are.
-    pub fn launch_started(&mut self) -> LaunchReport {
-        if self.unlaunched.is_empty() {
-            return LaunchReport::default();
-        }
-        self.unlock_raw();
-        let (save_error, save_time) = save_job_state_unlocked();
-        self.lock_raw();
-        let mut report = self.launch_kept_back();
-        report.save_error = save_error;
-        report.save_time = save_time;
-        report
-    }
-
-    /// Launches the starts kept back; the job state file must already hold them. Needs the
-    /// locks a start needs (held by the guard).
-    pub(crate) fn launch_kept_back(&mut self) -> LaunchReport {
-        let api = self.api();
-        let mut report = LaunchReport::default();
-        for u in std::mem::take(&mut self.unlaunched) {
-            // SAFETY: lookup under the job write lock.
-            let job = unsafe { call!(api, find_job_record(u.job_id)) };
-            // SAFETY: NULL or a record under the job write lock, until we return.
-            let Some(rec) = (unsafe { job.as_ref() }) else {
-                report.dropped += 1;
-                continue;
-            };
-            // SAFETY: the shim reads state fields only.
-            let running = unsafe { sys::energy_job_is_running(rec) } && !unsafe { sys::energy_job_is_completing(rec) };
-            if !running || rec.start_time != u.start_time {
-                report.dropped += 1;
-                continue;
-            }
-            if rec.batch_flag == 0 {
-                // SAFETY: an allocation started by us and not answered yet, under the job
-                // write lock, as sched/backfill answers it.
-                unsafe { call!(api, srun_allocate(job)) };
-            } else if !unsafe { sys::energy_job_is_configuring(rec) } {
-                // SAFETY: a batch job started by us whose nodes are ready and that nothing
-                // launched yet (a configuring job is launched by slurmctld once its nodes are);
-                // the batch step recorded for the state file gives way to launch_job()'s own.
-                unsafe {
-                    sys::energy_drop_batch_step(job);
-                    call!(api, launch_job(job));
-                }
-            } else {
-                report.dropped += 1;
-                continue;
-            }
-            report.launched += 1;
-        }
-        if report.launched > 0 {
-            // launch_job() added the batch steps: have slurmctld save those too.
-            crate::routes::schedule_state_save();
-        }
-        report
     }
 
     pub(crate) fn keep_back(&mut self, job_id: u32, start_time: sys::time_t) {
@@ -209,8 +113,8 @@ impl RecoveryWatch {
 impl SlurmctldLock {
     /// One step of `watch` (see [`RecoveryWatch`]); returns the jobs it ended as missing. Needs
     /// the job write lock.
-    pub fn watch_recovered_starts(&mut self, watch: &mut RecoveryWatch) -> Result<Vec<MissingJob>, crate::locks::NotLocked> {
-        self.require("recovered jobs", |l| l.job, crate::locks::LockLevel::Write)?;
+    pub fn watch_recovered_starts(&mut self, watch: &mut RecoveryWatch) -> Result<Vec<MissingJob>, NotLocked> {
+        self.require("recovered jobs", |l| l.job, LockLevel::Write)?;
         let api = self.api();
         if !watch.armed {
             // Until the first node registers (the plugin starts before slurmctld has read its
@@ -258,7 +162,7 @@ impl SlurmctldLock {
                 continue;
             }
             // SAFETY: batch host string owned by the record.
-            let node = unsafe { crate::node::opt_str(rec.batch_host) }.unwrap_or("?").to_string();
+            let node = unsafe { opt_str(rec.batch_host) }.unwrap_or("?").to_string();
             // SAFETY: a running batch job under the job write lock, ended as slurmctld ends a
             // batch job missing from its node.
             let rc = unsafe { sys::energy_job_complete_missing(rec) };

@@ -9,6 +9,8 @@
 use std::time::Duration;
 
 use crate::api::{Api, ApiError, api, call};
+use crate::kept_back::{self, LaunchReport, Unlaunched};
+use crate::slurmctld;
 use crate::sys;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -63,9 +65,9 @@ impl LockLevels {
 pub struct SlurmctldLock {
     api: &'static Api,
     levels: LockLevels,
-    /// See [`crate::launch`].
+    /// Keep launches back until the job state file holds the start: see the `launch` module.
     pub(crate) save_before_launch: bool,
-    pub(crate) unlaunched: Vec<crate::launch::Unlaunched>,
+    pub(crate) unlaunched: Vec<Unlaunched>,
 }
 
 /// A view needed a lock level the guard does not hold.
@@ -100,7 +102,7 @@ impl SlurmctldLock {
 
     /// Lets slurmctld's RPCs through: releases the locks, sleeps, takes them again. Every view
     /// of a record is gone by then (they borrow `self`); look jobs up again by id afterwards.
-    /// Starts kept back until their state is saved (see [`crate::launch`]) are saved while
+    /// Starts kept back until their state is saved (see the `launch` module) are saved while
     /// the locks are released and launched once they are taken again.
     pub fn yield_for(&mut self, pause: Duration) {
         self.unlock_raw();
@@ -113,7 +115,7 @@ impl SlurmctldLock {
     /// sched/backfill's yield: releases the locks, sleeps `pause`, and keeps sleeping while
     /// more than `max(max_rpc_cnt / 10, 20)` RPCs are being served (when `max_rpc_cnt` > 0), at
     /// most `longest` in all, or until `stop()` says so; then takes the locks again.
-    pub fn yield_until_quiet(&mut self, pause: Duration, max_rpc_cnt: u32, longest: Duration, stop: impl Fn() -> bool) -> crate::launch::LaunchReport {
+    pub fn yield_until_quiet(&mut self, pause: Duration, max_rpc_cnt: u32, longest: Duration, stop: impl Fn() -> bool) -> LaunchReport {
         self.unlock_raw();
         let kept_back = self.save_kept_back();
         let began = std::time::Instant::now();
@@ -131,7 +133,7 @@ impl SlurmctldLock {
         };
         loop {
             nap(pause);
-            if max_rpc_cnt == 0 || crate::routes::server_thread_count() <= quiet || stop() || began.elapsed() >= longest {
+            if max_rpc_cnt == 0 || slurmctld::server_thread_count() <= quiet || stop() || began.elapsed() >= longest {
                 break;
             }
         }
@@ -154,15 +156,36 @@ impl SlurmctldLock {
 
     /// With the locks released: writes the job state file when starts are kept back.
     fn save_kept_back(&self) -> Option<(Option<i32>, Duration)> {
-        (!self.unlaunched.is_empty()).then(crate::launch::save_job_state_unlocked)
+        (!self.unlaunched.is_empty()).then(kept_back::save_job_state_unlocked)
     }
 
-    fn launch_after_yield(&mut self, saved: Option<(Option<i32>, Duration)>) -> crate::launch::LaunchReport {
-        let Some((save_error, save_time)) = saved else { return crate::launch::LaunchReport::default() };
+    fn launch_after_yield(&mut self, saved: Option<(Option<i32>, Duration)>) -> LaunchReport {
+        let Some((save_error, save_time)) = saved else { return LaunchReport::default() };
         let mut report = self.launch_kept_back();
         report.save_error = save_error;
         report.save_time = save_time;
         report
+    }
+
+    /// Writes the job state file (releasing the locks for it) and launches the starts kept
+    /// back (see the `launch` module). Nothing to do when none are.
+    pub fn launch_started(&mut self) -> LaunchReport {
+        if self.unlaunched.is_empty() {
+            return LaunchReport::default();
+        }
+        self.unlock_raw();
+        let saved = self.save_kept_back();
+        self.lock_raw();
+        self.launch_after_yield(saved)
+    }
+
+    /// Launches the starts kept back; the job state file must already hold them.
+    fn launch_kept_back(&mut self) -> LaunchReport {
+        let starts = std::mem::take(&mut self.unlaunched);
+        // SAFETY: every caller runs with the guard's locks held (taken again after the state
+        // file was written), and starts are kept back only by start_job, which needs the job
+        // and node write locks: the guard holds those.
+        unsafe { kept_back::launch(self.api, starts) }
     }
 
     pub(crate) fn api(&self) -> &'static Api {

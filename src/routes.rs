@@ -10,6 +10,9 @@ use crate::locks::{LockLevel, NotLocked, SlurmctldLock};
 use crate::node::opt_str;
 use crate::sys;
 
+// slurmctld's own state, used by the lock guard too: it lives below the guard.
+pub use crate::slurmctld::{schedule_state_save, server_thread_count, shutting_down};
+
 /// Whether, and from when, a job may start through one queue record.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RouteStatus {
@@ -143,32 +146,12 @@ impl SlurmctldLock {
     }
 }
 
-/// Asks slurmctld to write its job and node state soon (its state-save thread, at most every
-/// few seconds), as its main scheduler does after starting jobs: a slurmctld that crashes later
-/// then recovers these jobs as running instead of pending.
-pub fn schedule_state_save() {
-    // SAFETY: the shim calls slurmctld's own functions, which take their own mutex.
-    unsafe { sys::energy_schedule_state_save() }
-}
-
-/// RPCs slurmctld is serving now (what `max_rpc_cnt` is compared with).
-pub fn server_thread_count() -> i32 {
-    // SAFETY: the shim reads the counter under slurmctld's own mutex.
-    unsafe { sys::energy_server_thread_count() }
-}
-
 /// Whether `select_nodes`' error code is about the nodes it was given (busy, unusable, too
 /// small for the job), not about the job itself (a QOS/association limit reached once the
 /// plan's earlier starts count): only the former is worth planning around.
 pub fn refusal_is_about_nodes(code: i32) -> bool {
     // SAFETY: compares constants.
     unsafe { sys::energy_refusal_is_about_nodes(code) }
-}
-
-/// slurmctld is shutting down: start nothing more.
-pub fn shutting_down() -> bool {
-    // SAFETY: reads one field of slurmctld_config.
-    unsafe { sys::energy_shutting_down() }
 }
 
 /// Counts a finished cycle in slurmctld's backfill statistics (`sdiag`): its duration, jobs
