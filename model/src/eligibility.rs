@@ -97,6 +97,12 @@ pub struct AdvanceReservation {
     pub node_set: u32,
     pub start_s: f64,
     pub end_s: f64,
+    /// A window Slurm's will-run test gave a pending job: it holds only against the jobs the
+    /// planner tests after that one (as sched/backfill reserves it when it reaches the job in
+    /// priority order), never against higher-priority jobs. `None`: a Slurm reservation, which
+    /// holds against every job outside it.
+    #[serde(default)]
+    pub held_for: Option<crate::types::JobId>,
 }
 
 /// One way a pending job may start: one of Slurm's queue records for it (a partition, and a

@@ -261,6 +261,7 @@ fn plan_inner<'a>(view: &mut ClusterView, now_s: f64, pending: &'a [PendingJob],
         }
         if job.placed_by_slurm {
             cycle.hand_to_slurm(view, job);
+            cycle.hold_will_run_window(view, job);
             continue;
         }
         if cycle.try_start(view, job) {
@@ -633,6 +634,19 @@ impl<'a> Cycle<'a> {
         let nodes: Vec<NodeIdx> = (0..view.nodes.len()).filter(|&i| self.in_route(alt, i)).map(|i| NodeIdx(i as u32)).collect();
         if !nodes.is_empty() {
             self.decisions.push(Decision::SlurmWillRun(crate::decision::SlurmWillRun { job: job.id, nodes, route: alt.map(|a| a.route) }));
+        }
+    }
+
+    /// From here on, the window Slurm's will-run test gave `job` (if any) holds against the
+    /// jobs tested after it, as sched/backfill's reservation for a job it cannot start holds
+    /// against the lower-priority jobs it tests next, never against the ones before.
+    fn hold_will_run_window(&mut self, view: &mut ClusterView, job: &PendingJob) {
+        for (r, resv) in self.slurm.reservations.iter().enumerate() {
+            if resv.held_for == Some(job.id) {
+                for n in view.add_reservation_claim(r as u32, resv, self.slurm.node_sets) {
+                    self.node_changed(n);
+                }
+            }
         }
     }
 

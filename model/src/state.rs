@@ -404,13 +404,24 @@ impl ClusterView {
     /// against every job that does not run inside it.
     pub fn add_reservation_claims(&mut self, reservations: &[crate::eligibility::AdvanceReservation], node_sets: &[crate::eligibility::NodeSet]) {
         for (r, resv) in reservations.iter().enumerate() {
-            let Some(set) = node_sets.get(resv.node_set as usize) else { continue };
-            for n in set.iter() {
-                let Some(nv) = self.nodes.get_mut(n) else { continue };
-                let whole = Amount { gpus: nv.node.gpus as i64, cpus: nv.node.cpus as i64, mem_mb: nv.node.mem_mb as i64 };
-                nv.claims.push(Claim { job: JobId(0), start_s: resv.start_s, end_s: resv.end_s, amount: whole, resv: Some(r as u32) });
+            // A pending job's will-run window is claimed when the planner reaches that job.
+            if resv.held_for.is_none() {
+                self.add_reservation_claim(r as u32, resv, node_sets);
             }
         }
+    }
+
+    /// Whole-node claims of reservation `r` over its window; the nodes it covers.
+    pub fn add_reservation_claim(&mut self, r: u32, resv: &crate::eligibility::AdvanceReservation, node_sets: &[crate::eligibility::NodeSet]) -> Vec<usize> {
+        let Some(set) = node_sets.get(resv.node_set as usize) else { return Vec::new() };
+        let mut covered = Vec::new();
+        for n in set.iter() {
+            let Some(nv) = self.nodes.get_mut(n) else { continue };
+            let whole = Amount { gpus: nv.node.gpus as i64, cpus: nv.node.cpus as i64, mem_mb: nv.node.mem_mb as i64 };
+            nv.claims.push(Claim { job: JobId(0), start_s: resv.start_s, end_s: resv.end_s, amount: whole, resv: Some(r) });
+            covered.push(n);
+        }
+        covered
     }
 
     /// Largest number of free GPUs on any node.

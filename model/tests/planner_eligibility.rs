@@ -120,14 +120,14 @@ fn a_maintenance_window_keeps_other_jobs_off_its_nodes() {
     // would overlap), but node 1 is free; a second one-hour job, with node 1 then taken, is
     // reserved on node 0 after the window (or on node 1 after the first job), never inside it.
     let mut s = cluster(2, vec![job(1, 1, 4, HOUR_S), job(2, 1, 4, HOUR_S)], vec![set(&[0])]);
-    s.reservations.push(AdvanceReservation { name: "maint".into(), node_set: 0, start_s: 0.5 * HOUR_S, end_s: 2.0 * HOUR_S });
+    s.reservations.push(AdvanceReservation { name: "maint".into(), node_set: 0, start_s: 0.5 * HOUR_S, end_s: 2.0 * HOUR_S, held_for: None });
     let out = plan(&s);
     assert_eq!(started_on(&out, 1).map(|(n, _)| n), Some(vec![1]));
     let r = out.reservations().find(|r| r.job == JobId(2)).expect("job 2 is reserved");
     assert!(r.start_s >= HOUR_S - 1e-6, "reserved inside the window: {r:?}");
     // A short job that ends before the window may use node 0 now (backfill before maintenance).
     let mut s = cluster(1, vec![job(3, 1, 1, 0.25 * HOUR_S)], vec![set(&[0])]);
-    s.reservations.push(AdvanceReservation { name: "maint".into(), node_set: 0, start_s: 0.5 * HOUR_S, end_s: 2.0 * HOUR_S });
+    s.reservations.push(AdvanceReservation { name: "maint".into(), node_set: 0, start_s: 0.5 * HOUR_S, end_s: 2.0 * HOUR_S, held_for: None });
     assert_eq!(started_on(&plan(&s), 3).map(|(n, _)| n), Some(vec![0]));
 }
 
@@ -136,7 +136,7 @@ fn a_job_in_a_future_reservation_waits_for_it_and_others_stay_out_of_it() {
     // Reservation "train" on node 1 from 1 h to 5 h. Job 1 runs inside it: not now, reserved at
     // its start on node 1. Job 2 (no reservation, 2 h limit) must not take node 1 now.
     let mut s = cluster(2, Vec::new(), vec![set(&[1]), set(&[0, 1])]);
-    s.reservations.push(AdvanceReservation { name: "train".into(), node_set: 0, start_s: HOUR_S, end_s: 5.0 * HOUR_S });
+    s.reservations.push(AdvanceReservation { name: "train".into(), node_set: 0, start_s: HOUR_S, end_s: 5.0 * HOUR_S, held_for: None });
     s.running.push(running(9, 0, &[0, 1, 2, 3], 10.0 * HOUR_S));
     let mut j1 = job(1, 1, 4, HOUR_S);
     j1.eligible = vec![Eligibility { node_set: 0, reservation: Some(0), not_before_s: HOUR_S, route: 3 }];
@@ -217,7 +217,7 @@ fn a_request_slurm_places_that_cannot_start_asks_slurms_will_run_and_its_window_
     s.running = vec![running(9, 1, &[0, 1, 2, 3], HOUR_S), running(10, 2, &[0, 1, 2, 3], HOUR_S), running(11, 3, &[0, 1, 2, 3], HOUR_S)];
     s.now_s = 0.6 * HOUR_S;
     s.node_sets.push(set(&[0]));
-    s.reservations = vec![AdvanceReservation { name: "will-run JobId=2".into(), node_set: 1, start_s: HOUR_S, end_s: 3.0 * HOUR_S }];
+    s.reservations = vec![AdvanceReservation { name: "will-run JobId=2".into(), node_set: 1, start_s: HOUR_S, end_s: 3.0 * HOUR_S, held_for: Some(JobId(2)) }];
     let mut j3 = job(3, 1, 1, 3.0 * HOUR_S);
     j3.eligible = vec![route(0, 0)];
     j2.eligible = vec![Eligibility { reservation: Some(0), ..route(0, 0) }];
@@ -251,4 +251,23 @@ fn slurm_judges_whether_a_job_it_places_fits_the_nodes_not_the_planners_per_node
     let out = plan(&s);
     assert!(out.slurm_starts().next().is_none());
     assert!(out.slurm_will_runs().next().is_some());
+}
+
+#[test]
+fn a_will_run_window_holds_only_against_the_jobs_after_its_own() {
+    // Job 2 (placed by Slurm, cannot start now) has a will-run window on node 0 from 1 h to
+    // 3 h. Job 1, of higher priority, asks for 3 hours and fits node 0 now: backfill tests it
+    // before job 2 and starts it there, so must the planner (the window is job 2's reservation,
+    // made when job 2 is tested). Job 3, after job 2, must keep off node 0.
+    let mut s = cluster(1, Vec::new(), vec![set(&[0]), set(&[0])]);
+    s.reservations = vec![AdvanceReservation { name: "will-run JobId=2".into(), node_set: 1, start_s: HOUR_S, end_s: 3.0 * HOUR_S, held_for: Some(JobId(2)) }];
+    let j1 = job(1, 1, 1, 3.0 * HOUR_S);
+    let mut j2 = job(2, 1, 4, 2.0 * HOUR_S);
+    j2.placed_by_slurm = true;
+    j2.eligible = vec![Eligibility { reservation: Some(0), ..route(0, 0) }];
+    let j3 = job(3, 1, 1, 3.0 * HOUR_S);
+    s.pending = vec![j1, j2, j3];
+    let out = plan(&s);
+    assert!(started_on(&out, 1).is_some(), "the higher-priority job was kept off by a lower-priority job's will-run window");
+    assert!(started_on(&out, 3).is_none(), "the lower-priority job took node 0 from job 2's will-run window");
 }

@@ -170,7 +170,7 @@ fn with_routes(mut s: Snapshot) -> Snapshot {
     let part_b: NodeSet = (n / 3..n).collect();
     let resv_nodes: NodeSet = (n - 12..n - 2).collect();
     s.node_sets = vec![part_a, part_b, NodeSet::full(n), resv_nodes];
-    s.reservations = vec![AdvanceReservation { name: "maint".into(), node_set: 3, start_s: 2.0 * HOUR_S, end_s: 10.0 * HOUR_S }];
+    s.reservations = vec![AdvanceReservation { name: "maint".into(), node_set: 3, start_s: 2.0 * HOUR_S, end_s: 10.0 * HOUR_S, held_for: None }];
     for (i, node) in s.nodes.iter_mut().enumerate() {
         if i % 13 == 5 {
             node.power = PowerState::Suspended;

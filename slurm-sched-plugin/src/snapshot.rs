@@ -161,7 +161,7 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
             continue;
         }
         let node_set = sets.intern(to_snap_set(&r.nodes));
-        reservations.push(AdvanceReservation { name: r.name, node_set, start_s: r.start as f64, end_s: r.end as f64 });
+        reservations.push(AdvanceReservation { name: r.name, node_set, start_s: r.start as f64, end_s: r.end as f64, held_for: None });
     }
 
     // Free GPUs and idle nodes now: no more tasks of an array can start in one cycle.
@@ -405,5 +405,5 @@ fn will_run_window(lock: &SlurmctldLock, job: &JobRef<'_>, route: &slurm_binding
     if nodes.is_empty() {
         return None;
     }
-    Some(AdvanceReservation { name: format!("will-run JobId={}", job.id()), node_set: sets.intern(nodes), start_s, end_s: start_s + time_limit_s(job) })
+    Some(AdvanceReservation { name: format!("will-run JobId={}", job.id()), node_set: sets.intern(nodes), start_s, end_s: start_s + time_limit_s(job), held_for: Some(JobId(job.id())) })
 }

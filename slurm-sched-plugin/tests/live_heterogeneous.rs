@@ -239,7 +239,23 @@ fn deadline(c: &LocalCluster) -> Result<String, String> {
     Ok("the late job ended as DEADLINE; the other kept its 10 minutes".into())
 }
 
-const CHECKS: [(&str, Check); 11] = [
+/// A lower-priority job that Slurm places and that cannot start yet (12 tasks need both CPU
+/// nodes, n2 is busy for 2 minutes) gets its expected start, but that holds only against jobs
+/// after it: a higher-priority 10-minute job that fits n1 now starts there at once.
+fn will_run_window_of_a_later_job(c: &LocalCluster) -> Result<String, String> {
+    let busy = submit(c, &["-p", "cpu", "-w", "n2", "-n", "4", "-t", "2"])?;
+    running_on(c, busy, "the job filling n2")?;
+    let high = submit(c, &["--hold", "-p", "cpu", "-n", "2", "-t", "10"])?;
+    let low = submit(c, &["--hold", "-p", "cpu", "-n", "12", "-t", "5"])?;
+    run(c, "scontrol", &["release", &format!("{high},{low}")]);
+    let nodes = running_on(c, high, "the higher-priority job, ahead of a will-run window")?;
+    if nodes != ["n1"] {
+        return Err(format!("the higher-priority job ran on {nodes:?}"));
+    }
+    Ok("the higher-priority job started on n1 ahead of the lower one's expected start".into())
+}
+
+const CHECKS: [(&str, Check); 12] = [
     ("--gpus over two nodes", gpus_over_two_nodes),
     ("--gpus-per-task", gpus_per_task),
     ("--exclusive on nodes of different sizes", exclusive_on_mixed_nodes),
@@ -251,6 +267,7 @@ const CHECKS: [(&str, Check); 11] = [
     ("Priority reason", priority_reason),
     ("license on CPU-only nodes", license_on_cpu_nodes),
     ("--deadline", deadline),
+    ("will-run window of a lower-priority job", will_run_window_of_a_later_job),
 ];
 
 #[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
