@@ -14,6 +14,7 @@ pub mod duration;
 pub mod elastic;
 pub mod eligibility;
 pub mod gpu_use;
+pub mod gpu_use_learning;
 pub mod history;
 pub mod interference;
 pub mod min_tree;

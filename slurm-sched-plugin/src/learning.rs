@@ -18,8 +18,9 @@ use std::path::{Path, PathBuf};
 
 use model::decision::{recorded_clock_mhz, recorded_energy_j, recorded_field};
 use model::gpu_use::UseLog;
+use model::gpu_use_learning::{RunningJob, UseLearners, UseLesson, learn_gpu_use};
 use model::history::{EarlyRun, FinishedJob, History};
-use model::interference::{InterferenceHistory, InterferenceModel, slowdown_from_utilisation};
+use model::interference::{InterferenceHistory, InterferenceModel};
 use serde::{Deserialize, Serialize};
 use slurm_bindings::job::TimeLimit;
 use slurm_bindings::locks::{LockLevels, SlurmctldLock};
@@ -248,118 +249,52 @@ pub struct Learnt<'a> {
     pub uses: Option<&'a mut UseLog>,
 }
 
-/// A running job, as the GPU-use learning needs it.
-#[derive(Debug)]
-struct RunningJob {
-    id: u32,
-    user: u32,
-    tag: Option<String>,
-    start_unix_s: i64,
-    /// The jobs whose GPU it joined (its record's `share=`).
-    shares_with: Vec<u32>,
-    /// Started by sched/energy (has a decision record).
-    has_record: bool,
+impl Learning {
+    /// From the nodes' reports, what `model::gpu_use_learning` learns: each job's GPU use
+    /// while it had its GPUs to itself, and each shared pair's slowdowns, once. Here: the
+    /// bookkeeping of the jobs learnt from (saved with the state) and the log lines.
+    fn learn_gpu_use(&mut self, running: &[RunningJob], uses: &UseLog, history: &mut History, interference: &mut InterferenceModel, cfg: &Config, now_unix_s: i64) {
+        let into = UseLearners { history, interference, use_done: &mut self.use_done, pairs_done: &mut self.pairs_done };
+        let lessons = learn_gpu_use(running, uses, cfg.learning.early_after_s, now_unix_s, into);
+        if !lessons.is_empty() {
+            self.dirty = true;
+        }
+        for lesson in &lessons {
+            log_lesson(lesson);
+        }
+    }
 }
 
-impl Learning {
-    /// From the nodes' reports: each job's GPU use while it had its GPUs to itself (from its
-    /// start until a partner joined, once it ran `early_after_s` and the reports cover at least
-    /// half of that), once; and each shared pair's slowdowns once
-    /// the pair ran `early_after_s` together: each job's use then against its kind's use alone
-    /// (`model::interference::slowdown_from_utilisation`), into the interference history the
-    /// planner predicts pairs with, as the simulator's early-stage observations do.
-    fn learn_gpu_use(&mut self, running: &[RunningJob], uses: &UseLog, history: &mut History, interference: &mut InterferenceModel, cfg: &Config, now_unix_s: i64) {
-        let early_s = cfg.learning.early_after_s;
-        let now = now_unix_s as f64;
-        let by_id: HashMap<u32, &RunningJob> = running.iter().map(|j| (j.id, j)).collect();
-        // When each job stopped having its GPU to itself: the start of the first job that
-        // joined it, or its own start if it joined another.
-        let mut alone_until: HashMap<u32, f64> = HashMap::new();
-        for j in running.iter().filter(|j| !j.shares_with.is_empty()) {
-            alone_until.insert(j.id, j.start_unix_s as f64);
-            for t in &j.shares_with {
-                let e = alone_until.entry(*t).or_insert(f64::INFINITY);
-                *e = e.min(j.start_unix_s as f64);
-            }
+fn log_lesson(lesson: &UseLesson) {
+    match lesson {
+        UseLesson::SoloUse { job_id, tag, util_pct, covered_s } => {
+            slurm_log!(LOG, verbose, "learning: JobId={job_id} used {util_pct:.1} % of its GPUs alone in its first {covered_s:.0} s (tag {})", tag.as_deref().unwrap_or("-"));
         }
-        for j in running.iter().filter(|j| j.has_record) {
-            if self.use_done.contains(&j.id) {
-                continue;
-            }
-            let start = j.start_unix_s as f64;
-            let until = alone_until.get(&j.id).copied().unwrap_or(f64::INFINITY);
-            if until - start < early_s {
-                // Shared before its first minutes were over: its solo use is not measurable.
-                if until.is_finite() {
-                    self.use_done.insert(j.id);
-                    self.dirty = true;
-                }
-                continue;
-            }
-            if now - start < early_s {
-                continue;
-            }
-            // Its first minutes of use: up to now, or until a partner joined.
-            let Some(m) = uses.mean_between(j.id, start, until.min(now)) else { continue };
-            if m.covered_s < early_s / 2.0 {
-                continue;
-            }
-            history.observe_solo_use(j.user, j.tag.as_deref(), m.util_pct);
-            slurm_log!(LOG, verbose, "learning: JobId={} used {:.1} % of its GPUs alone in its first {:.0} s (tag {})", j.id, m.util_pct, m.covered_s, j.tag.as_deref().unwrap_or("-"));
-            self.use_done.insert(j.id);
-            self.dirty = true;
-        }
-        for newcomer in running.iter().filter(|j| j.has_record && !j.shares_with.is_empty()) {
-            if self.pairs_done.contains(&newcomer.id) {
-                continue;
-            }
-            let since = newcomer.start_unix_s as f64;
-            if now - since < early_s {
-                continue;
-            }
-            // A pair: the newcomer and the job it joined (EaCO shares a GPU by two).
-            let Some(tenant) = newcomer.shares_with.first().and_then(|t| by_id.get(t)) else {
-                self.pairs_done.insert(newcomer.id);
-                self.dirty = true;
-                continue;
-            };
-            let (Some(use_n), Some(use_t)) = (uses.mean_between(newcomer.id, since, now), uses.mean_between(tenant.id, since, now)) else { continue };
-            if use_n.covered_s.min(use_t.covered_s) < early_s / 2.0 {
-                continue;
-            }
-            self.pairs_done.insert(newcomer.id);
-            self.dirty = true;
-            let solo_n = history.solo_gpu_util_pct(newcomer.user, newcomer.tag.as_deref());
-            let solo_t = history.solo_gpu_util_pct(tenant.user, tenant.tag.as_deref());
-            let slowdowns = solo_n.zip(solo_t).and_then(|(sn, st)| slowdown_from_utilisation(sn, use_n.util_pct).zip(slowdown_from_utilisation(st, use_t.util_pct)));
-            match (newcomer.tag.as_deref(), tenant.tag.as_deref(), slowdowns) {
-                (Some(fa), Some(fb), Some((sa, sb))) => {
-                    interference.observe(fa, fb, sa, sb);
-                    slurm_log!(
-                        LOG,
-                        info,
-                        "learning: JobId={} ({fa}) shares a GPU with JobId={} ({fb}): GPU use {:.1} % and {:.1} % against {:.1} % and {:.1} % alone: slowdowns {sa:.2} and {sb:.2} observed",
-                        newcomer.id,
-                        tenant.id,
-                        use_n.util_pct,
-                        use_t.util_pct,
-                        solo_n.unwrap_or(0.0),
-                        solo_t.unwrap_or(0.0)
-                    );
-                }
-                _ => slurm_log!(
-                    LOG,
-                    verbose,
-                    "learning: JobId={} shares a GPU with JobId={}: pair not learnt (needs both jobs' --energy-tag and their use alone: tags {:?}/{:?}, alone {:?}/{:?} %)",
-                    newcomer.id,
-                    tenant.id,
-                    newcomer.tag,
-                    tenant.tag,
-                    solo_n,
-                    solo_t
-                ),
-            }
-        }
+        UseLesson::SoloUnmeasurable { .. } | UseLesson::PartnerGone { .. } => {}
+        UseLesson::Pair { newcomer: n, tenant: t, slowdowns } => match (n.tag.as_deref(), t.tag.as_deref(), slowdowns) {
+            (Some(fa), Some(fb), Some((sa, sb))) => slurm_log!(
+                LOG,
+                info,
+                "learning: JobId={} ({fa}) shares a GPU with JobId={} ({fb}): GPU use {:.1} % and {:.1} % against {:.1} % and {:.1} % alone: slowdowns {sa:.2} and {sb:.2} observed",
+                n.job_id,
+                t.job_id,
+                n.util_pct,
+                t.util_pct,
+                n.solo_util_pct.unwrap_or(0.0),
+                t.solo_util_pct.unwrap_or(0.0)
+            ),
+            _ => slurm_log!(
+                LOG,
+                verbose,
+                "learning: JobId={} shares a GPU with JobId={}: pair not learnt (needs both jobs' --energy-tag and their use alone: tags {:?}/{:?}, alone {:?}/{:?} %)",
+                n.job_id,
+                t.job_id,
+                n.tag,
+                t.tag,
+                n.solo_util_pct,
+                t.solo_util_pct
+            ),
+        },
     }
 }
 
@@ -458,37 +393,33 @@ mod tests {
         assert!(l2.pairs_done.contains(&43));
     }
 
+    /// The rule itself is tested in `model::gpu_use_learning`; here, what the plugin adds: the
+    /// configured window is passed on, and what was learnt is marked for the state file.
     #[test]
-    fn gpu_use_teaches_solo_use_then_pair_slowdowns() {
+    fn gpu_use_lessons_are_kept_for_the_state_file() {
         use model::gpu_use::UseReport;
-        let job = |id: u32, tag: &str, start: i64, shares_with: Vec<u32>| RunningJob { id, user: 1000, tag: Some(tag.into()), start_unix_s: start, shares_with, has_record: true };
+        let job = |id: u32, start: i64, shares_with: Vec<u32>| RunningJob { id, user: 1000, tag: Some("a".into()), start_unix_s: start, shares_with, has_record: true };
         let mut uses = UseLog::default();
-        let mut report = |id: u32, from: f64, to: f64, util: f64| uses.add(UseReport { job_id: id, node: "n1".into(), from_unix_s: from, to_unix_s: to, gpus: 1, util_pct: util });
-        report(1, 0.0, 10.0, 80.0);
-        report(2, 0.0, 10.0, 60.0);
-        report(3, 20.0, 30.0, 80.0);
-        report(3, 30.0, 45.0, 40.0);
-        report(4, 30.0, 45.0, 20.0);
-        let running = vec![job(1, "a", 0, vec![]), job(2, "b", 0, vec![]), job(3, "a", 20, vec![]), job(4, "b", 30, vec![3])];
-        let cfg = Config { learning: crate::config::LearningSettings { early_after_s: 10.0, ..Default::default() }, ..Config::default() };
+        uses.add(UseReport { job_id: 1, node: "n1".into(), from_unix_s: 0.0, to_unix_s: 30.0, gpus: 1, util_pct: 40.0 });
+        uses.add(UseReport { job_id: 2, node: "n1".into(), from_unix_s: 0.0, to_unix_s: 30.0, gpus: 1, util_pct: 40.0 });
+        let running = vec![job(1, 0, vec![]), job(2, 0, vec![1])];
+        let cfg = |early_after_s| Config { learning: crate::config::LearningSettings { early_after_s, ..Default::default() }, ..Config::default() };
         let (mut l, mut history, mut interference) = (Learning::default(), History::default(), InterferenceModel::default());
-        // Before the pair ran its first 10 s together only the solo uses are learnt.
-        l.learn_gpu_use(&running, &uses, &mut history, &mut interference, &cfg, 35);
-        assert_eq!(history.solo_gpu_util_pct(1000, Some("a")), Some(80.0));
-        assert_eq!(history.solo_gpu_util_pct(1000, Some("b")), Some(60.0));
-        assert_eq!(history.group(1000, Some("a")).map(|g| g.early_gpu_util_pct.n), Some(2), "jobs 1 and 3");
-        assert!(l.use_done.contains(&4), "job 4 shared from its start: no solo use");
-        assert_eq!(interference.history().pairs_observed(), 0.0);
-        l.learn_gpu_use(&running, &uses, &mut history, &mut interference, &cfg, 45);
-        let p = interference.predict(Some("b"), Some("a"));
-        assert_eq!(p.describe(), "history:n=1");
-        // Observed 60/20 = 3 for b and 80/40 = 2 for a, each against the fallback's 2.0 prior
-        // weighing 2 observations.
-        assert!((p.slowdown_a - 7.0 / 3.0).abs() < 1e-9 && (p.slowdown_b - 2.0).abs() < 1e-9, "{p:?}");
-        // Learnt once.
-        l.learn_gpu_use(&running, &uses, &mut history, &mut interference, &cfg, 60);
-        assert_eq!(interference.history().pairs_observed(), 1.0);
-        assert_eq!(history.group(1000, Some("a")).map(|g| g.early_gpu_util_pct.n), Some(2));
+        // [learning] early_after_s = 60: the pair has not run that long at t = 30. Job 2
+        // joined job 1 at its start, so neither has a solo use to learn, and that is kept.
+        l.learn_gpu_use(&running, &uses, &mut history, &mut interference, &cfg(60.0), 30);
+        assert_eq!(history.solo_gpu_util_pct(1000, Some("a")), None);
+        assert!(l.dirty && l.use_done.contains(&1) && l.use_done.contains(&2), "{l:?}");
+        assert!(l.pairs_done.is_empty(), "{l:?}");
+        // With 10 s the pair ran its first minutes together and is done with (not learnt: no
+        // solo use).
+        l.dirty = false;
+        l.learn_gpu_use(&running, &uses, &mut history, &mut interference, &cfg(10.0), 30);
+        assert!(l.dirty && l.pairs_done.contains(&2), "{l:?}");
+        // Nothing new: nothing to save.
+        l.dirty = false;
+        l.learn_gpu_use(&running, &uses, &mut history, &mut interference, &cfg(10.0), 40);
+        assert!(!l.dirty, "{l:?}");
     }
 
     #[test]
