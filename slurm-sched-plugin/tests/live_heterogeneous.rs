@@ -7,8 +7,9 @@
 //! Each check is a case a new user meets: a job that stock Slurm starts at once must start at
 //! once, on the nodes stock Slurm's own selection would use where the check says so, and a job
 //! that waits must show the reason stock Slurm shows. Before sched/energy left feasibility and
-//! layout to Slurm (issue 20), every check here but the license one failed under sched/energy:
-//! the job stayed pending forever, ran on other nodes, or showed another reason.
+//! layout to Slurm (issue 20), every check here but the license and AllowAccounts ones failed
+//! under sched/energy: the job stayed pending forever, ran on other nodes or past its deadline,
+//! showed another reason or a stale expected start, or waited behind a lower-priority job.
 
 use std::time::{Duration, Instant};
 
@@ -255,7 +256,31 @@ fn will_run_window_of_a_later_job(c: &LocalCluster) -> Result<String, String> {
     Ok("the higher-priority job started on n1 ahead of the lower one's expected start".into())
 }
 
-const CHECKS: [(&str, Check); 12] = [
+/// A partition that allows other accounts only (`AllowAccounts=physics`, with
+/// `EnforcePartLimits=NO`, Slurm's default, so the job is accepted): the job waits with Slurm's
+/// reason (AccountNotAllowed, in Slurm's words) and no start is ever tried for it; a job of an
+/// allowed account runs there.
+fn allow_accounts(c: &LocalCluster) -> Result<String, String> {
+    run(c, "sacctmgr", &["-i", "add", "account", "physics"]);
+    run(c, "sacctmgr", &["-i", "add", "user", "root", "account=physics"]);
+    std::thread::sleep(Duration::from_secs(2));
+    let refused = submit(c, &["-p", "physics", "-A", "root", "-t", "5"])?;
+    let allowed = submit(c, &["-p", "physics", "-A", "physics", "-t", "5"])?;
+    running_on(c, allowed, "a job of an allowed account")?;
+    // Slurm's words (state_desc) stand for the reason AccountNotAllowed.
+    wait_for(|| squeue_field(c, refused, "%r").contains("account not permitted to use this partition"), || format!("job {refused}: reason {:?}, not Slurm's account refusal", squeue_field(c, refused, "%r")))?;
+    std::thread::sleep(Duration::from_secs(3));
+    if squeue_field(c, refused, "%T") != "PENDING" {
+        return Err(format!("job {refused} of an account the partition does not allow is {}", squeue_field(c, refused, "%T")));
+    }
+    let tried = format!("JobId={refused} not started");
+    if c.slurmctld_log().lines().any(|l| l.contains(&tried)) {
+        return Err(format!("sched/energy tried to start job {refused} in a partition its account may not use"));
+    }
+    Ok("AccountNotAllowed, never tried; the allowed account's job ran".into())
+}
+
+const CHECKS: [(&str, Check); 13] = [
     ("--gpus over two nodes", gpus_over_two_nodes),
     ("--gpus-per-task", gpus_per_task),
     ("--exclusive on nodes of different sizes", exclusive_on_mixed_nodes),
@@ -268,6 +293,7 @@ const CHECKS: [(&str, Check); 12] = [
     ("license on CPU-only nodes", license_on_cpu_nodes),
     ("--deadline", deadline),
     ("will-run window of a lower-priority job", will_run_window_of_a_later_job),
+    ("AllowAccounts", allow_accounts),
 ];
 
 #[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]

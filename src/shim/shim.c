@@ -436,6 +436,28 @@ static void route_set_resv(job_record_t *job, part_record_t *part, slurmctld_res
 	}
 }
 
+/* The partition's AllowQOS/DenyQOS and AllowAccounts/DenyAccounts, tested as select_nodes()
+ * tests them first: with EnforcePartLimits=NO a job may wait in a partition it may not use.
+ * On a refusal the job's reason is Slurm's (WAIT_QOS, WAIT_ACCOUNT, with its words). */
+static bool part_policy_ok(job_record_t *job, part_record_t *part)
+{
+	assoc_mgr_lock_t locks = { .assoc = READ_LOCK, .qos = READ_LOCK };
+	slurmdb_assoc_rec_t *assoc;
+	int rc;
+
+	resolved.assoc_mgr_lock(&locks);
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+	rc = resolved.part_policy_valid_qos(part, job->qos_ptr, job->user_id, job);
+#else
+	rc = resolved.part_policy_valid_qos(part, job->qos_ptr, job);
+#endif
+	assoc = job->assoc_ptr;
+	if (rc == SLURM_SUCCESS)
+		rc = resolved.part_policy_valid_acct(part, assoc ? assoc->acct : NULL, job);
+	resolved.assoc_mgr_unlock(&locks);
+	return rc == SLURM_SUCCESS;
+}
+
 void energy_route_test(void *item, time_t now, energy_route_t *out)
 {
 	job_queue_rec_t *rec = item;
@@ -476,6 +498,10 @@ void energy_route_test(void *item, time_t now, energy_route_t *out)
 	job->part_ptr = part;
 	route_set_resv(job, part, rec->resv_ptr, &saved);
 
+	if (!part_policy_ok(job, part)) {
+		out->why = "the partition's AllowQOS/DenyQOS or AllowAccounts/DenyAccounts refuses the job";
+		goto done;
+	}
 	if (!resolved.acct_policy_job_runnable_pre_select(job, false)) {
 		out->why = "held by a QOS or association limit";
 		goto done;

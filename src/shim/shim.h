@@ -152,6 +152,8 @@ typedef __typeof__(*((job_record_t *) 0)->details) energy_job_details_t;
 	X(schedule_job_save)                 \
 	X(schedule_node_save)                \
 	X(deadline_ok)                       \
+	X(part_policy_valid_acct)            \
+	X(part_policy_valid_qos)             \
 	ENERGY_SLURM_FUNCTIONS_RELEASE(X)
 
 /*
@@ -160,6 +162,7 @@ typedef __typeof__(*((job_record_t *) 0)->details) energy_job_details_t;
  *   24.11: by job_state_reason_check(reason, JSR_QOS_ASSOC) (the former is gone).
  * - 22.05: accounting is updated for a changed running job with
  *   jobacct_storage_job_start_direct(); 24.11 folded its check into jobacct_storage_g_job_start().
+ * - 24.11: part_policy_valid_qos() takes the submitting user's uid.
  * - 24.11: job_test_resv() and select_g_job_test() take a resv_exc_t, whose parts
  *   reservation_delete_resv_exc_parts() frees (22.05: a core bitmap).
  */

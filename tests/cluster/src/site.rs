@@ -13,19 +13,22 @@
 //! | n6   | 4              | 4 GB   | a100:2, a40:2   | 20     | s2     |
 //!
 //! Partitions: `cpu` (n1-n2), `gpu` (n3-n6, the default), `a100` (n3-n4, `PriorityTier=10`),
-//! `excl` (n5-n6, `OverSubscribe=EXCLUSIVE`). License `fluent:2`. `DefMemPerCPU=512`.
+//! `excl` (n5-n6, `OverSubscribe=EXCLUSIVE`), `physics` (n1-n2, `AllowAccounts=physics`). License
+//! `fluent:2`. `DefMemPerCPU=512`. Accounting through slurmdbd (accounts and QOS with
+//! `sacctmgr`; the account `physics` is not created here).
 
 use crate::config::{ClusterConfig, NodeShape};
 
 /// The partitions of [`site_cluster`], as written into slurm.conf.
-pub const SITE_PARTITIONS: [&str; 4] = [
+pub const SITE_PARTITIONS: [&str; 5] = [
     "PartitionName=cpu Nodes=n[1-2] MaxTime=INFINITE State=UP",
     "PartitionName=gpu Nodes=n[3-6] Default=YES MaxTime=INFINITE State=UP",
     "PartitionName=a100 Nodes=n[3-4] PriorityTier=10 MaxTime=INFINITE State=UP",
     "PartitionName=excl Nodes=n[5-6] OverSubscribe=EXCLUSIVE MaxTime=INFINITE State=UP",
+    "PartitionName=physics Nodes=n[1-2] AllowAccounts=physics MaxTime=INFINITE State=UP",
 ];
 
-/// The site cluster under stock `sched/backfill`, without accounting; tests set the scheduler
+/// The site cluster under stock `sched/backfill`, with accounting; tests set the scheduler
 /// (and plugin dir) they compare.
 pub fn site_cluster() -> ClusterConfig {
     let node_shapes = vec![
@@ -43,7 +46,7 @@ pub fn site_cluster() -> ClusterConfig {
         partitions: SITE_PARTITIONS.iter().map(|p| p.to_string()).collect(),
         extra_slurm_conf: vec!["TopologyPlugin=topology/tree".into(), "Licenses=fluent:2".into(), "DefMemPerCPU=512".into()],
         extra_files: vec![("topology.conf".into(), "SwitchName=s1 Nodes=n[1-3]\nSwitchName=s2 Nodes=n[4-6]\nSwitchName=top Switches=s[1-2]\n".into())],
-        with_accounting: false,
+        with_accounting: true,
         ..ClusterConfig::default()
     }
 }
