@@ -268,7 +268,7 @@ bool energy_job_is_configuring(const job_record_t *job)
 
 bool energy_job_layout_by_slurm(const job_record_t *job)
 {
-	const struct job_details *d = job->details;
+	const job_details_t *d = job->details;
 	bool node_range;
 
 	if (job->bit_flags & SPREAD_JOB)
