@@ -268,18 +268,19 @@ bool energy_job_is_configuring(const job_record_t *job)
 
 bool energy_job_layout_by_slurm(const job_record_t *job)
 {
-	const job_details_t *d = job->details;
 	bool node_range;
 
 	if (job->bit_flags & SPREAD_JOB)
 		return true;
 	if (job->req_switch && (job->req_switch != NO_VAL))
 		return true;
-	if (!d)
+	/* The details' type is named differently across releases: reach it through the job. */
+	if (!job->details)
 		return false;
-	node_range = d->max_nodes && (d->max_nodes != NO_VAL) &&
-		     (d->max_nodes != INFINITE) && (d->max_nodes > d->min_nodes);
-	return d->contiguous || node_range;
+	node_range = job->details->max_nodes && (job->details->max_nodes != NO_VAL) &&
+		     (job->details->max_nodes != INFINITE) &&
+		     (job->details->max_nodes > job->details->min_nodes);
+	return job->details->contiguous || node_range;
 }
 
 bool energy_node_is_unusable(const node_record_t *node)
