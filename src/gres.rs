@@ -4,7 +4,8 @@
 //!
 //! - node `Gres=`: `gpu:4`, `gpu:v100:2(S:0-1),gpu:a100:2`, `gpu:v100:no_consume:1`;
 //! - job `tres_per_node` / `tres_per_job` / `tres_per_task`: `gres:gpu:2` (22.05),
-//!   `gres/gpu:2` (23.02+), `gres:gpu:v100:1`, several joined by commas.
+//!   `gres/gpu:2` (23.02+), `gres:gpu:v100:1`, several joined by commas; 24.11 writes
+//!   `tres_per_task` in TRES form, `gres/gpu=3` or `gres/gpu:a100=3`.
 
 /// One GRES entry: name, optional type, count.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,14 +45,20 @@ fn split_entries(s: &str) -> Vec<&str> {
     out.into_iter().map(str::trim).filter(|e| !e.is_empty()).collect()
 }
 
-/// Parses one `name[:type][:flags...][:count]` entry (a missing count means 1).
+/// Parses one `name[:type][:flags...][:count]` entry (a missing count means 1), or one in TRES
+/// form, `name[:type]=count`.
 fn parse_entry(entry: &str) -> Option<GresEntry> {
     let entry = entry.split('(').next()?.trim();
     let entry = entry.strip_prefix("gres:").or_else(|| entry.strip_prefix("gres/")).unwrap_or(entry);
+    let (entry, tres_count) = match entry.rsplit_once('=') {
+        Some((left, right)) => (left, Some(parse_count(right).unwrap_or(1))),
+        None => (entry, None),
+    };
     let parts: Vec<&str> = entry.split(':').filter(|p| !p.is_empty()).collect();
     let name = parts.first()?.to_string();
-    let (count, rest) = match parts.last().and_then(|p| parse_count(p)) {
-        Some(n) if parts.len() > 1 => (n, &parts[1..parts.len() - 1]),
+    let (count, rest) = match (tres_count, parts.last().and_then(|p| parse_count(p))) {
+        (Some(n), _) => (n, &parts[1..]),
+        (None, Some(n)) if parts.len() > 1 => (n, &parts[1..parts.len() - 1]),
         _ => (1, &parts[1..]),
     };
     let type_name = rest.iter().find(|p| **p != "no_consume").map(|p| p.to_string());
@@ -112,6 +119,16 @@ mod tests {
         assert_eq!(count("gres:shard:3", "shard"), 3);
         assert_eq!(count("gres:gpu", "gpu"), 1);
         assert_eq!(count("cpu:4", "gpu"), 0);
+    }
+
+    // 24.11 keeps --gpus-per-task as `gres/gpu=3` (seen live: such a job looked GPU-less).
+    #[test]
+    fn tres_form_of_24_11() {
+        assert_eq!(count("gres/gpu=3", "gpu"), 3);
+        assert_eq!(count("gres/gpu:a100=2,gres/shard=4", "gpu"), 2);
+        assert_eq!(first_type("gres/gpu:a100=2", "gpu").as_deref(), Some("a100"));
+        assert_eq!(count("gres/shard=4", "shard"), 4);
+        assert_eq!(count("gres/gpu=x", "gpu"), 1, "an unreadable count is one, as elsewhere");
     }
 
     // Found by the slurm_gres fuzz target (fuzz/): these panicked or merged entries.

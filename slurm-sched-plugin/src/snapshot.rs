@@ -375,9 +375,11 @@ fn request_of(job: &JobRef<'_>, mem_consumable: bool, max_cpus: u32, max_gpus: u
     let mut cpus_per_node = job.pn_min_cpus().max(job.min_cpus().div_ceil(nodes));
     let cpus_per_gpu = job.cpus_per_tres().map_or(0, |s| gres::count(s, "gpu")).min(u64::from(u32::MAX)) as u32;
     cpus_per_node = cpus_per_node.max(cpus_per_gpu.saturating_mul(gpus_per_node));
-    // More than any node has, and Slurm may use more nodes than the minimum (`--gpus=2
-    // --cpus-per-gpu=4` on 4-CPU nodes, `-n` without `-N`): Slurm chooses the layout.
-    if (cpus_per_node > max_cpus || gpus_per_node > max_gpus) && job.max_nodes() != nodes {
+    // More than any node has (`--gpus=2 --cpus-per-gpu=4` on 4-CPU nodes, `-n 2
+    // --gpus-per-task=3` on 4-GPU nodes): only Slurm knows whether more nodes than the minimum
+    // may be used (24.11 sets a maximum node count where 22.05 leaves none), so Slurm chooses
+    // the layout, or refuses it.
+    if cpus_per_node > max_cpus || gpus_per_node > max_gpus {
         expressible = false;
     }
     let mem_per_gpu_mb = job.mem_per_tres().map_or(0, |s| gres::count(s, "gpu"));
