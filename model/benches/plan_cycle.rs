@@ -1,9 +1,12 @@
 //! Benchmark: one planner cycle over 10,000 pending jobs on 1,000 nodes x 8 GPUs with a
-//! realistic mix of running jobs (about 85 % of GPUs busy, some time-shared).
+//! realistic mix of running jobs (about 85 % of GPUs busy, some time-shared), and the same at the
+//! scale of the largest centres: 50,000 pending jobs on 10,000 nodes x 8 GPUs.
 //!
 //! `cargo bench -p model --bench plan_cycle` prints the time of a cycle (snapshot to decisions,
 //! including building the cluster view) with Slurm's default test depth (500 jobs, like
-//! `bf_max_job_test`) and with every one of the 10,000 jobs tested.
+//! `bf_max_job_test`) and with every one of the 10,000 jobs tested; then, on the large cluster,
+//! with every one of the 50,000 jobs tested and a reservation for every blocked one (`-- large`
+//! times only that one).
 
 use std::time::Instant;
 
@@ -58,8 +61,7 @@ fn main() {
         }
     };
     let s = bench_snapshot::snapshot(1000, 10_000, 42);
-    let busy: usize = s.running.iter().map(|r| r.allocations[0].gpu_indices.len()).sum();
-    println!("plan_cycle: {} nodes x 8 GPUs, {} running jobs ({} GPU slots), {} pending", s.nodes.len(), s.running.len(), busy, s.pending.len());
+    describe(&s);
     let default = PlannerConfig::default();
     measure("default (500 tested, every one reserved)", &s, &default, &pred);
     let depth4 = PlannerConfig { reservation_depth: 4, ..PlannerConfig::default() };
@@ -68,4 +70,20 @@ fn main() {
     measure("all 10,000 tested, every one reserved", &s, &all, &pred);
     let baseline = PlannerConfig { max_jobs_tested: 10_000, ..PlannerConfig::slurm_baseline() };
     measure("slurm baseline, all 10,000 tested", &s, &baseline, &pred);
+
+    // The largest centres: 50x the jobs on 10x the nodes, the same mix (same generator and
+    // seed). Every job tested and every blocked one reserved: the reservation depth is raised
+    // with the test depth, as `ALL_TESTED` (10,000) covers the 10,000-job cycle above.
+    let large_name = "large: all 50,000 tested, every one reserved";
+    if selected(large_name) {
+        let s = bench_snapshot::snapshot(10_000, 50_000, 42);
+        describe(&s);
+        let all = PlannerConfig { max_jobs_tested: 50_000, reservation_depth: 50_000, ..PlannerConfig::default() };
+        measure(large_name, &s, &all, &pred);
+    }
+}
+
+fn describe(s: &Snapshot) {
+    let busy: usize = s.running.iter().map(|r| r.allocations[0].gpu_indices.len()).sum();
+    println!("plan_cycle: {} nodes x 8 GPUs, {} running jobs ({} GPU slots), {} pending", s.nodes.len(), s.running.len(), busy, s.pending.len());
 }

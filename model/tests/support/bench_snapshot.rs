@@ -3,7 +3,8 @@
 //! exactly the kind of cycle the benchmark times.
 //!
 //! A seeded generator: `snapshot(1000, 10_000, 42)` is the benchmark's cluster of 1,000 nodes x
-//! 8 GPUs (about 85 % of GPUs busy, some time-shared) with 10,000 pending jobs.
+//! 8 GPUs (about 85 % of GPUs busy, some time-shared) with 10,000 pending jobs;
+//! `snapshot(10_000, 50_000, 42)` its large case (10,000 nodes, 50,000 pending jobs).
 
 use model::types::*;
 
@@ -86,7 +87,8 @@ pub fn snapshot(nodes: u32, pending: u32, seed: u64) -> Snapshot {
             PendingJob {
                 id: JobId(i + 1),
                 user: i % 50,
-                priority: 20_000 - i,
+                // 20,000 - i up to 20,000 jobs (the pinned cases); counts down to 1 beyond.
+                priority: pending.max(20_000) - i,
                 submit_time_s: i as f64,
                 request: Request { nodes, gpus_per_node: gpus, cpus_per_node: 3 * gpus, mem_mb_per_node: 32 * 1024 * gpus as u64 },
                 time_limit_s: r.pick(&[3600.0, 4.0 * 3600.0, 24.0 * 3600.0, 72.0 * 3600.0]),
