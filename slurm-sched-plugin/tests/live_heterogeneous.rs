@@ -292,7 +292,36 @@ fn allow_accounts(c: &LocalCluster) -> Result<String, String> {
     Ok(format!("{state}, reason {:?}; the allowed account's job ran", squeue_field(c, refused, "%r")))
 }
 
-const CHECKS: [(&str, Check); 13] = [
+/// What a waiting job says it waits for, as stock's schedulers set it, for jobs sched/energy
+/// never tries to start: `Licenses` (the license is taken), `ReqNodeNotAvail,
+/// UnavailableNodes:n2` (its `--nodelist` node is drained), `Reservation` (its reservation
+/// starts in an hour). Once the node is back, the job runs.
+fn waiting_reasons(c: &LocalCluster) -> Result<String, String> {
+    let holder = submit(c, &["-p", "cpu", "-L", "fluent:2", "-t", "5"])?;
+    running_on(c, holder, "the job holding both licenses")?;
+    let licensed = submit(c, &["-p", "cpu", "-L", "fluent:1", "-t", "5"])?;
+    run(c, "scontrol", &["update", "nodename=n2", "state=drain", "reason=site check"]);
+    let pinned = submit(c, &["-p", "cpu", "-w", "n2", "-t", "5"]);
+    run(c, "scontrol", &["create", "reservation", "ReservationName=later", "StartTime=now+60minutes", "Duration=60", "Nodes=n2", "Users=root"]);
+    let reserved = submit(c, &["-p", "cpu", "--reservation=later", "-t", "5"]);
+    let observe = || -> Result<String, String> {
+        let (pinned, reserved) = (pinned.clone()?, reserved.clone()?);
+        let reasons = || [licensed, pinned, reserved].map(|j| squeue_field(c, j, "%r"));
+        let want = ["Licenses", "ReqNodeNotAvail, UnavailableNodes:n2", "Reservation"];
+        wait_for(|| reasons() == want, || format!("reasons {:?}, expected {want:?}", reasons()))?;
+        run(c, "scontrol", &["update", "nodename=n2", "state=resume"]);
+        running_on(c, pinned, "the --nodelist job once its node is back")?;
+        Ok(format!("{want:?}"))
+    };
+    let seen = observe();
+    // Back in service (already, unless the check failed before).
+    let _ = c.command("scontrol").args(["update", "nodename=n2", "state=resume"]).output();
+    clear_queue(c);
+    run(c, "scontrol", &["delete", "reservation=later"]);
+    seen
+}
+
+const CHECKS: [(&str, Check); 14] = [
     ("--gpus over two nodes", gpus_over_two_nodes),
     ("--gpus-per-task", gpus_per_task),
     ("--exclusive on nodes of different sizes", exclusive_on_mixed_nodes),
@@ -306,6 +335,7 @@ const CHECKS: [(&str, Check); 13] = [
     ("--deadline", deadline),
     ("will-run window of a lower-priority job", will_run_window_of_a_later_job),
     ("AllowAccounts", allow_accounts),
+    ("waiting reasons", waiting_reasons),
 ];
 
 #[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]

@@ -437,6 +437,59 @@ static void route_set_resv(job_record_t *job, part_record_t *part, slurmctld_res
 	}
 }
 
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+#define ENERGY_BIT_TEST_CALL(b, i) resolved.slurm_bit_test((b), (i))
+#else
+#define ENERGY_BIT_TEST_CALL(b, i) resolved.bit_test((b), (i))
+#endif
+
+/* A pending job's reason as slurmctld's schedulers set it: `desc` (may be NULL) replaces the
+ * words. */
+static void set_reason(job_record_t *job, uint32_t reason, const char *desc, time_t now)
+{
+	void *old = job->state_desc;
+
+	resolved.slurm_xfree(&old);
+	job->state_desc = desc ? resolved.xstrdup(desc) : NULL;
+	job->state_reason = reason;
+	*resolved.last_job_update = now;
+}
+
+/* --nodelist with nodes that are down, drained or not responding (not in slurmctld's
+ * avail_node_bitmap): "ReqNodeNotAvail, UnavailableNodes:<nodes>", as select_nodes() says it
+ * (stock writes several nodes as a host range, n[2-3]; this, as a list, n2,n3). Once they are
+ * back, the reason is cleared for the scheduler's next one. */
+static void required_nodes_reason(job_record_t *job, part_record_t *part, time_t now)
+{
+	bitstr_t *req = job->details->req_node_bitmap;
+	bitstr_t *avail_nodes = *resolved.avail_node_bitmap;
+	char desc[1024] = "ReqNodeNotAvail, UnavailableNodes:";
+	size_t len = strlen(desc), first = len;
+	int i, n;
+
+	if (!req || !avail_nodes)
+		return;
+	if (resolved.bit_super_set(req, avail_nodes)) {
+		if (job->state_reason == WAIT_NODE_NOT_AVAIL)
+			set_reason(job, WAIT_NO_REASON, NULL, now);
+		return;
+	}
+	n = MIN((int) resolved.bit_size(req), *resolved.node_record_count);
+	for (i = 0; i < n; i++) {
+		node_record_t *node = (*resolved.node_record_table_ptr)[i];
+
+		if (!node || !ENERGY_BIT_TEST_CALL(req, i) || ENERGY_BIT_TEST_CALL(avail_nodes, i))
+			continue;
+		if (part->node_bitmap && !ENERGY_BIT_TEST_CALL(part->node_bitmap, i))
+			continue;
+		len += snprintf(desc + len, len < sizeof(desc) ? sizeof(desc) - len : 0, "%s%s",
+				(len > first) ? "," : "", node->name);
+		if (len >= sizeof(desc))
+			break;
+	}
+	set_reason(job, WAIT_NODE_NOT_AVAIL, (len > first) ? desc : "ReqNodeNotAvail, May be reserved for other job", now);
+}
+
 /* The partition's AllowQOS/DenyQOS and AllowAccounts/DenyAccounts, tested as select_nodes()
  * tests them first: with EnforcePartLimits=NO a job may wait in a partition it may not use.
  * On a refusal the job's reason is Slurm's (WAIT_QOS, WAIT_ACCOUNT, with its words). */
@@ -516,9 +569,12 @@ void energy_route_test(void *item, time_t now, energy_route_t *out)
 		goto done;
 	}
 	if (resolved.license_job_test(job, now, true) != SLURM_SUCCESS) {
+		/* Reason `Licenses`, as slurmctld's main scheduler sets it. */
+		set_reason(job, WAIT_LICENSES, NULL, now);
 		out->why = "licenses not available";
 		goto done;
 	}
+	required_nodes_reason(job, part, now);
 #if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
 	rc = resolved.job_test_resv(job, &when, true, &avail, &exc, &overlap, false);
 #else
@@ -529,7 +585,11 @@ void energy_route_test(void *item, time_t now, energy_route_t *out)
 			out->why = "reservation does not allow it";
 			goto done;
 		}
-		/* Its reservation starts later, or a maintenance window covers the partition. */
+		/* Its reservation starts later, or a maintenance window covers the partition. A job
+		 * that named a reservation waits for it: reason `Reservation`, as select_nodes()
+		 * sets it. */
+		if (job->resv_name && !out->magnetic)
+			set_reason(job, WAIT_RESERVATION, NULL, now);
 		out->status = ENERGY_ROUTE_LATER;
 		out->not_before = when;
 		if (avail)
