@@ -189,6 +189,9 @@ struct Cycle<'a> {
     /// `profiles`), until the node changes.
     plain_profiles: std::cell::RefCell<Vec<Option<crate::state::FreeProfile>>>,
     profiles: std::cell::RefCell<std::collections::BTreeMap<(usize, Option<u32>), crate::state::FreeProfile>>,
+    /// Jobs started, handed to Slurm or deferred in this cycle: their alternative queue
+    /// records are skipped.
+    settled: std::collections::HashSet<JobId>,
 }
 
 /// Plan one cycle on a view the caller keeps (the simulator). Started jobs are added to the
@@ -232,6 +235,7 @@ fn plan_inner<'a>(view: &mut ClusterView, now_s: f64, pending: &'a [PendingJob],
         changes: std::cell::RefCell::new(vec![0; view.nodes.len()]),
         plain_profiles: std::cell::RefCell::new(Vec::new()),
         profiles: std::cell::RefCell::new(std::collections::BTreeMap::new()),
+        settled: std::collections::HashSet::new(),
     };
     if cfg.boost_when_congested && cycle.congested() {
         cycle.boost_running(view);
@@ -255,8 +259,12 @@ fn plan_inner<'a>(view: &mut ClusterView, now_s: f64, pending: &'a [PendingJob],
             log::debug!("cycle stopped at max_cycle_ms = {} after {} jobs tested", cfg.max_cycle_ms, cycle.stats.jobs_tested);
             break;
         }
+        if job.alternative && cycle.settled.contains(&job.id) {
+            continue;
+        }
         cycle.stats.jobs_tested += 1;
-        if cycle.try_defer(job) {
+        if !job.alternative && cycle.try_defer(job) {
+            cycle.settled.insert(job.id);
             continue;
         }
         if job.placed_by_slurm {
@@ -265,6 +273,10 @@ fn plan_inner<'a>(view: &mut ClusterView, now_s: f64, pending: &'a [PendingJob],
             continue;
         }
         if cycle.try_start(view, job) {
+            cycle.settled.insert(job.id);
+            continue;
+        }
+        if job.alternative {
             continue;
         }
         // Slots are only used up by reservations that exist: settle the owed ones before
@@ -626,6 +638,7 @@ impl<'a> Cycle<'a> {
             let free: Vec<&crate::state::Amount> = nodes.iter().map(|n| &view.nodes[n.0 as usize].free).filter(|f| f.cpus > 0).collect();
             let free_gpus: i64 = free.iter().map(|f| f.gpus.max(0)).sum();
             if free.len() >= job.request.nodes.max(1) as usize && free_gpus >= i64::from(job.request.total_gpus()) {
+                self.settled.insert(job.id);
                 self.decisions.push(Decision::SlurmStart(crate::decision::SlurmStart { job: job.id, nodes, route: alt.map(|a| a.route) }));
                 return;
             }

@@ -75,6 +75,7 @@ mod tests {
             cpus_range: None,
             eligible: Vec::new(),
             placed_by_slurm: false,
+            alternative: false,
         }
     }
 

@@ -165,6 +165,12 @@ pub struct PendingJob {
     /// selection places it, on nodes the planner does not hold for others.
     #[serde(default)]
     pub placed_by_slurm: bool,
+    /// Another of Slurm's queue records of a job listed earlier (the job's lower-tier or
+    /// lower-priority partition, `-p a,b`), at its own place in the queue: tried only if the
+    /// job has not started (or been deferred) through an earlier record this cycle, and never
+    /// reserved (the job's first record holds its reservation).
+    #[serde(default)]
+    pub alternative: bool,
 }
 
 /// Where a running job sits on one node.

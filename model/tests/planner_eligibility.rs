@@ -32,6 +32,7 @@ fn job(id: u32, nodes: u32, gpus: u32, limit_s: f64) -> PendingJob {
         cpus_range: None,
         eligible: Vec::new(),
         placed_by_slurm: false,
+        alternative: false,
     }
 }
 
@@ -270,4 +271,34 @@ fn a_will_run_window_holds_only_against_the_jobs_after_its_own() {
     let out = plan(&s);
     assert!(started_on(&out, 1).is_some(), "the higher-priority job was kept off by a lower-priority job's will-run window");
     assert!(started_on(&out, 3).is_none(), "the lower-priority job took node 0 from job 2's will-run window");
+}
+
+#[test]
+fn a_later_queue_record_of_a_job_is_tried_at_its_own_place_and_only_if_the_job_has_not_started() {
+    // Job 5 may run in partition A (node 0, full) and in partition B (node 1). Its record for
+    // A comes first in Slurm's order (a higher PriorityTier), its record for B after job 2, of
+    // higher priority in B, which needs all of node 1: job 2 starts there, job 5's record for B
+    // finds nothing (as under sched/backfill), and it is reserved through its first record only.
+    let mut s = cluster(2, Vec::new(), vec![set(&[0]), set(&[1])]);
+    s.running = vec![running(9, 0, &[0, 1, 2, 3], HOUR_S)];
+    let mut first = job(5, 1, 4, HOUR_S);
+    first.eligible = vec![route(0, 0)];
+    let mut j2 = job(2, 1, 4, HOUR_S);
+    j2.eligible = vec![route(1, 1)];
+    let mut later = first.clone();
+    later.eligible = vec![route(1, 1)];
+    later.alternative = true;
+    s.pending = vec![first.clone(), j2.clone(), later.clone()];
+    let out = plan(&s);
+    assert_eq!(started_on(&out, 2), Some((vec![1], Some(1))), "the higher-priority job of partition B lost its node");
+    assert!(started_on(&out, 5).is_none());
+    let reserved: Vec<_> = out.reservations().filter(|r| r.job == JobId(5)).collect();
+    assert_eq!(reserved.len(), 1, "job 5 reserved once, through its first record");
+    assert_eq!(reserved[0].route, Some(0));
+
+    // Partition B free for it: job 5 starts through its later record, and once only.
+    s.pending = vec![first, later.clone(), later];
+    let out = plan(&s);
+    assert_eq!(out.starts().filter(|d| d.job == JobId(5)).count(), 1);
+    assert_eq!(started_on(&out, 5), Some((vec![1], Some(1))));
 }

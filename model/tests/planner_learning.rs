@@ -34,6 +34,7 @@ fn snapshot(now_s: f64, policy: EnergyPolicy, defer_max_s: f64) -> Snapshot {
             cpus_range: None,
             eligible: Vec::new(),
             placed_by_slurm: false,
+            alternative: false,
         }],
     }
 }

@@ -106,6 +106,7 @@ fn snapshot(nodes: usize, runs: &[RunSpec], jobs: &[JobSpec]) -> Snapshot {
             cpus_range: None,
             eligible: Vec::new(),
             placed_by_slurm: false,
+            alternative: false,
         })
         .collect();
     Snapshot {

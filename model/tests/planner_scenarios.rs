@@ -30,6 +30,7 @@ fn pending(id: u32, nodes: u32, gpus: u32, limit_s: f64, h: Hints) -> PendingJob
         cpus_range: None,
         eligible: Vec::new(),
         placed_by_slurm: false,
+        alternative: false,
     }
 }
 

@@ -441,7 +441,8 @@ fn waiting_behind(built: &snapshot::Built, outcome: &model::decision::PlanOutcom
 /// Every node of a pending job's route `route` (all nodes without routes).
 fn route_nodes(built: &snapshot::Built, job: model::types::JobId, route: Option<u32>) -> Vec<model::types::NodeIdx> {
     let snap = &built.snapshot;
-    let eligible = snap.pending.iter().find(|p| p.id == job).and_then(|p| p.eligible.iter().find(|e| Some(e.route) == route));
+    // Any of the job's entries (each queue record of a job outside an array is one).
+    let eligible = snap.pending.iter().filter(|p| p.id == job).flat_map(|p| p.eligible.iter()).find(|e| Some(e.route) == route);
     let set = eligible.and_then(|e| snap.node_sets.get(e.node_set as usize));
     (0..snap.nodes.len()).filter(|&i| set.is_none_or(|s| s.contains(i))).map(|i| model::types::NodeIdx(i as u32)).collect()
 }

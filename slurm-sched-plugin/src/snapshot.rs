@@ -226,8 +226,20 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
         let reservation = route.reservation.as_deref().and_then(|name| reservations.iter().position(|r| r.name == name)).map(|i| i as u32);
         let eligibility = Eligibility { node_set: sets.intern(nodes), reservation, not_before_s, route: route_id };
         if let Some(&i) = index_of.get(&job.id()) {
-            // Another queue record of the same job (another partition or reservation).
-            pending[i].eligible.push(eligibility);
+            // Another queue record of the same job (another partition or reservation): tried
+            // at its own place in Slurm's order (a lower PriorityTier's record after the
+            // higher-priority jobs of that tier), as sched/backfill tests each record, unless
+            // the job started through an earlier one. An array keeps its records together
+            // (its tasks are planned as copies of one entry).
+            if job.array_tasks_startable().is_some() {
+                pending[i].eligible.push(eligibility);
+            } else {
+                let mut alternative = pending[i].clone();
+                alternative.eligible = vec![eligibility];
+                alternative.priority = queued.priority;
+                alternative.alternative = true;
+                pending.push(alternative);
+            }
             continue;
         }
         let mut hints = hints::from_spank_env(job.spank_env(), &cfg.planner.hints);
@@ -262,6 +274,7 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
             cpus_range: None,
             eligible: vec![eligibility],
             placed_by_slurm,
+            alternative: false,
         });
         array_heads.push((first, copies));
     }

@@ -321,7 +321,25 @@ fn waiting_reasons(c: &LocalCluster) -> Result<String, String> {
     seen
 }
 
-const CHECKS: [(&str, Check); 14] = [
+/// A job of two partitions (`-p a100,gpu`) is tried in each at its own place in Slurm's order:
+/// its a100 record (PriorityTier=10) first, its gpu record after the higher-priority jobs of
+/// gpu. With a100 full, a higher-priority 4-GPU job of gpu takes n6 (the only node of gpu with
+/// 4 free GPUs) and the two-partition job waits.
+fn multi_partition_order(c: &LocalCluster) -> Result<String, String> {
+    let fill = submit(c, &["-p", "a100", "-N", "2", "--gres=gpu:4", "-t", "10"])?;
+    running_on(c, fill, "the job filling partition a100")?;
+    let high = submit(c, &["--hold", "-p", "gpu", "--gres=gpu:4", "-t", "5"])?;
+    let both = submit(c, &["--hold", "-p", "a100,gpu", "--gres=gpu:4", "-t", "5"])?;
+    run(c, "scontrol", &["release", &format!("{high},{both}")]);
+    std::thread::sleep(Duration::from_secs(4));
+    let (h, b) = (squeue_field(c, high, "%T %N"), squeue_field(c, both, "%T"));
+    if h != "RUNNING n6" || b != "PENDING" {
+        return Err(format!("the higher-priority gpu job is {h:?}, the two-partition job {b:?}: expected RUNNING n6 and PENDING"));
+    }
+    Ok("the higher-priority gpu job on n6, the two-partition job waits".into())
+}
+
+const CHECKS: [(&str, Check); 15] = [
     ("--gpus over two nodes", gpus_over_two_nodes),
     ("--gpus-per-task", gpus_per_task),
     ("--exclusive on nodes of different sizes", exclusive_on_mixed_nodes),
@@ -336,6 +354,7 @@ const CHECKS: [(&str, Check); 14] = [
     ("will-run window of a lower-priority job", will_run_window_of_a_later_job),
     ("AllowAccounts", allow_accounts),
     ("waiting reasons", waiting_reasons),
+    ("two partitions, each at its own place", multi_partition_order),
 ];
 
 #[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]

@@ -96,6 +96,7 @@ pub fn snapshot(nodes: u32, pending: u32, seed: u64) -> Snapshot {
                 cpus_range: None,
                 eligible: Vec::new(),
                 placed_by_slurm: false,
+                alternative: false,
             }
         })
         .collect();

@@ -409,6 +409,7 @@ impl<'a> Engine<'a> {
             cpus_range,
             eligible: Vec::new(),
             placed_by_slurm: false,
+            alternative: false,
         }
     }
 
