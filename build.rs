@@ -99,7 +99,7 @@ fn main() {
         .allowlist_type("energy_node_api_t|node_config_load_t|gpu_status_t|acct_gather_energy_t|acct_energy_type|acct_gather_data_t")
         .allowlist_item("ENERGY_DATA_.*")
         .allowlist_type("energy_route_status")
-        .allowlist_var("SLURM_VERSION_NUMBER|NO_VAL|NO_VAL16|NO_VAL64|INFINITE|INFINITE16|INFINITE64")
+        .allowlist_var("SLURM_VERSION_NUMBER|NO_VAL|NO_VAL16|NO_VAL64|INFINITE|INFINITE16|INFINITE64|SHARED_FORCE|PREEMPT_MODE_GANG")
         .allowlist_item("SLURM_SUCCESS|SLURM_ERROR|ESLURM_.*|LOG_LEVEL_.*|PROLOG_FLAG_ALLOC|PROLOG_FLAG_CONTAIN")
         // Opaque where we never look inside: keeps the generated code small and version-proof.
         .opaque_type("xlist|listIterator|bitstr_t|slurm_mutex_t|pthread_.*|s_p_options_t|s_p_hashtbl_t|s_p_hashtbl|slurmctld_config|slurmctld_config_t")

@@ -28,6 +28,7 @@ pub struct ConfView {
     pub authinfo: Option<String>,
     /// The uid of `SlurmUser`.
     pub slurm_user_id: u32,
+    pub preempt_mode: u16,
 }
 
 impl ConfView {
@@ -63,6 +64,11 @@ impl ConfView {
     /// Does slurmctld send each job's prolog to its nodes when it allocates them
     /// (`PrologFlags=Alloc`, also set by `Contain`)? Only then does every node of the job get
     /// the job's SPANK environment before its first step there.
+    /// `PreemptMode` includes GANG (time slicing of jobs that share resources).
+    pub fn gang_scheduling(&self) -> bool {
+        u32::from(self.preempt_mode) & sys::PREEMPT_MODE_GANG != 0
+    }
+
     pub fn prolog_at_allocation(&self) -> bool {
         self.prolog_flags & sys::PROLOG_FLAG_ALLOC != 0
     }
@@ -92,6 +98,7 @@ impl ConfView {
             state_save_location: text(c.state_save_location).map(PathBuf::from),
             authinfo: text(c.authinfo),
             slurm_user_id: c.slurm_user_id,
+            preempt_mode: c.preempt_mode,
         }
     }
 }
@@ -136,6 +143,34 @@ impl YieldParams {
             max_rpc_cnt: num("max_rpc_cnt").map_or(0, |v| v.min(u64::from(u32::MAX)) as u32),
         }
     }
+}
+
+/// Partitions that let jobs share CPUs (`OverSubscribe=YES` or `FORCE` with a count above 1),
+/// with their `OverSubscribe=` as slurm.conf writes it. Call only where slurmctld holds the
+/// partition lock for the caller (sched/energy's `init`, inside `read_slurm_conf()`).
+///
+/// # Safety
+/// The caller's thread must hold slurmctld's partition read lock.
+pub unsafe fn oversubscribing_partitions_held_by_caller() -> Result<Vec<(String, String)>, ApiError> {
+    let api = api()?;
+    // SAFETY: part_list is slurmctld's list of partition records, valid under the partition
+    // lock the caller holds.
+    let list = unsafe { *api.raw().part_list };
+    // SAFETY: as above; items are part_record_t.
+    let Some(items) = (unsafe { crate::list::ListIter::new(api, list) }) else { return Ok(Vec::new()) };
+    let mut out = Vec::new();
+    for p in items {
+        // SAFETY: an item of part_list, read under the partition lock.
+        let Some(part) = (unsafe { (p as *const sys::part_record_t).as_ref() }) else { continue };
+        let force = u32::from(part.max_share) & sys::SHARED_FORCE != 0;
+        let count = u32::from(part.max_share) & !sys::SHARED_FORCE;
+        if count > 1 {
+            // SAFETY: the record's name, NULL or a string it owns.
+            let name = unsafe { crate::node::opt_str(part.name) }.unwrap_or("?").to_string();
+            out.push((name, format!("{}:{count}", if force { "FORCE" } else { "YES" })));
+        }
+    }
+    Ok(out)
 }
 
 fn has_param(sched_params: Option<&str>, is: impl Fn(&str) -> bool) -> bool {

@@ -173,6 +173,18 @@ fn start() -> Result<(), String> {
     for warning in slurm_bindings::conf::sched_params_warnings(conf.sched_params.as_deref()) {
         slurm_log!(LOG, error, "{warning}");
     }
+    if conf.gang_scheduling() {
+        return Err("PreemptMode includes GANG: sched/energy does not time-slice jobs, so gang scheduling would silently not happen. Remove GANG from PreemptMode in slurm.conf (or use SchedulerType=sched/backfill)".into());
+    }
+    // SAFETY: init runs inside read_slurm_conf(), whose caller holds the partition lock.
+    let oversubscribing = unsafe { slurm_bindings::conf::oversubscribing_partitions_held_by_caller() }.map_err(|e| e.to_string())?;
+    if !oversubscribing.is_empty() {
+        let list: Vec<String> = oversubscribing.iter().map(|(p, o)| format!("PartitionName={p} OverSubscribe={o}")).collect();
+        return Err(format!(
+            "{}: sched/energy does not let jobs share CPUs, so OverSubscribe would silently not happen. Write OverSubscribe=NO (or EXCLUSIVE) on those partition lines in slurm.conf (or use SchedulerType=sched/backfill)",
+            list.join(", ")
+        ));
+    }
     if conf.preemption_enabled() {
         return Err("PreemptType is not preempt/none: sched/energy does not preempt jobs and would silently ignore preemption. Write PreemptType=preempt/none in slurm.conf (or use SchedulerType=sched/backfill)".into());
     }

@@ -403,3 +403,44 @@ fn stock_promises_hold_on_a_heterogeneous_site_under_both_schedulers() {
     }
     assert!(failures.is_empty(), "{} check(s) failed:\n{}", failures.len(), failures.join("\n"));
 }
+
+/// Features sched/energy does not implement are refused at start, with the line to change:
+/// slurmctld does not start with a partition that lets jobs share CPUs (`OverSubscribe=FORCE:4`)
+/// or with gang scheduling (`PreemptMode=GANG`). (Under sched/backfill both run.)
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
+#[test]
+fn oversubscription_and_gang_scheduling_are_refused_at_start() {
+    if skip_live_test("oversubscription_and_gang_scheduling_are_refused_at_start") {
+        return;
+    }
+    let plugins = plugin_dir();
+    let cases: [(&str, Vec<String>, Vec<String>, &str); 2] = [
+        ("OverSubscribe=FORCE:4", vec!["PartitionName=shared Nodes=n[1-2] OverSubscribe=FORCE:4 MaxTime=INFINITE State=UP".into()], Vec::new(), "PartitionName=shared OverSubscribe=FORCE:4"),
+        ("PreemptMode=GANG", Vec::new(), vec!["PreemptMode=GANG".into()], "Remove GANG from PreemptMode"),
+    ];
+    for (what, partitions, conf, names) in cases {
+        let with = |sched: &str| {
+            let mut cfg = config(sched, plugins.path());
+            cfg.with_accounting = false;
+            cfg.partitions.extend(partitions.iter().cloned());
+            cfg.extra_slurm_conf.extend(conf.iter().cloned());
+            cfg
+        };
+        let stock = LocalCluster::start(with("sched/backfill")).unwrap_or_else(|e| panic!("{what}: sched/backfill did not start: {e}"));
+        stock.stop().expect("stop");
+        match LocalCluster::start(with("sched/energy")) {
+            Ok(cluster) => {
+                let log = cluster.slurmctld_log();
+                let _ = cluster.stop();
+                panic!("slurmctld started under sched/energy with {what}:\n{log}");
+            }
+            Err(e @ slurm_testcluster::ClusterError::DaemonFailed { .. }) => {
+                let text = e.to_string();
+                let line = text.lines().find(|l| l.contains("sched/energy") && l.contains("slurm.conf")).unwrap_or("");
+                println!("{what}: refused: {line}");
+                assert!(line.contains(names), "{what}: the refusal does not say what to change:\n{text}");
+            }
+            Err(other) => panic!("{what}: unexpected error: {other}"),
+        }
+    }
+}
