@@ -339,7 +339,29 @@ fn multi_partition_order(c: &LocalCluster) -> Result<String, String> {
     Ok("the higher-priority gpu job on n6, the two-partition job waits".into())
 }
 
-const CHECKS: [(&str, Check); 15] = [
+/// A FLEX reservation keeps other jobs off its node like any reservation: with n1 busy and n2
+/// in the reservation, a job of partition cpu outside it waits, and sched/energy never tries
+/// (and has refused) a start on n2 for it.
+fn flex_reservation(c: &LocalCluster) -> Result<String, String> {
+    run(c, "scontrol", &["create", "reservation", "ReservationName=flex", "StartTime=now", "Duration=30", "Nodes=n2", "Flags=FLEX", "Users=root"]);
+    let result = (|| -> Result<String, String> {
+        let busy = submit(c, &["-p", "cpu", "-w", "n1", "--exclusive", "-t", "5"])?;
+        running_on(c, busy, "the job filling n1")?;
+        let outside = submit(c, &["-p", "cpu", "-t", "5"])?;
+        std::thread::sleep(Duration::from_secs(4));
+        let state = squeue_field(c, outside, "%T");
+        let refused = format!("JobId={outside} not started on n2");
+        if c.slurmctld_log().lines().any(|l| l.contains(&refused)) {
+            return Err(format!("a start on the FLEX reservation's node was tried for job {outside}"));
+        }
+        Ok(format!("the job outside the reservation is {state}"))
+    })();
+    clear_queue(c);
+    run(c, "scontrol", &["delete", "reservation=flex"]);
+    result
+}
+
+const CHECKS: [(&str, Check); 16] = [
     ("--gpus over two nodes", gpus_over_two_nodes),
     ("--gpus-per-task", gpus_per_task),
     ("--exclusive on nodes of different sizes", exclusive_on_mixed_nodes),
@@ -355,6 +377,7 @@ const CHECKS: [(&str, Check); 15] = [
     ("AllowAccounts", allow_accounts),
     ("waiting reasons", waiting_reasons),
     ("two partitions, each at its own place", multi_partition_order),
+    ("FLEX reservation", flex_reservation),
 ];
 
 #[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]

@@ -698,8 +698,10 @@ bool energy_resv_at(int i, const char **name, bitstr_t **nodes, time_t *start, t
 		return false;
 	it = resolved.list_iterator_create(*resolved.resv_list);
 	while ((resv = resolved.list_next(it))) {
-		if (!resv->node_bitmap || !(resv->ctld_flags & RESV_CTLD_FULL_NODE) ||
-		    (resv->flags & RESERVE_FLAG_FLEX))
+		/* FLEX reservations too: their member jobs may also use nodes outside them, but
+		 * every other job is kept off their nodes like off any reservation's (the window
+		 * never holds against the reservation's own jobs). */
+		if (!resv->node_bitmap || !(resv->ctld_flags & RESV_CTLD_FULL_NODE))
 			continue;
 		if (n++ == i) {
 			*name = resv->name;
