@@ -243,10 +243,11 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
         .iter()
         .filter_map(|d| if let Decision::Defer(x) = d { Some((x.job.0, deferral_reason(x))) } else { None })
         .collect();
-    if !waiting_deny.is_empty() || !deferred.is_empty() {
+    if !waiting_deny.is_empty() || !deferred.is_empty() || !built.hetjobs.is_empty() {
         let mut lock = SlurmctldLock::acquire(LockLevels::SCHEDULER).map_err(|e| e.to_string())?;
         let held_since = Instant::now();
-        let reasons = waiting_deny.iter().map(|&id| (id, DENY_WAIT_REASON.to_string())).chain(deferred);
+        let hetjobs = built.hetjobs.iter().map(|&id| (id, HETJOB_REASON.to_string()));
+        let reasons = waiting_deny.iter().map(|&id| (id, DENY_WAIT_REASON.to_string())).chain(deferred).chain(hetjobs);
         for (id, reason) in reasons {
             match lock.set_pending_reason(id, &reason) {
                 Ok(true) => slurm_log!(LOG, info, "JobId={id} waits: {reason}"),
@@ -524,6 +525,10 @@ fn utc_text(unix_s: i64) -> String {
 
 /// The pending reason of a `--energy-share=deny` shard job kept off nodes with shard jobs.
 pub const DENY_WAIT_REASON: &str = "sched/energy: --energy-share=deny gres/shard job waits for a node without other gres/shard jobs";
+
+/// The pending reason of a heterogeneous job queued before the site switched to sched/energy
+/// (new ones are refused at submission): it never starts here, and says what to do.
+pub const HETJOB_REASON: &str = "sched/energy does not start heterogeneous jobs: cancel it and submit its components as separate jobs, or use SchedulerType=sched/backfill";
 
 /// Test builds only: panics on purpose while a trigger file exists. The file's content chooses
 /// the site: `locked` panics while slurmctld's locks are held (after the snapshot), anything

@@ -43,6 +43,9 @@ pub struct Built {
     pub node_names: Vec<String>,
     /// Pending jobs left out (heterogeneous, or nothing usable), for the statistics.
     pub skipped: usize,
+    /// Pending heterogeneous jobs (sched/energy never starts them: slurmctld refuses new ones
+    /// at submission, but a site that switches schedulers may have some queued).
+    pub hetjobs: Vec<u32>,
     pub shards: ShardJobs,
 }
 
@@ -179,12 +182,16 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
     let mut routes: Vec<RouteApply> = Vec::new();
     let mut route_index: BTreeMap<RouteApply, u32> = BTreeMap::new();
     let mut skipped = 0;
+    let mut hetjobs = Vec::new();
     let mut not_runnable = HashSet::new();
     // Jobs Slurm places -> their will-run window in `reservations`.
     let mut will_run: BTreeMap<u32, u32> = BTreeMap::new();
     for queued in lock.job_queue(now_s as i64, cfg.planner.max_jobs_tested)? {
         let job = queued.job;
         if job.is_het() || !job.is_pending() {
+            if job.is_het() && job.is_pending() {
+                hetjobs.push(job.id());
+            }
             skipped += 1;
             continue;
         }
@@ -312,6 +319,7 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
         table_index,
         node_names,
         skipped,
+        hetjobs,
         shards,
         routes,
         not_runnable,

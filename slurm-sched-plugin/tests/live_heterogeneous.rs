@@ -467,3 +467,43 @@ fn oversubscription_and_gang_scheduling_are_refused_at_start() {
         }
     }
 }
+
+/// A site that switches from sched/backfill to sched/energy with heterogeneous jobs queued
+/// (sched/energy never starts them; slurmctld refuses new ones at submission): each one says so
+/// in its reason, with what to do, instead of waiting silently.
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
+#[test]
+fn hetjobs_queued_before_the_switch_say_why_they_wait() {
+    if skip_live_test("hetjobs_queued_before_the_switch_say_why_they_wait") {
+        return;
+    }
+    let plugins = plugin_dir();
+    let mut cfg = config("sched/backfill", plugins.path());
+    cfg.with_accounting = false;
+    cfg.plugin_dir = Some(plugins.path().to_path_buf());
+    let mut cluster = LocalCluster::start(cfg).unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+    // Both CPU nodes busy, so the hetjob waits.
+    let busy = submit(&cluster, &["-p", "cpu", "-N", "2", "--exclusive", "-t", "5"]).expect("sbatch");
+    running_on(&cluster, busy, "the job filling partition cpu").unwrap_or_else(|e| panic!("{e}"));
+    let het = cluster.sbatch(&["-p", "cpu", "-n", "1", "-t", "5", ":", "-p", "cpu", "-n", "1", "-t", "5", "--wrap", "sleep 60"], "").expect("sbatch hetjob");
+    // One line per component.
+    assert!(squeue_field(&cluster, het, "%T").lines().all(|l| l == "PENDING"), "{}", squeue_field(&cluster, het, "%T"));
+    // The switch: SchedulerType and the parameters sched/energy requires, energy.toml beside.
+    let conf = std::fs::read_to_string(cluster.conf_path()).expect("slurm.conf");
+    let conf: String = conf
+        .lines()
+        .map(|l| match l {
+            l if l.starts_with("SchedulerType=") => "SchedulerType=sched/energy".to_string(),
+            l if l.starts_with("SchedulerParameters=") => format!("SchedulerParameters=sched_interval=-1,defer,{SITE_BF_PARAMS}"),
+            l => l.to_string(),
+        })
+        .map(|l| l + "\n")
+        .collect();
+    cluster.write_conf_file("slurm.conf", &conf).expect("write slurm.conf");
+    cluster.write_conf_file("energy.toml", ENERGY_TOML).expect("write energy.toml");
+    cluster.restart_slurmctld().unwrap_or_else(|e| panic!("slurmctld under sched/energy: {e}"));
+    wait_for(|| squeue_field(&cluster, het, "%r").contains("sched/energy does not start heterogeneous jobs"), || format!("hetjob {het}: reason {:?}", squeue_field(&cluster, het, "%r")))
+        .unwrap_or_else(|e| panic!("{e}\n{}", cluster.slurmctld_log()));
+    assert!(cluster.slurmctld_log().contains(&format!("JobId={het} waits: sched/energy does not start heterogeneous jobs")));
+    cluster.stop().expect("stop");
+}

@@ -299,6 +299,9 @@ bool energy_node_is_unusable(const node_record_t *node)
 	       IS_NODE_FUTURE(node) || IS_NODE_NO_RESPOND(node) ||
 	       IS_NODE_REBOOT_REQUESTED(node) ||
 	       IS_NODE_REBOOT_ISSUED(node) || IS_NODE_POWERING_DOWN(node) ||
+	       /* `scontrol power down` asked (not yet powering down): slurmctld takes it out
+		* of avail_node_bitmap, so no scheduler places jobs there. */
+	       IS_NODE_POWER_DOWN(node) ||
 	       IS_NODE_INVALID_REG(node);
 }
 
