@@ -29,6 +29,7 @@ pub struct ConfView {
     /// The uid of `SlurmUser`.
     pub slurm_user_id: u32,
     pub preempt_mode: u16,
+    pub select_type: Option<String>,
 }
 
 impl ConfView {
@@ -64,6 +65,12 @@ impl ConfView {
     /// Does slurmctld send each job's prolog to its nodes when it allocates them
     /// (`PrologFlags=Alloc`, also set by `Contain`)? Only then does every node of the job get
     /// the job's SPANK environment before its first step there.
+    /// `SelectType=select/linear`: whole nodes for every job, which the planner's per-CPU and
+    /// per-GPU packing does not model.
+    pub fn whole_node_selection(&self) -> bool {
+        self.select_type.as_deref().is_some_and(|t| t.eq_ignore_ascii_case("select/linear"))
+    }
+
     /// `PreemptMode` includes GANG (time slicing of jobs that share resources).
     pub fn gang_scheduling(&self) -> bool {
         u32::from(self.preempt_mode) & sys::PREEMPT_MODE_GANG != 0
@@ -99,6 +106,7 @@ impl ConfView {
             authinfo: text(c.authinfo),
             slurm_user_id: c.slurm_user_id,
             preempt_mode: c.preempt_mode,
+            select_type: text(c.select_type),
         }
     }
 }

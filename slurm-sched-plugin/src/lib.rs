@@ -173,6 +173,9 @@ fn start() -> Result<(), String> {
     for warning in slurm_bindings::conf::sched_params_warnings(conf.sched_params.as_deref()) {
         slurm_log!(LOG, error, "{warning}");
     }
+    if conf.whole_node_selection() {
+        return Err("SelectType=select/linear gives every job whole nodes, which sched/energy's planner (which packs jobs by CPUs and GPUs) does not model. Write SelectType=select/cons_tres in slurm.conf (or use SchedulerType=sched/backfill)".into());
+    }
     if conf.gang_scheduling() {
         return Err("PreemptMode includes GANG: sched/energy does not time-slice jobs, so gang scheduling would silently not happen. Remove GANG from PreemptMode in slurm.conf (or use SchedulerType=sched/backfill)".into());
     }

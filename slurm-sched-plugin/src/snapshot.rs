@@ -389,6 +389,19 @@ fn request_of(job: &JobRef<'_>, mem_consumable: bool, max_cpus: u32, max_gpus: u
     } else {
         per_task.saturating_mul(u64::from(job.num_tasks())).div_ceil(u64::from(nodes))
     };
+    // GRES other than GPUs and shards (`nvme`, `mps`, ...): counted and bound by Slurm only.
+    let other_gres = [job.tres_per_node(), job.tres_per_job(), job.tres_per_task()]
+        .into_iter()
+        .flatten()
+        .flat_map(gres::parse)
+        .any(|e| !matches!(e.name.as_str(), "gpu" | "shard" | "cpu" | "mem" | "node" | "billing"));
+    if other_gres {
+        expressible = false;
+    }
+    // CPU tasks without a node count: Slurm may spread them over several partly free nodes.
+    if tasks > 1 && ntpn == 0 && per_node == 0 && per_job == 0 && per_task == 0 && shards_per_node == 0 && job.max_nodes() != 1 && job.min_nodes() == 1 {
+        expressible = false;
+    }
     let is_shard = gpus == 0 && shards_per_node > 0;
     let gpus = if is_shard { 1 } else { gpus };
     let gpus_per_node = gpus.min(u32::MAX as u64) as u32;

@@ -361,7 +361,19 @@ fn flex_reservation(c: &LocalCluster) -> Result<String, String> {
     result
 }
 
-const CHECKS: [(&str, Check); 16] = [
+/// Four CPU tasks without a node count, where no node has four free CPUs (n1 and n2 have two
+/// each): Slurm spreads them over both nodes at once.
+fn tasks_spread_over_partly_free_nodes(c: &LocalCluster) -> Result<String, String> {
+    let a = submit(c, &["-p", "cpu", "-w", "n1", "-n", "6", "-t", "5"])?;
+    let b = submit(c, &["-p", "cpu", "-w", "n2", "-n", "2", "-t", "5"])?;
+    running_on(c, a, "the job on n1")?;
+    running_on(c, b, "the job on n2")?;
+    let job = submit(c, &["-p", "cpu", "-n", "4", "-t", "5"])?;
+    let nodes = running_on(c, job, "-n 4 over two partly free nodes")?;
+    Ok(format!("-n 4 on {nodes:?}"))
+}
+
+const CHECKS: [(&str, Check); 17] = [
     ("--gpus over two nodes", gpus_over_two_nodes),
     ("--gpus-per-task", gpus_per_task),
     ("--exclusive on nodes of different sizes", exclusive_on_mixed_nodes),
@@ -378,6 +390,7 @@ const CHECKS: [(&str, Check); 16] = [
     ("waiting reasons", waiting_reasons),
     ("two partitions, each at its own place", multi_partition_order),
     ("FLEX reservation", flex_reservation),
+    ("tasks spread over partly free nodes", tasks_spread_over_partly_free_nodes),
 ];
 
 #[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
@@ -428,8 +441,9 @@ fn stock_promises_hold_on_a_heterogeneous_site_under_both_schedulers() {
 }
 
 /// Features sched/energy does not implement are refused at start, with the line to change:
-/// slurmctld does not start with a partition that lets jobs share CPUs (`OverSubscribe=FORCE:4`)
-/// or with gang scheduling (`PreemptMode=GANG`). (Under sched/backfill both run.)
+/// slurmctld does not start with a partition that lets jobs share CPUs (`OverSubscribe=FORCE:4`),
+/// with gang scheduling (`PreemptMode=GANG`) or with whole-node selection
+/// (`SelectType=select/linear`). (Under sched/backfill all three run.)
 #[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]
 fn oversubscription_and_gang_scheduling_are_refused_at_start() {
@@ -437,9 +451,10 @@ fn oversubscription_and_gang_scheduling_are_refused_at_start() {
         return;
     }
     let plugins = plugin_dir();
-    let cases: [(&str, Vec<String>, Vec<String>, &str); 2] = [
+    let cases: [(&str, Vec<String>, Vec<String>, &str); 3] = [
         ("OverSubscribe=FORCE:4", vec!["PartitionName=shared Nodes=n[1-2] OverSubscribe=FORCE:4 MaxTime=INFINITE State=UP".into()], Vec::new(), "PartitionName=shared OverSubscribe=FORCE:4"),
         ("PreemptMode=GANG", Vec::new(), vec!["PreemptMode=GANG".into()], "Remove GANG from PreemptMode"),
+        ("SelectType=select/linear", Vec::new(), Vec::new(), "Write SelectType=select/cons_tres"),
     ];
     for (what, partitions, conf, names) in cases {
         let with = |sched: &str| {
@@ -447,6 +462,10 @@ fn oversubscription_and_gang_scheduling_are_refused_at_start() {
             cfg.with_accounting = false;
             cfg.partitions.extend(partitions.iter().cloned());
             cfg.extra_slurm_conf.extend(conf.iter().cloned());
+            if what.starts_with("SelectType") {
+                cfg.select_type = Some("select/linear".into());
+                cfg.select_type_parameters = Some("CR_Memory".into());
+            }
             cfg
         };
         let stock = LocalCluster::start(with("sched/backfill")).unwrap_or_else(|e| panic!("{what}: sched/backfill did not start: {e}"));

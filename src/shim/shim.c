@@ -274,9 +274,18 @@ bool energy_job_layout_by_slurm(const job_record_t *job)
 		return true;
 	if (job->req_switch && (job->req_switch != NO_VAL))
 		return true;
+	/* GRES bound to CPUs (--gres-flags=enforce-binding) and tasks per GPU: cons_tres's layout. */
+	if (job->bit_flags & GRES_ENFORCE_BIND)
+		return true;
 	/* The details' type is named differently across releases: reach it through the job. */
 	if (!job->details)
 		return false;
+	if (job->details->ntasks_per_tres && (job->details->ntasks_per_tres != NO_VAL16))
+		return true;
+	/* Feature counts and matching OR (`a*2&b*2`, `[a|b]`): the node-set logic is the select
+	 * plugin's, and 22.05's job_req_node_filter() accepts them without filtering. */
+	if (job->details->features && strpbrk(job->details->features, "*["))
+		return true;
 	node_range = job->details->max_nodes && (job->details->max_nodes != NO_VAL) &&
 		     (job->details->max_nodes != INFINITE) &&
 		     (job->details->max_nodes > job->details->min_nodes);
@@ -297,7 +306,8 @@ bool energy_node_is_unusable(const node_record_t *node)
 
 	return unregistered || IS_NODE_UNKNOWN(node) || IS_NODE_DOWN(node) || IS_NODE_DRAIN(node) || IS_NODE_FAIL(node) ||
 	       IS_NODE_FUTURE(node) || IS_NODE_NO_RESPOND(node) ||
-	       IS_NODE_REBOOT_REQUESTED(node) ||
+	       /* Not REBOOT_REQUESTED: a plain `scontrol reboot` lets the node run jobs until it
+		* is idle (`ASAP` also drains it, which counts above). */
 	       IS_NODE_REBOOT_ISSUED(node) || IS_NODE_POWERING_DOWN(node) ||
 	       /* `scontrol power down` asked (not yet powering down): slurmctld takes it out
 		* of avail_node_bitmap, so no scheduler places jobs there. */
@@ -632,6 +642,10 @@ void energy_route_test(void *item, time_t now, energy_route_t *out)
 		else
 			out->filter_inexact = true;
 	}
+	/* Least-loaded-node selection (LLN=YES, CR_LLN) is the opposite of the planner's packing:
+	 * Slurm places the partition's jobs. */
+	if ((part->flags & PART_FLAG_LLN) || (resolved.slurm_conf->select_type_param & CR_LLN))
+		out->filter_inexact = true;
 	/* Features, node sizes and memory, as Slurm's own filter judges them. */
 	job->details->features_use = job->details->features;
 	job->details->feature_list_use = job->details->feature_list;

@@ -338,7 +338,8 @@ extern bool energy_job_is_suspended(const job_record_t *job);
 extern bool energy_job_is_completing(const job_record_t *job);
 extern bool energy_job_is_configuring(const job_record_t *job);
 /* The job asks for a node layout only Slurm's selection can make: --spread-job, --contiguous,
- * --switches, or a node range (-N min-max) that it fills as far as it can. */
+ * --switches, a node range (-N min-max) that it fills as far as it can,
+ * --gres-flags=enforce-binding, --ntasks-per-gpu, or feature counts / matching OR. */
 extern bool energy_job_layout_by_slurm(const job_record_t *job);
 /* --deadline, as slurmctld's schedulers apply it right before select_nodes(): the job's time
  * limit becomes at most the time left until its deadline (when it has no limit, its

@@ -59,6 +59,8 @@ pub struct ClusterConfig {
     pub node_shapes: Vec<NodeShape>,
     /// `SelectTypeParameters` (default `CR_Core`).
     pub select_type_parameters: Option<String>,
+    /// `SelectType` (default `select/cons_tres`).
+    pub select_type: Option<String>,
 }
 
 /// One node of a heterogeneous cluster: its CPUs (and how they are laid out), memory, GPUs of
@@ -136,6 +138,7 @@ impl Default for ClusterConfig {
             partitions: Vec::new(),
             node_shapes: Vec::new(),
             select_type_parameters: None,
+            select_type: None,
         }
     }
 }
@@ -292,7 +295,7 @@ pub(crate) fn slurm_conf(input: &SlurmConfInput<'_>) -> String {
     line("TaskPlugin=task/none".into());
     line("SwitchType=switch/none".into());
     line("MpiDefault=none".into());
-    line("SelectType=select/cons_tres".into());
+    line(format!("SelectType={}", cfg.select_type.as_deref().unwrap_or("select/cons_tres")));
     line(format!("SelectTypeParameters={}", cfg.select_type_parameters.as_deref().unwrap_or("CR_Core")));
     line(format!("SchedulerType={}", cfg.sched_type));
     // 22.05's default, written out: 23.11 made priority/multifactor the default, which without
