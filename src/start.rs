@@ -350,6 +350,17 @@ impl SlurmctldLock {
         Ok(changed.then_some((old, new)))
     }
 
+    /// Marks the nodes at these table indices PLANNED (sinfo's `planned`: held for waiting
+    /// jobs) and unmarks every other node, as sched/backfill does after each cycle; allocated
+    /// nodes are never marked. Needs the node write lock. Returns how many nodes changed.
+    pub fn set_planned_nodes(&mut self, planned: &std::collections::HashSet<usize>) -> Result<usize, NotLocked> {
+        self.require("planned nodes", |l| l.node, LockLevel::Write)?;
+        let table = crate::node::table_len(self.api());
+        // SAFETY: the shim checks the index and changes only the node's state flag, under the
+        // node write lock we hold.
+        Ok((0..table).filter(|i| unsafe { sys::energy_node_set_planned(*i as i32, planned.contains(i)) }).count())
+    }
+
     /// Clears every pending job's expected start and scheduled nodes (`squeue --start`), as
     /// sched/backfill clears them at the start of each apply phase: a job that lost its place in
     /// the plan shows no stale estimate. Needs the job write lock. Returns how many were set.

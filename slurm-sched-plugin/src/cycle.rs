@@ -258,7 +258,8 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
         stats.locked += held_since.elapsed();
     }
     // Also with nothing to start or reserve while jobs wait: their estimates are cleared.
-    let any_waiting = !built.snapshot.pending.is_empty() || built.not_runnable > 0;
+    // And while nodes are still marked planned from a cycle before: they are unmarked.
+    let any_waiting = !built.snapshot.pending.is_empty() || built.not_runnable > 0 || NODES_PLANNED.load(std::sync::atomic::Ordering::Relaxed);
     if any_waiting || outcome.starts().next().is_some() || outcome.slurm_starts().next().is_some() || outcome.reservations().next().is_some() || outcome.slurm_will_runs().next().is_some() {
         // sched/backfill's yield settings when SchedulerParameters gives them, else ours.
         let yp = slurm_bindings::conf::YieldParams::parse(conf.sched_params.as_deref());
@@ -267,6 +268,8 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
         let mut lock = SlurmctldLock::acquire(LockLevels::SCHEDULER).map_err(|e| e.to_string())?;
         lock.set_save_before_launch(cfg.sched.save_before_launch);
         let mut held_since = Instant::now();
+        // The nodes Slurm's will-run test expects waiting jobs on (table indices).
+        let mut will_run_nodes: Vec<usize> = Vec::new();
         // Partitions, reservations or the configuration changed while we planned: the plan's
         // routes and node indices may be wrong. Start nothing; the next cycle plans afresh.
         let changed = |a: Stamps, b: Stamps| a.part != b.part || a.resv != b.resv || a.conf != b.conf;
@@ -275,6 +278,7 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
             stats.end = CycleEnd::Abandoned;
         } else {
             // As sched/backfill: every estimate is cleared, and this plan's are set below.
+            will_run_nodes.clear();
             if let Err(e) = lock.clear_expected_starts() {
                 slurm_log!(LOG, debug, "expected starts not cleared: {e}");
             }
@@ -359,12 +363,12 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
                                 if matches!(e, StartError::Slurm { .. }) {
                                     // Not on the nodes free now: when, on any node of its route?
                                     let route_nodes = route_nodes(&built, x.job, x.route);
-                                    will_run(&mut lock, &built, x.job.0, route_nodes.into_iter(), x.route, false);
+                                    will_run_nodes.extend(will_run(&mut lock, &built, x.job.0, route_nodes.into_iter(), x.route, false));
                                 }
                             }
                         }
                     }
-                    Decision::SlurmWillRun(w) => will_run(&mut lock, &built, w.job.0, w.nodes.iter().copied(), w.route, behind_higher_priority.contains(&w.job.0)),
+                    Decision::SlurmWillRun(w) => will_run_nodes.extend(will_run(&mut lock, &built, w.job.0, w.nodes.iter().copied(), w.route, behind_higher_priority.contains(&w.job.0))),
                     Decision::Reserve(r) => {
                         // What `squeue --start` shows, as sched/backfill sets it.
                         let (_, names) = map_nodes(&built, r.nodes.iter().copied());
@@ -375,6 +379,17 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
                     }
                     _ => {}
                 }
+            }
+        }
+        // sinfo's `planned`: the nodes held for waiting jobs (reservations and Slurm's will-run
+        // windows of this plan), as sched/backfill marks them.
+        if stats.end != CycleEnd::Abandoned {
+            let held = outcome.reservations().flat_map(|r| r.nodes.iter());
+            let mut planned: std::collections::HashSet<usize> = held.filter_map(|n| built.table_index.get(n.0 as usize).copied()).collect();
+            planned.extend(will_run_nodes.iter().copied());
+            match lock.set_planned_nodes(&planned) {
+                Ok(_) => NODES_PLANNED.store(!planned.is_empty(), std::sync::atomic::Ordering::Relaxed),
+                Err(e) => slurm_log!(LOG, debug, "planned nodes not set: {e}"),
             }
         }
         stats.locked += held_since.elapsed();
@@ -402,7 +417,9 @@ fn note_launches(stats: &mut CycleStats, r: slurm_bindings::launch::LaunchReport
 /// A job Slurm places that cannot start now: Slurm's will-run test, asked again after this
 /// plan's starts, says when and where it will, shown by `squeue --start` (the planner held the
 /// nodes of the snapshot's answer for it, see `snapshot::will_run_window`).
-fn will_run(lock: &mut SlurmctldLock, built: &snapshot::Built, job_id: u32, candidates: impl Iterator<Item = model::types::NodeIdx>, route: Option<u32>, behind_higher_priority: bool) {
+/// Asks Slurm's will-run test for `job_id` and shows its answer; the nodes it expects the job on
+/// (table indices), empty without an answer.
+fn will_run(lock: &mut SlurmctldLock, built: &snapshot::Built, job_id: u32, candidates: impl Iterator<Item = model::types::NodeIdx>, route: Option<u32>, behind_higher_priority: bool) -> Vec<usize> {
     let (table_nodes, _) = map_nodes(built, candidates);
     let route = route.and_then(|r| built.routes.get(r as usize));
     match lock.will_run(job_id, &table_nodes, route) {
@@ -413,8 +430,12 @@ fn will_run(lock: &mut SlurmctldLock, built: &snapshot::Built, job_id: u32, cand
                 Ok(false) => {}
                 Err(e) => slurm_log!(LOG, debug, "JobId={job_id}: expected start not set: {e}"),
             }
+            nodes
         }
-        Err(e) => slurm_log!(LOG, debug, "JobId={job_id}: Slurm's will-run test: {e}"),
+        Err(e) => {
+            slurm_log!(LOG, debug, "JobId={job_id}: Slurm's will-run test: {e}");
+            Vec::new()
+        }
     }
 }
 
@@ -522,6 +543,9 @@ fn utc_text(unix_s: i64) -> String {
     let year = yoe + era * 400 + i64::from(month <= 2);
     format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs % 3600 / 60, secs % 60)
 }
+
+/// Whether the last applied plan marked nodes PLANNED (they are unmarked by the next one).
+static NODES_PLANNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// The pending reason of a `--energy-share=deny` shard job kept off nodes with shard jobs.
 pub const DENY_WAIT_REASON: &str = "sched/energy: --energy-share=deny gres/shard job waits for a node without other gres/shard jobs";

@@ -373,7 +373,20 @@ fn tasks_spread_over_partly_free_nodes(c: &LocalCluster) -> Result<String, Strin
     Ok(format!("-n 4 on {nodes:?}"))
 }
 
-const CHECKS: [(&str, Check); 17] = [
+/// An idle node held for a waiting job shows as `planned` in sinfo (n1, for a job of 12 tasks
+/// that needs n1 and the busy n2), and no longer once that job is gone.
+fn planned_node_state(c: &LocalCluster) -> Result<String, String> {
+    let busy = submit(c, &["-p", "cpu", "-w", "n2", "-n", "4", "-t", "2"])?;
+    running_on(c, busy, "the job filling n2")?;
+    let big = submit(c, &["-p", "cpu", "-n", "12", "-t", "5"])?;
+    let state = || run(c, "sinfo", &["-h", "-n", "n1", "-o", "%T"]);
+    wait_for(|| state() == "planned", || format!("n1 is {:?} while job {big} waits for it, not planned", state()))?;
+    run(c, "scancel", &[&big.to_string()]);
+    wait_for(|| state() == "idle", || format!("n1 is {:?} after the waiting job left, not idle", state()))?;
+    Ok("n1 planned while held, idle after".into())
+}
+
+const CHECKS: [(&str, Check); 18] = [
     ("--gpus over two nodes", gpus_over_two_nodes),
     ("--gpus-per-task", gpus_per_task),
     ("--exclusive on nodes of different sizes", exclusive_on_mixed_nodes),
@@ -391,6 +404,7 @@ const CHECKS: [(&str, Check); 17] = [
     ("two partitions, each at its own place", multi_partition_order),
     ("FLEX reservation", flex_reservation),
     ("tasks spread over partly free nodes", tasks_spread_over_partly_free_nodes),
+    ("planned node state", planned_node_state),
 ];
 
 #[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]

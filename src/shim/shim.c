@@ -292,6 +292,28 @@ bool energy_job_layout_by_slurm(const job_record_t *job)
 	return job->details->contiguous || node_range;
 }
 
+bool energy_node_set_planned(int i, bool planned)
+{
+	node_record_t *node;
+
+	if (!resolved_ok || i < 0 || i >= *resolved.node_record_count)
+		return false;
+	node = (*resolved.node_record_table_ptr)[i];
+	if (!node)
+		return false;
+	if (planned && !IS_NODE_ALLOCATED(node) && !(node->node_state & NODE_STATE_PLANNED)) {
+		node->node_state |= NODE_STATE_PLANNED;
+		*resolved.last_node_update = time(NULL);
+		return true;
+	}
+	if ((!planned || IS_NODE_ALLOCATED(node)) && (node->node_state & NODE_STATE_PLANNED)) {
+		node->node_state &= ~NODE_STATE_PLANNED;
+		*resolved.last_node_update = time(NULL);
+		return true;
+	}
+	return false;
+}
+
 bool energy_node_is_unusable(const node_record_t *node)
 {
 	/* Not registered since this slurmctld started: UNKNOWN, or made IDLE by a ping reply

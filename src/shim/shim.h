@@ -341,6 +341,10 @@ extern bool energy_job_is_configuring(const job_record_t *job);
  * --switches, a node range (-N min-max) that it fills as far as it can,
  * --gres-flags=enforce-binding, --ntasks-per-gpu, or feature counts / matching OR. */
 extern bool energy_job_layout_by_slurm(const job_record_t *job);
+/* Marks (or unmarks) the node at table index `i` as PLANNED (sinfo's `planned`: reserved for a
+ * waiting job), as sched/backfill does: never an allocated node. Returns whether its state
+ * changed. Node write lock held. */
+extern bool energy_node_set_planned(int i, bool planned);
 /* --deadline, as slurmctld's schedulers apply it right before select_nodes(): the job's time
  * limit becomes at most the time left until its deadline (when it has no limit, its
  * partition's default or maximum, as the main scheduler takes them). Returns the limit to put
