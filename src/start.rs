@@ -198,6 +198,12 @@ impl SlurmctldLock {
                     drop(unsafe { Bitmap::from_raw(api, bd.exc_node_bitmap) });
                     bd.exc_node_bitmap = user_exc.as_ref().map_or(std::ptr::null_mut(), |u| Bitmap::copy_of(&u.as_ref()).into_raw());
                 }
+                // A task started through a magnetic reservation: the split-off meta record
+                // copied the reservation, which would bind the array's other tasks to it (and
+                // hold them, ResvDeleted, once it is gone). Slurm's schedulers clear it after
+                // each test; so do we. Acts only on a pending record with JOB_MAGNETIC.
+                // SAFETY: a pending job record under the job write lock.
+                unsafe { call!(api, job_resv_clear_magnetic_flag(base)) };
             }
         }
         // SAFETY: details stays owned by the (still valid) record.

@@ -386,7 +386,36 @@ fn planned_node_state(c: &LocalCluster) -> Result<String, String> {
     Ok("n1 planned while held, idle after".into())
 }
 
-const CHECKS: [(&str, Check); 18] = [
+/// An array whose first task started through a MAGNETIC reservation: the array's pending
+/// record is not bound to the reservation afterwards (else its other tasks could only run in
+/// it, and would be held, ResvDeleted, once it is gone).
+fn magnetic_reservation_and_an_array(c: &LocalCluster) -> Result<String, String> {
+    run(c, "scontrol", &["create", "reservation", "ReservationName=mag", "StartTime=now", "Duration=30", "Nodes=n2", "Flags=MAGNETIC", "Users=root"]);
+    let result = (|| -> Result<String, String> {
+        let array = c.sbatch(&["-p", "cpu", "--array=0-2%1", "-n", "1", "-t", "5", "--wrap", "sleep 60"], "").map_err(|e| format!("sbatch array: {e}"))?;
+        let field = |what: &str, format: &str| {
+            let out = c.command("squeue").args(["-h", "-j", what, "-t", "all", "-o", format]).output().expect("squeue");
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        let first = format!("{array}_0");
+        wait_for(|| field(&first, "%T") == "RUNNING", || format!("task 0: {:?}", field(&first, "%T %r")))?;
+        std::thread::sleep(Duration::from_secs(2));
+        let out = c.command("squeue").args(["-h", "-j", &array.to_string(), "-t", "PD", "-o", "%v"]).output().expect("squeue");
+        let pending = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if pending.is_empty() {
+            return Err(format!("no pending task of array {array} left to look at"));
+        }
+        if pending.lines().any(|l| l.contains("mag")) {
+            return Err(format!("the array's pending tasks are bound to the reservation that attracted task 0: {pending:?}"));
+        }
+        Ok(format!("task 0 ran in {:?}; the pending tasks are free of it", field(&first, "%v")))
+    })();
+    clear_queue(c);
+    run(c, "scontrol", &["delete", "reservation=mag"]);
+    result
+}
+
+const CHECKS: [(&str, Check); 19] = [
     ("--gpus over two nodes", gpus_over_two_nodes),
     ("--gpus-per-task", gpus_per_task),
     ("--exclusive on nodes of different sizes", exclusive_on_mixed_nodes),
@@ -405,6 +434,7 @@ const CHECKS: [(&str, Check); 18] = [
     ("FLEX reservation", flex_reservation),
     ("tasks spread over partly free nodes", tasks_spread_over_partly_free_nodes),
     ("planned node state", planned_node_state),
+    ("MAGNETIC reservation and an array", magnetic_reservation_and_an_array),
 ];
 
 #[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]

@@ -140,6 +140,7 @@ typedef __typeof__(*((job_record_t *) 0)->details) energy_job_details_t;
 	X(job_independent)                   \
 	X(job_array_start_test)              \
 	X(job_queue_rec_magnetic_resv)       \
+	X(job_resv_clear_magnetic_flag)      \
 	X(find_part_record)                  \
 	X(find_resv_name)                    \
 	X(select_g_select_jobinfo_get)       \
