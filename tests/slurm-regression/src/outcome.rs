@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crate::scheduler::Cluster;
+
 /// The verdict of one expect test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -38,6 +40,8 @@ impl Verdict {
 #[derive(Clone, Debug)]
 pub struct TestRun {
     pub test: String,
+    /// The cluster it ran on.
+    pub cluster: Cluster,
     pub verdict: Verdict,
     pub elapsed: Duration,
     /// The last lines of the test's output (stdout and stderr together).

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 
 use crate::outcome::{TestRun, Verdict};
 use crate::run::SchedulerRun;
+use crate::scheduler::Cluster;
 use crate::subset;
 
 /// A test that did worse under sched/energy than under backfill (see the module doc).
@@ -57,7 +58,8 @@ fn does_worse(backfill: &TestRun, energy: &TestRun) -> bool {
     lost_pass || more_failed_subtests
 }
 
-/// The markdown table: one row per test run under backfill, in its order.
+/// The markdown table: one row per test run under backfill, in its order. A test that ran on a
+/// variant of the cluster asked for is named with the variant: `test39.5 (site-a100-default)`.
 pub fn markdown_table(backfill: &SchedulerRun, energy: &SchedulerRun) -> String {
     let mut s = String::from(
         "| test | covers | sched/backfill | sched/energy | time backfill (s) | time energy (s) |\n\
@@ -67,8 +69,9 @@ pub fn markdown_table(backfill: &SchedulerRun, energy: &SchedulerRun) -> String 
         let e = energy.get(&b.test);
         let _ = writeln!(
             s,
-            "| {test} | {covers} | {bv} | {ev} | {bt:.0} | {et} |",
+            "| {test}{variant} | {covers} | {bv} | {ev} | {bt:.0} | {et} |",
             test = b.test,
+            variant = if b.cluster == backfill.cluster { String::new() } else { format!(" ({})", b.cluster.short_name()) },
             covers = subset::covers(&b.test).unwrap_or("-"),
             bv = cell(Some(b)),
             ev = cell(e),
@@ -98,11 +101,27 @@ fn cell(run: Option<&TestRun>) -> String {
 pub fn markdown_section(backfill: &SchedulerRun, energy: &SchedulerRun) -> String {
     let date = command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
     let cores = command_line("nproc", &[]);
+    // The tests that ran on a variant of the cluster, grouped by variant.
+    let mut variants: Vec<(Cluster, Vec<&str>)> = Vec::new();
+    for r in backfill.runs.iter().filter(|r| r.cluster != backfill.cluster) {
+        match variants.iter_mut().find(|(c, _)| *c == r.cluster) {
+            Some((_, tests)) => tests.push(&r.test),
+            None => variants.push((r.cluster, vec![&r.test])),
+        }
+    }
+    let variants = if variants.is_empty() {
+        String::new()
+    } else {
+        let parts: Vec<String> = variants.iter().map(|(c, tests)| format!("{} on {}", tests.join(", "), c.describe())).collect();
+        format!(" ({})", parts.join("; "))
+    };
     let mut s = format!(
-        "Run on {date}, {version}, {cores} cores, 3 nodes x 4 fake GPUs with accounting.\n\n\
-         - sched/backfill: {bs}, {bt:.0} s including the cluster's start and stop\n\
-         - sched/energy: {es}, {et:.0} s including the cluster's start and stop\n\n{table}",
+        "Run on {date}, {version}, {cores} cores, {cluster}{variants}.\n\n\
+         - sched/backfill: {bs}, {bt:.0} s including the {starts} start and stop\n\
+         - sched/energy: {es}, {et:.0} s including the {starts} start and stop\n\n{table}",
         version = backfill.slurm_version,
+        cluster = backfill.cluster.describe(),
+        starts = if variants.is_empty() { "cluster's" } else { "clusters'" },
         bs = summary(backfill),
         bt = backfill.elapsed.as_secs_f64(),
         es = summary(energy),
@@ -149,6 +168,7 @@ mod tests {
     fn run(test: &str, verdict: Verdict, reason: Option<&str>) -> TestRun {
         TestRun {
             test: test.into(),
+            cluster: Cluster::ThreeNode,
             verdict,
             elapsed: Duration::from_secs(3),
             output_tail: format!("{test} output"),
@@ -159,7 +179,13 @@ mod tests {
     }
 
     fn sched_run(scheduler: Scheduler, runs: Vec<TestRun>) -> SchedulerRun {
-        SchedulerRun { scheduler, runs, elapsed: Duration::from_secs(60), slurm_version: "slurm 22.05.8".into() }
+        SchedulerRun {
+            scheduler,
+            cluster: Cluster::ThreeNode,
+            runs,
+            elapsed: Duration::from_secs(60),
+            slurm_version: "slurm 22.05.8".into(),
+        }
     }
 
     #[test]
@@ -194,5 +220,21 @@ mod tests {
         assert!(table.contains("| t1 | - | pass | FAIL: job never started | 3 | 3 |"), "{table}");
         assert!(table.contains("| t2 | - | skip: needs a\\|b | not run | 3 | - |"), "{table}");
         assert_eq!(summary(&b), "1 pass, 1 skip");
+    }
+
+    #[test]
+    fn a_test_on_a_variant_is_named_with_it() {
+        let on = |cluster| TestRun { cluster, ..run("test39.5", Verdict::Pass, None) };
+        let site = |scheduler| SchedulerRun {
+            cluster: Cluster::Site,
+            runs: vec![TestRun { cluster: Cluster::Site, ..run("test2.13", Verdict::Pass, None) }, on(Cluster::SiteA100Default)],
+            ..sched_run(scheduler, Vec::new())
+        };
+        let table = markdown_table(&site(Scheduler::Backfill), &site(Scheduler::Energy));
+        assert!(table.contains("| test2.13 | scontrol: "), "{table}");
+        assert!(table.contains("| test39.5 (site-a100-default) | gres: "), "{table}");
+        let section = markdown_section(&site(Scheduler::Backfill), &site(Scheduler::Energy));
+        assert!(section.contains("no accounting) (test39.5 on the site cluster with `a100` as the default partition)."), "{section}");
+        assert!(section.contains("including the clusters' start and stop"), "{section}");
     }
 }

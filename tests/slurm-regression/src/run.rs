@@ -7,18 +7,21 @@ use std::time::{Duration, Instant};
 use slurm_testcluster::LocalCluster;
 
 use crate::outcome::TestRun;
-use crate::scheduler::Scheduler;
+use crate::scheduler::{Cluster, Scheduler};
 use crate::testsuite::Workspace;
 
 /// How a run is done.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
+    /// The cluster started for each scheduler.
+    pub cluster: Cluster,
     /// The configured Slurm source tree holding `testsuite/expect`.
     pub src_dir: PathBuf,
     /// The directory holding `sched_energy.so` (only sched/energy uses it).
     pub energy_plugin_dir: PathBuf,
     /// Where each test's full output goes (`<out_dir>/<scheduler>/<test>.log`), with slurmctld's
-    /// log of the run (`<out_dir>/<scheduler>/slurmctld.log`).
+    /// log of the run (`<out_dir>/<scheduler>/slurmctld.log`, and `slurmctld-<variant>.log` for
+    /// each variant of the cluster some tests ran on).
     pub out_dir: PathBuf,
     /// A test running longer is killed and counted as a timeout.
     pub per_test_limit: Duration,
@@ -28,8 +31,10 @@ pub struct RunOptions {
 #[derive(Clone, Debug)]
 pub struct SchedulerRun {
     pub scheduler: Scheduler,
+    /// The cluster asked for (some tests may have run on a variant of it: [`TestRun::cluster`]).
+    pub cluster: Cluster,
     pub runs: Vec<TestRun>,
-    /// From the start of the cluster to its stop.
+    /// From the start of the (first) cluster to the stop of the last.
     pub elapsed: Duration,
     /// `scontrol --version`.
     pub slurm_version: String,
@@ -45,11 +50,22 @@ impl SchedulerRun {
 /// the 2-core machine (test3.11, about 50 s), with room to spare.
 pub const DEFAULT_PER_TEST_LIMIT: Duration = Duration::from_secs(120);
 
+/// The default limit of one test on `cluster`: [`DEFAULT_PER_TEST_LIMIT`] on the three-node
+/// cluster; 300 s on the site cluster, where test3.11 (whole, on its variant) takes about 150 s
+/// and test2.13 and test39.5 70-80 s under sched/backfill.
+pub fn default_per_test_limit(cluster: Cluster) -> Duration {
+    match cluster {
+        Cluster::ThreeNode => DEFAULT_PER_TEST_LIMIT,
+        Cluster::Site | Cluster::SiteA100Default | Cluster::SiteUniformCpus => Duration::from_secs(300),
+    }
+}
+
 /// How long leftover jobs get to go away after `scancel`.
 const CANCEL_WAIT: Duration = Duration::from_secs(30);
 
-/// Starts a cluster for `scheduler`, runs `tests` on it in order and stops it. `progress` sees
-/// each result as it comes.
+/// Runs `tests` in order under `scheduler` on `opts.cluster`, or on the variant of it a test
+/// needs ([`Cluster::for_test`]): each run of consecutive tests on one cluster starts that
+/// cluster, runs them and stops it. `progress` sees each result as it comes.
 pub fn run_tests(
     scheduler: Scheduler,
     tests: &[&str],
@@ -57,20 +73,50 @@ pub fn run_tests(
     mut progress: impl FnMut(&TestRun),
 ) -> Result<SchedulerRun, String> {
     let started = Instant::now();
-    let cluster = LocalCluster::start(scheduler.cluster_config(&opts.energy_plugin_dir))
-        .map_err(|e| format!("{} cluster did not start: {e}", scheduler.sched_type()))?;
     let workspace = Workspace::new(&opts.src_dir, &opts.out_dir)?;
-    let slurm_version = client_output(&cluster, "scontrol", &["--version"]);
+    let mut runs = Vec::new();
+    let mut slurm_version = String::new();
+    let mut rest = tests;
+    while let Some(first) = rest.first() {
+        let cluster = opts.cluster.for_test(first);
+        let n = rest.iter().take_while(|t| opts.cluster.for_test(t) == cluster).count();
+        let (group, after) = rest.split_at(n);
+        rest = after;
+        let (group_runs, version) = run_group(scheduler, cluster, group, opts, &workspace, &mut progress)?;
+        runs.extend(group_runs);
+        if slurm_version.is_empty() {
+            slurm_version = version;
+        }
+    }
+    Ok(SchedulerRun { scheduler, cluster: opts.cluster, runs, elapsed: started.elapsed(), slurm_version })
+}
+
+/// Starts `cluster` for `scheduler`, runs `tests` on it in order and stops it. Returns the
+/// results and `scontrol --version`.
+fn run_group(
+    scheduler: Scheduler,
+    cluster: Cluster,
+    tests: &[&str],
+    opts: &RunOptions,
+    workspace: &Workspace,
+    progress: &mut impl FnMut(&TestRun),
+) -> Result<(Vec<TestRun>, String), String> {
+    let local = LocalCluster::start(scheduler.config_on(cluster, &opts.energy_plugin_dir))
+        .map_err(|e| format!("{} cluster ({}) did not start: {e}", scheduler.sched_type(), cluster.short_name()))?;
+    let slurm_version = client_output(&local, "scontrol", &["--version"]);
     let mut runs = Vec::new();
     for test in tests {
-        let run = workspace.run_test(&cluster, test, scheduler.short_name(), opts.per_test_limit)?;
+        let run = workspace.run_test(&local, cluster, test, scheduler.short_name(), opts.per_test_limit)?;
         progress(&run);
         runs.push(run);
-        cancel_leftover_jobs(&cluster);
+        cancel_leftover_jobs(&local);
     }
-    save_slurmctld_log(&cluster, &opts.out_dir.join(scheduler.short_name()));
-    cluster.stop().map_err(|e| format!("stopping the {} cluster: {e}", scheduler.sched_type()))?;
-    Ok(SchedulerRun { scheduler, runs, elapsed: started.elapsed(), slurm_version })
+    // One slurmctld log per cluster: `slurmctld.log` for the cluster asked for, else
+    // `slurmctld-<cluster>.log`.
+    let log_name = if cluster == opts.cluster { "slurmctld.log".to_string() } else { format!("slurmctld-{}.log", cluster.short_name()) };
+    save_slurmctld_log(&local, &opts.out_dir.join(scheduler.short_name()), &log_name);
+    local.stop().map_err(|e| format!("stopping the {} cluster ({}): {e}", scheduler.sched_type(), cluster.short_name()))?;
+    Ok((runs, slurm_version))
 }
 
 /// Cancels every job still known to slurmctld and waits (bounded) until they are gone, so that
@@ -91,8 +137,8 @@ fn cancel_leftover_jobs(cluster: &LocalCluster) {
     }
 }
 
-fn save_slurmctld_log(cluster: &LocalCluster, dir: &Path) {
-    let path = dir.join("slurmctld.log");
+fn save_slurmctld_log(cluster: &LocalCluster, dir: &Path, name: &str) {
+    let path = dir.join(name);
     if let Err(e) = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&path, cluster.slurmctld_log())) {
         eprintln!("slurm-regression: could not save {}: {e}", path.display());
     }

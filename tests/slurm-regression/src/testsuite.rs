@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use slurm_testcluster::LocalCluster;
 
 use crate::outcome::{TestRun, Verdict, reason_of, subtests_of, tail};
+use crate::scheduler::Cluster;
 
 /// Lines of a test's output kept in its [`TestRun`].
 const OUTPUT_TAIL_LINES: usize = 40;
@@ -99,9 +100,16 @@ impl Workspace {
         write(&self.testsuite_conf(), &conf)
     }
 
-    /// Runs `expect <test>` against `cluster`, killing it (and whatever it started) after
-    /// `limit`. `label` names the output subdirectory (the scheduler).
-    pub fn run_test(&self, cluster: &LocalCluster, test: &str, label: &str, limit: Duration) -> Result<TestRun, String> {
+    /// Runs `expect <test>` against `cluster` (which is `which`), killing it (and whatever it
+    /// started) after `limit`. `label` names the output subdirectory (the scheduler).
+    pub fn run_test(
+        &self,
+        cluster: &LocalCluster,
+        which: Cluster,
+        test: &str,
+        label: &str,
+        limit: Duration,
+    ) -> Result<TestRun, String> {
         let log_dir = self.out_dir.join(label);
         fs::create_dir_all(&log_dir).map_err(|e| format!("create {}: {e}", log_dir.display()))?;
         let log_path = log_dir.join(format!("{test}.log"));
@@ -133,6 +141,7 @@ impl Workspace {
         let excerpt = notable_lines(ctld_log.get(ctld_log_before..).unwrap_or_default());
         Ok(TestRun {
             test: test.to_string(),
+            cluster: which,
             verdict,
             elapsed,
             reason: if verdict == Verdict::Pass { None } else { reason_of(&output) },

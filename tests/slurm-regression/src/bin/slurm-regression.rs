@@ -1,10 +1,13 @@
-//! Runs Slurm's expect tests (the subset by default) under sched/backfill and sched/energy on a
-//! local cluster, prints the comparison and optionally writes it as markdown (the "last run"
-//! section of docs/slurm-regression.md). Needs root, Slurm, `expect` and `$SLURM_SRC_DIR`, and a
-//! built `libsched_energy.so` (`cargo build --workspace`).
+//! Runs Slurm's expect tests (the cluster's subset by default) under sched/backfill and
+//! sched/energy on a local cluster (the three-node one by default, or the heterogeneous site
+//! cluster with `--cluster site`, whose tests that assume alike nodes run on a variant of it),
+//! prints the comparison and optionally writes it as markdown (a "last run" section of
+//! docs/slurm-regression.md). Needs root, Slurm, `expect` and `$SLURM_SRC_DIR`, and a built
+//! `libsched_energy.so` (`cargo build --workspace`).
 //!
 //! ```text
-//! slurm-regression [--sched both|backfill|energy] [--tests test1.2,test17.4,...]
+//! slurm-regression [--cluster three-node|site|site-a100-default|site-uniform-cpus]
+//!                  [--sched both|backfill|energy] [--tests test1.2,test17.4,...]
 //!                  [--out DIR] [--markdown FILE] [--per-test-limit-s N]
 //! ```
 //! Exit status: 0 when every test that passes under backfill passes under sched/energy too.
@@ -15,32 +18,40 @@ use std::time::Duration;
 
 use slurm_regression::outcome::TestRun;
 use slurm_regression::report::{disagreements, markdown_section, markdown_table, summary};
-use slurm_regression::run::{RunOptions, run_tests};
-use slurm_regression::scheduler::{Scheduler, energy_plugin_dir};
-use slurm_regression::{subset, testsuite};
+use slurm_regression::run::{RunOptions, default_per_test_limit, run_tests};
+use slurm_regression::scheduler::{Cluster, Scheduler, energy_plugin_dir};
+use slurm_regression::testsuite;
 
 struct Args {
+    cluster: Cluster,
     schedulers: Vec<Scheduler>,
-    tests: Vec<String>,
+    /// `None`: the cluster's subset.
+    tests: Option<Vec<String>>,
     out_dir: PathBuf,
     markdown: Option<PathBuf>,
-    per_test_limit: Duration,
+    /// `None`: the cluster's default.
+    per_test_limit: Option<Duration>,
 }
 
-const USAGE: &str = "usage: slurm-regression [--sched both|backfill|energy] [--tests t1,t2,...] [--out DIR] [--markdown FILE] [--per-test-limit-s N]";
+const USAGE: &str = "usage: slurm-regression [--cluster three-node|site|site-a100-default|site-uniform-cpus] [--sched both|backfill|energy] [--tests t1,t2,...] [--out DIR] [--markdown FILE] [--per-test-limit-s N]";
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
+        cluster: Cluster::ThreeNode,
         schedulers: Scheduler::BOTH.to_vec(),
-        tests: subset::SUBSET.iter().map(|e| e.test.to_string()).collect(),
+        tests: None,
         out_dir: PathBuf::from("slurm-regression-out"),
         markdown: None,
-        per_test_limit: slurm_regression::run::DEFAULT_PER_TEST_LIMIT,
+        per_test_limit: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"));
         match flag.as_str() {
+            "--cluster" => {
+                let v = value()?;
+                args.cluster = Cluster::parse(&v).ok_or_else(|| format!("unknown cluster {v}\n{USAGE}"))?;
+            }
             "--sched" => {
                 let v = value()?;
                 args.schedulers = match v.as_str() {
@@ -48,12 +59,12 @@ fn parse_args() -> Result<Args, String> {
                     name => vec![Scheduler::parse(name).ok_or_else(|| format!("unknown scheduler {name}"))?],
                 }
             }
-            "--tests" => args.tests = value()?.split(',').map(str::to_string).collect(),
+            "--tests" => args.tests = Some(value()?.split(',').map(str::to_string).collect()),
             "--out" => args.out_dir = PathBuf::from(value()?),
             "--markdown" => args.markdown = Some(PathBuf::from(value()?)),
             "--per-test-limit-s" => {
                 let secs: u64 = value()?.parse().map_err(|e| format!("--per-test-limit-s: {e}"))?;
-                args.per_test_limit = Duration::from_secs(secs);
+                args.per_test_limit = Some(Duration::from_secs(secs));
             }
             "-h" | "--help" => return Err(USAGE.to_string()),
             other => return Err(format!("unknown argument {other}\n{USAGE}")),
@@ -82,15 +93,24 @@ fn real_main() -> Result<ExitCode, String> {
         .ok_or("libsched_energy.so not built next to this binary: run `cargo build --workspace` first")?;
     let plugin_dir = energy_plugin_dir(&built)?;
     let opts = RunOptions {
+        cluster: args.cluster,
         src_dir,
         energy_plugin_dir: plugin_dir.path().to_path_buf(),
         out_dir: args.out_dir.clone(),
-        per_test_limit: args.per_test_limit,
+        per_test_limit: args.per_test_limit.unwrap_or_else(|| default_per_test_limit(args.cluster)),
     };
-    let tests: Vec<&str> = args.tests.iter().map(String::as_str).collect();
+    let tests: Vec<&str> = match &args.tests {
+        Some(names) => names.iter().map(String::as_str).collect(),
+        None => args.cluster.subset().iter().map(|e| e.test).collect(),
+    };
     let mut results = Vec::new();
     for &scheduler in &args.schedulers {
-        eprintln!("slurm-regression: {} tests under {}", tests.len(), scheduler.sched_type());
+        eprintln!(
+            "slurm-regression: {} tests under {} on the {} cluster",
+            tests.len(),
+            scheduler.sched_type(),
+            args.cluster.short_name()
+        );
         let run = run_tests(scheduler, &tests, &opts, |r| print_progress(scheduler, r))?;
         eprintln!(
             "slurm-regression: {}: {} in {:.0} s",
