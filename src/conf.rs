@@ -153,6 +153,13 @@ impl YieldParams {
     }
 }
 
+/// sched/backfill's `bf_min_prio_reserve` and `bf_min_age_reserve` (seconds): who gets a
+/// reservation. 0 when not set or not a number (as backfill treats a bad value: ignored).
+pub fn reservation_thresholds(sched_params: Option<&str>) -> (u32, u32) {
+    let num = |k: &str| param_value(sched_params, k).and_then(|v| v.parse::<u64>().ok()).map_or(0, |v| v.min(u64::from(u32::MAX)) as u32);
+    (num("bf_min_prio_reserve"), num("bf_min_age_reserve"))
+}
+
 /// Partitions that let jobs share CPUs (`OverSubscribe=YES` or `FORCE` with a count above 1),
 /// with their `OverSubscribe=` as slurm.conf writes it. Call only where slurmctld holds the
 /// partition lock for the caller (sched/energy's `init`, inside `read_slurm_conf()`).
@@ -247,8 +254,9 @@ pub fn param_handling(key: &str) -> Option<ParamHandling> {
         "bf_interval" => Mapped("[sched] interval_s (seconds between cycles)"),
         "bf_max_time" => Mapped("[planner] max_cycle_ms (time a cycle may plan)"),
         "bf_continue" => Mapped("[planner] max_cycle_ms (a cycle stops at its time limit and the next one starts from the top)"),
+        "bf_min_prio_reserve" | "bf_min_age_reserve" => Honoured,
         "bf_max_job_user" | "bf_max_job_part" | "bf_max_job_assoc" | "bf_max_job_user_part" | "bf_max_job_start" | "bf_max_job_array_resv"
-        | "bf_min_prio_reserve" | "bf_min_age_reserve" | "bf_one_resv_per_job" | "bf_job_part_count_reserve" | "bf_window" | "bf_resolution"
+        | "bf_one_resv_per_job" | "bf_job_part_count_reserve" | "bf_window" | "bf_resolution"
         | "bf_licenses" | "bf_busy_nodes" | "bf_ignore_newly_avail_nodes" | "bf_node_space_size" | "bf_running_job_reserve" | "bf_hetjob_immediate"
         | "bf_hetjob_prio" | "bf_allow_magnetic_slot" | "bf_topopt_enable" | "bf_topopt_iterations" | "bf_window_linear" | "bf_max_job_start_per_part"
         | "assoc_limit_stop" => Ignored(NO_EQUIVALENT),
@@ -281,6 +289,14 @@ pub fn sched_params_warnings(sched_params: Option<&str>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reservation_thresholds_are_read_as_backfill_reads_them() {
+        assert_eq!(reservation_thresholds(Some("sched_interval=-1,defer,bf_min_prio_reserve=1000,BF_MIN_AGE_RESERVE=600")), (1000, 600));
+        assert_eq!(reservation_thresholds(Some("bf_min_prio_reserve=x")), (0, 0));
+        assert_eq!(reservation_thresholds(None), (0, 0));
+        assert!(sched_params_warnings(Some("bf_min_prio_reserve=1000,bf_min_age_reserve=600")).is_empty());
+    }
 
     #[test]
     fn every_backfill_parameter_not_honoured_is_named() {

@@ -171,6 +171,13 @@ impl<'a> JobRef<'a> {
         let cap = unsafe { sys::energy_job_limit_cap(self.rec, now as sys::time_t) };
         (cap != crate::INFINITE && cap != crate::NO_VAL).then_some(cap)
     }
+    /// Whether sched/backfill would reserve for this job when it cannot start (not with a
+    /// NoReserve QOS, below the QOS's MinPrioThreshold or `bf_min_prio_reserve`, or eligible for
+    /// less than `bf_min_age_reserve` seconds). Needs the job read lock.
+    pub fn reserves(&self, min_prio_reserve: u32, min_age_reserve_s: u32, now: i64) -> bool {
+        // SAFETY: the shim reads the record and, under the QOS read lock it takes, its QOS.
+        unsafe { sys::energy_job_reserves(self.rec as *const sys::job_record_t as *mut sys::job_record_t, min_prio_reserve, min_age_reserve_s, now as sys::time_t) }
+    }
     /// `--deadline` (Unix time), if given.
     pub fn deadline(&self) -> Option<i64> {
         let d = self.rec.deadline as i64;

@@ -269,14 +269,16 @@ fn plan_inner<'a>(view: &mut ClusterView, now_s: f64, pending: &'a [PendingJob],
         }
         if job.placed_by_slurm {
             cycle.hand_to_slurm(view, job);
-            cycle.hold_will_run_window(view, job);
+            if !job.no_reservation {
+                cycle.hold_will_run_window(view, job);
+            }
             continue;
         }
         if cycle.try_start(view, job) {
             cycle.settled.insert(job.id);
             continue;
         }
-        if job.alternative {
+        if job.alternative || job.no_reservation {
             continue;
         }
         // Slots are only used up by reservations that exist: settle the owed ones before

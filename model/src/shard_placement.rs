@@ -76,6 +76,7 @@ mod tests {
             eligible: Vec::new(),
             placed_by_slurm: false,
             alternative: false,
+            no_reservation: false,
         }
     }
 

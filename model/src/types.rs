@@ -171,6 +171,11 @@ pub struct PendingJob {
     /// reserved (the job's first record holds its reservation).
     #[serde(default)]
     pub alternative: bool,
+    /// Started if it can, never reserved for when it cannot (a QOS flagged NoReserve, below
+    /// `bf_min_prio_reserve` or the QOS's MinPrioThreshold, younger than `bf_min_age_reserve`):
+    /// neither a planner reservation nor a will-run window holds nodes for it.
+    #[serde(default)]
+    pub no_reservation: bool,
 }
 
 /// Where a running job sits on one node.

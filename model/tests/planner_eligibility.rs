@@ -33,6 +33,7 @@ fn job(id: u32, nodes: u32, gpus: u32, limit_s: f64) -> PendingJob {
         eligible: Vec::new(),
         placed_by_slurm: false,
         alternative: false,
+        no_reservation: false,
     }
 }
 
@@ -301,4 +302,23 @@ fn a_later_queue_record_of_a_job_is_tried_at_its_own_place_and_only_if_the_job_h
     let out = plan(&s);
     assert_eq!(out.starts().filter(|d| d.job == JobId(5)).count(), 1);
     assert_eq!(started_on(&out, 5), Some((vec![1], Some(1))));
+}
+
+#[test]
+fn a_job_that_gets_no_reservation_starts_if_it_can_and_holds_nothing_otherwise() {
+    // Job 1 (all of node 0, which frees at 1 h) would reserve node 0 and keep job 2 (3 hours)
+    // off it; with no reservation (NoReserve QOS, bf_min_prio_reserve, ...), job 2 takes it.
+    let mut s = cluster(1, Vec::new(), Vec::new());
+    s.running = vec![running(9, 0, &[0, 1], HOUR_S)];
+    let mut j1 = job(1, 1, 4, HOUR_S);
+    let j2 = job(2, 1, 2, 3.0 * HOUR_S);
+    s.pending = vec![j1.clone(), j2.clone()];
+    let out = plan(&s);
+    assert!(started_on(&out, 2).is_none(), "job 2 took node 0 from job 1's reservation");
+    assert!(out.reservations().any(|r| r.job == JobId(1)));
+    j1.no_reservation = true;
+    s.pending = vec![j1, j2];
+    let out = plan(&s);
+    assert!(!out.reservations().any(|r| r.job == JobId(1)), "a job without reservations was reserved");
+    assert_eq!(started_on(&out, 2), Some((vec![0], None)));
 }

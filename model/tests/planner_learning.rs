@@ -35,6 +35,7 @@ fn snapshot(now_s: f64, policy: EnergyPolicy, defer_max_s: f64) -> Snapshot {
             eligible: Vec::new(),
             placed_by_slurm: false,
             alternative: false,
+            no_reservation: false,
         }],
     }
 }

@@ -107,6 +107,7 @@ fn snapshot(nodes: usize, runs: &[RunSpec], jobs: &[JobSpec]) -> Snapshot {
             eligible: Vec::new(),
             placed_by_slurm: false,
             alternative: false,
+            no_reservation: false,
         })
         .collect();
     Snapshot {

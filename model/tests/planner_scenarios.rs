@@ -31,6 +31,7 @@ fn pending(id: u32, nodes: u32, gpus: u32, limit_s: f64, h: Hints) -> PendingJob
         eligible: Vec::new(),
         placed_by_slurm: false,
         alternative: false,
+        no_reservation: false,
     }
 }
 

@@ -55,6 +55,7 @@ pub type Refused = std::collections::HashMap<u32, HashSet<String>>;
 
 pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, refused: &Refused) -> Result<Built, NotLocked> {
     let mem_consumable = conf.memory_consumable();
+    let (min_prio_reserve, min_age_reserve_s) = slurm_bindings::conf::reservation_thresholds(conf.sched_params.as_deref());
     // In the order Slurm's node selection prefers them: lowest `Weight` first, then the node
     // table's order. The planner breaks every tie towards the lower snapshot index, so the
     // admin's weights decide among nodes its energy model cannot tell apart, as they decide
@@ -282,6 +283,7 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
             eligible: vec![eligibility],
             placed_by_slurm,
             alternative: false,
+            no_reservation: !job.reserves(min_prio_reserve, min_age_reserve_s, now_s as i64),
         });
         array_heads.push((first, copies));
     }

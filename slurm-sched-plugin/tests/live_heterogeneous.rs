@@ -415,7 +415,23 @@ fn magnetic_reservation_and_an_array(c: &LocalCluster) -> Result<String, String>
     result
 }
 
-const CHECKS: [(&str, Check); 19] = [
+/// A waiting job whose QOS is flagged NoReserve holds nothing: a lower-priority job that fits
+/// the idle n1 now starts there at once (with a reservation, as in the will-run check above,
+/// it would have to wait).
+fn qos_no_reserve(c: &LocalCluster) -> Result<String, String> {
+    run(c, "sacctmgr", &["-i", "add", "qos", "noreserve", "flags=NoReserve"]);
+    run(c, "sacctmgr", &["-i", "modify", "user", "root", "set", "qos+=noreserve"]);
+    std::thread::sleep(Duration::from_secs(2));
+    let busy = submit(c, &["-p", "cpu", "-w", "n2", "-n", "4", "-t", "2"])?;
+    running_on(c, busy, "the job filling n2")?;
+    let high = submit(c, &["--hold", "-p", "cpu", "--qos=noreserve", "-n", "12", "-t", "5"])?;
+    let low = submit(c, &["--hold", "-p", "cpu", "-n", "2", "-t", "10"])?;
+    run(c, "scontrol", &["release", &format!("{high},{low}")]);
+    let nodes = running_on(c, low, "the lower-priority job behind a NoReserve job")?;
+    Ok(format!("the lower-priority job started on {nodes:?}; the NoReserve job is {}", squeue_field(c, high, "%T")))
+}
+
+const CHECKS: [(&str, Check); 20] = [
     ("--gpus over two nodes", gpus_over_two_nodes),
     ("--gpus-per-task", gpus_per_task),
     ("--exclusive on nodes of different sizes", exclusive_on_mixed_nodes),
@@ -435,6 +451,7 @@ const CHECKS: [(&str, Check); 19] = [
     ("tasks spread over partly free nodes", tasks_spread_over_partly_free_nodes),
     ("planned node state", planned_node_state),
     ("MAGNETIC reservation and an array", magnetic_reservation_and_an_array),
+    ("QOS NoReserve", qos_no_reserve),
 ];
 
 #[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]

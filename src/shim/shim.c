@@ -292,6 +292,32 @@ bool energy_job_layout_by_slurm(const job_record_t *job)
 	return job->details->contiguous || node_range;
 }
 
+bool energy_job_reserves(job_record_t *job, uint32_t min_prio_reserve, uint32_t min_age_reserve_s,
+			 time_t now)
+{
+	assoc_mgr_lock_t locks = { .qos = READ_LOCK };
+	bool no_reserve = false;
+	uint32_t prio_reserve;
+
+	if (!resolved_ok || !job)
+		return true;
+	resolved.assoc_mgr_lock(&locks);
+	if (job->qos_ptr && (((slurmdb_qos_rec_t *) job->qos_ptr)->flags & QOS_FLAG_NO_RESERVE))
+		no_reserve = true;
+	prio_reserve = resolved.acct_policy_get_prio_thresh(job, true);
+	resolved.assoc_mgr_unlock(&locks);
+	if (no_reserve)
+		return false;
+	if (!prio_reserve)
+		prio_reserve = min_prio_reserve;
+	if (prio_reserve && (job->priority < prio_reserve))
+		return false;
+	if (min_age_reserve_s && job->details && job->details->begin_time &&
+	    (difftime(now, job->details->begin_time) < (double) min_age_reserve_s))
+		return false;
+	return true;
+}
+
 bool energy_node_set_planned(int i, bool planned)
 {
 	node_record_t *node;

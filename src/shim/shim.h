@@ -141,6 +141,7 @@ typedef __typeof__(*((job_record_t *) 0)->details) energy_job_details_t;
 	X(job_array_start_test)              \
 	X(job_queue_rec_magnetic_resv)       \
 	X(job_resv_clear_magnetic_flag)      \
+	X(acct_policy_get_prio_thresh)       \
 	X(find_part_record)                  \
 	X(find_resv_name)                    \
 	X(select_g_select_jobinfo_get)       \
@@ -342,6 +343,12 @@ extern bool energy_job_is_configuring(const job_record_t *job);
  * --switches, a node range (-N min-max) that it fills as far as it can,
  * --gres-flags=enforce-binding, --ntasks-per-gpu, or feature counts / matching OR. */
 extern bool energy_job_layout_by_slurm(const job_record_t *job);
+/* Whether sched/backfill would give this waiting job a reservation: not with a QOS flagged
+ * NoReserve, not below its QOS's MinPrioThreshold (else `bf_min_prio_reserve`), not pending
+ * for less than `bf_min_age_reserve` seconds since it became eligible. Job read lock held;
+ * takes the association manager's QOS read lock itself. */
+extern bool energy_job_reserves(job_record_t *job, uint32_t min_prio_reserve, uint32_t min_age_reserve_s,
+				time_t now);
 /* Marks (or unmarks) the node at table index `i` as PLANNED (sinfo's `planned`: reserved for a
  * waiting job), as sched/backfill does: never an allocated node. Returns whether its state
  * changed. Node write lock held. */

@@ -97,6 +97,7 @@ pub fn snapshot(nodes: u32, pending: u32, seed: u64) -> Snapshot {
                 eligible: Vec::new(),
                 placed_by_slurm: false,
                 alternative: false,
+                no_reservation: false,
             }
         })
         .collect();

@@ -410,6 +410,7 @@ impl<'a> Engine<'a> {
             eligible: Vec::new(),
             placed_by_slurm: false,
             alternative: false,
+            no_reservation: false,
         }
     }
 
