@@ -543,6 +543,12 @@ static void required_nodes_reason(job_record_t *job, part_record_t *part, time_t
 			continue;
 		if (part->node_bitmap && !ENERGY_BIT_TEST_CALL(part->node_bitmap, i))
 			continue;
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+		/* 24.11 names only nodes that are not up (a drained node is up): the others make
+		 * "May be reserved for other job". */
+		if (*resolved.up_node_bitmap && ENERGY_BIT_TEST_CALL(*resolved.up_node_bitmap, i))
+			continue;
+#endif
 		len += snprintf(desc + len, len < sizeof(desc) ? sizeof(desc) - len : 0, "%s%s",
 				(len > first) ? "," : "", node->name);
 		if (len >= sizeof(desc))

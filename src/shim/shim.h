@@ -297,6 +297,7 @@ extern const char *energy_slurmd_node_name(void);
 	X(node_record_table_ptr)             \
 	X(node_record_count)                 \
 	X(avail_node_bitmap)                 \
+	X(up_node_bitmap)                    \
 	X(part_list)                         \
 	X(job_list)                          \
 	X(last_job_update)                   \
