@@ -274,6 +274,9 @@ bool energy_job_layout_by_slurm(const job_record_t *job)
 		return true;
 	if (job->req_switch && (job->req_switch != NO_VAL))
 		return true;
+	/* ExclusiveUser=YES partitions: nodes without other users' jobs, Slurm's rule. */
+	if (job->part_ptr && (job->part_ptr->flags & PART_FLAG_EXCLUSIVE_USER))
+		return true;
 	/* GRES bound to CPUs (--gres-flags=enforce-binding) and tasks per GPU: cons_tres's layout. */
 	if (job->bit_flags & GRES_ENFORCE_BIND)
 		return true;
