@@ -278,6 +278,13 @@ fn plan_inner<'a>(view: &mut ClusterView, now_s: f64, pending: &'a [PendingJob],
             cycle.settled.insert(job.id);
             continue;
         }
+        if job.slurm_may_spread {
+            cycle.hand_to_slurm(view, job);
+            if !job.no_reservation {
+                cycle.hold_will_run_window(view, job);
+            }
+            continue;
+        }
         if job.alternative || job.no_reservation {
             continue;
         }

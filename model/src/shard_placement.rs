@@ -77,6 +77,7 @@ mod tests {
             placed_by_slurm: false,
             alternative: false,
             no_reservation: false,
+            slurm_may_spread: false,
         }
     }
 

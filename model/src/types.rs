@@ -176,6 +176,11 @@ pub struct PendingJob {
     /// neither a planner reservation nor a will-run window holds nodes for it.
     #[serde(default)]
     pub no_reservation: bool,
+    /// Several tasks and no node count (`-n 4 --gres=gpu:2`): the planner places it on one node
+    /// when one has room; else Slurm's selection may spread the tasks over several nodes, as
+    /// under stock Slurm, so the job is handed to it rather than waiting for one node.
+    #[serde(default)]
+    pub slurm_may_spread: bool,
 }
 
 /// Where a running job sits on one node.

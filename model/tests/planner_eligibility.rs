@@ -34,6 +34,7 @@ fn job(id: u32, nodes: u32, gpus: u32, limit_s: f64) -> PendingJob {
         placed_by_slurm: false,
         alternative: false,
         no_reservation: false,
+        slurm_may_spread: false,
     }
 }
 
@@ -321,4 +322,25 @@ fn a_job_that_gets_no_reservation_starts_if_it_can_and_holds_nothing_otherwise()
     let out = plan(&s);
     assert!(!out.reservations().any(|r| r.job == JobId(1)), "a job without reservations was reserved");
     assert_eq!(started_on(&out, 2), Some((vec![0], None)));
+}
+
+#[test]
+fn a_job_slurm_may_spread_goes_to_slurm_when_no_single_node_has_room() {
+    // Four tasks and a GPU per node, no node count: nodes 0 and 1 each have 2 free CPUs (of 4),
+    // no node has 4. The planner cannot place it on one node; Slurm may spread it, so it is
+    // handed over (over both nodes) instead of waiting.
+    let mut s = cluster(2, Vec::new(), Vec::new());
+    for n in &mut s.nodes {
+        n.cpus = 4;
+    }
+    s.running = vec![running(8, 0, &[0], HOUR_S), running(9, 1, &[0], HOUR_S)];
+    let mut j = job(1, 1, 1, HOUR_S);
+    j.request.cpus_per_node = 4;
+    s.pending = vec![j.clone()];
+    assert!(plan(&s).slurm_starts().next().is_none(), "handed to Slurm without the flag");
+    j.slurm_may_spread = true;
+    s.pending = vec![j];
+    let out = plan(&s);
+    assert!(out.starts().next().is_none());
+    assert_eq!(out.slurm_starts().next().map(|h| h.nodes.clone()), Some(vec![NodeIdx(0), NodeIdx(1)]));
 }

@@ -36,6 +36,7 @@ fn snapshot(now_s: f64, policy: EnergyPolicy, defer_max_s: f64) -> Snapshot {
             placed_by_slurm: false,
             alternative: false,
             no_reservation: false,
+            slurm_may_spread: false,
         }],
     }
 }

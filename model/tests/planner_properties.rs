@@ -108,6 +108,7 @@ fn snapshot(nodes: usize, runs: &[RunSpec], jobs: &[JobSpec]) -> Snapshot {
             placed_by_slurm: false,
             alternative: false,
             no_reservation: false,
+            slurm_may_spread: false,
         })
         .collect();
     Snapshot {

@@ -32,6 +32,7 @@ fn pending(id: u32, nodes: u32, gpus: u32, limit_s: f64, h: Hints) -> PendingJob
         placed_by_slurm: false,
         alternative: false,
         no_reservation: false,
+        slurm_may_spread: false,
     }
 }
 

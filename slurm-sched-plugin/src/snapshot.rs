@@ -284,6 +284,7 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
             placed_by_slurm,
             alternative: false,
             no_reservation: !job.reserves(min_prio_reserve, min_age_reserve_s, now_s as i64),
+            slurm_may_spread: !placed_by_slurm && !is_shard && job.num_tasks() > 1 && job.ntasks_per_node() == 0 && job.min_nodes() == 1 && job.max_nodes() != 1,
         });
         array_heads.push((first, copies));
     }

@@ -433,7 +433,19 @@ fn qos_no_reserve(c: &LocalCluster) -> Result<String, String> {
     Ok(format!("the lower-priority job started on {nodes:?}; the NoReserve job is {}", squeue_field(c, high, "%T")))
 }
 
-const CHECKS: [(&str, Check); 20] = [
+/// Four tasks with a GPU per node and no node count, where no node has four free CPUs but n3
+/// and n4 have two each: Slurm spreads them over both at once.
+fn gpu_tasks_spread_over_partly_free_nodes(c: &LocalCluster) -> Result<String, String> {
+    let a = submit(c, &["-p", "a100", "-w", "n3", "-n", "2", "--gres=gpu:1", "-t", "5"])?;
+    let b = submit(c, &["-p", "a100", "-w", "n4", "-n", "2", "--gres=gpu:1", "-t", "5"])?;
+    running_on(c, a, "the job on n3")?;
+    running_on(c, b, "the job on n4")?;
+    let job = submit(c, &["-p", "a100", "-n", "4", "--gres=gpu:1", "-t", "5"])?;
+    let nodes = running_on(c, job, "-n 4 --gres=gpu:1 over two partly free nodes")?;
+    Ok(format!("-n 4 --gres=gpu:1 on {nodes:?}"))
+}
+
+const CHECKS: [(&str, Check); 21] = [
     ("--gpus over two nodes", gpus_over_two_nodes),
     ("--gpus-per-task", gpus_per_task),
     ("--exclusive on nodes of different sizes", exclusive_on_mixed_nodes),
@@ -454,6 +466,7 @@ const CHECKS: [(&str, Check); 20] = [
     ("planned node state", planned_node_state),
     ("MAGNETIC reservation and an array", magnetic_reservation_and_an_array),
     ("QOS NoReserve", qos_no_reserve),
+    ("GPU tasks spread over partly free nodes", gpu_tasks_spread_over_partly_free_nodes),
 ];
 
 #[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]

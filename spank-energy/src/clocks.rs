@@ -295,6 +295,7 @@ impl PolicyModel {
             placed_by_slurm: false,
             alternative: false,
             no_reservation: false,
+            slurm_may_spread: false,
         };
         let node = Node { name: "step".into(), gpu_type: 0, gpus, cpus: 1, mem_mb: 0, power: PowerState::On, available: true };
         let snapshot = Snapshot { now_s: 0.0, gpu_types: vec![gpu_type.clone()], nodes: vec![node], running: Vec::new(), pending: vec![job], node_sets: Vec::new(), reservations: Vec::new() };

@@ -98,6 +98,7 @@ pub fn snapshot(nodes: u32, pending: u32, seed: u64) -> Snapshot {
                 placed_by_slurm: false,
                 alternative: false,
                 no_reservation: false,
+                slurm_may_spread: false,
             }
         })
         .collect();

@@ -411,6 +411,7 @@ impl<'a> Engine<'a> {
             placed_by_slurm: false,
             alternative: false,
             no_reservation: false,
+            slurm_may_spread: false,
         }
     }
 
