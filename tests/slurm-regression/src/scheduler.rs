@@ -25,12 +25,13 @@ pub enum Cluster {
     /// 3 homogeneous nodes `n1..n3`, 4 CPUs, 4096 MB and 4 untyped fake GPUs each, `CR_Core`,
     /// one partition, accounting through slurmdbd. The cluster of [`crate::subset::SUBSET`].
     ThreeNode,
-    /// `slurm_testcluster::site_cluster()` as it is: 6 nodes of 4 shapes (CPU-only, a100, v100,
+    /// `slurm_testcluster::site_cluster()`: 6 nodes of 4 shapes (CPU-only, a100, v100,
     /// a100+a40), `CR_Core_Memory`, `ThreadsPerCore=2` on `n1`, weights, topology/tree,
-    /// partitions `cpu`, `gpu` (default), `a100`, `excl`, a license; no accounting (no test of
-    /// [`crate::subset::SITE_SUBSET`] calls `sacct` or `sacctmgr`). The cluster of
-    /// [`crate::subset::SITE_SUBSET`]; a test needing a property it lacks runs on one of the
-    /// two variants below ([`Cluster::for_test`]).
+    /// partitions `cpu`, `gpu` (default), `a100`, `excl`, `physics`, a license; with accounting
+    /// turned off, the one change (no test of [`crate::subset::SITE_SUBSET`] calls `sacct` or
+    /// `sacctmgr`, and without MariaDB and slurmdbd the cluster starts in a second). The
+    /// cluster of [`crate::subset::SITE_SUBSET`]; a test needing a property it lacks runs on
+    /// one of the two variants below ([`Cluster::for_test`]).
     Site,
     /// The site cluster with `a100` (`n3`, `n4`: 4 CPUs and 4 a100 each) as the default
     /// partition instead of `gpu`. For test39.5, test39.7 and test39.23, which take the CPU (and
@@ -67,7 +68,7 @@ impl Cluster {
             Cluster::ThreeNode => "3 nodes x 4 fake GPUs with accounting",
             Cluster::Site => {
                 "the site cluster (6 nodes of 4 shapes, a100/v100/a40 fake GPUs, CR_Core_Memory, \
-                 topology/tree, 4 partitions, no accounting)"
+                 topology/tree, 5 partitions, no accounting)"
             }
             Cluster::SiteA100Default => "the site cluster with `a100` as the default partition",
             Cluster::SiteUniformCpus => {
@@ -98,9 +99,9 @@ impl Cluster {
     fn base_config(self) -> ClusterConfig {
         match self {
             Cluster::ThreeNode => ClusterConfig { nodes: 3, gpus_per_node: 4, with_accounting: true, ..ClusterConfig::default() },
-            Cluster::Site => site_cluster(),
+            Cluster::Site => ClusterConfig { with_accounting: false, ..site_cluster() },
             Cluster::SiteA100Default => {
-                let mut cfg = site_cluster();
+                let mut cfg = Cluster::Site.base_config();
                 for p in &mut cfg.partitions {
                     *p = p.replace(" Default=YES", "");
                     if p.starts_with("PartitionName=a100 ") {
@@ -110,7 +111,7 @@ impl Cluster {
                 cfg
             }
             Cluster::SiteUniformCpus => {
-                let mut cfg = site_cluster();
+                let mut cfg = Cluster::Site.base_config();
                 for shape in &mut cfg.node_shapes {
                     shape.cpus = 4;
                     shape.threads_per_core = 1;
@@ -227,6 +228,7 @@ mod tests {
         let site = site_cluster();
         assert_eq!(backfill.sched_type, "sched/backfill");
         assert_eq!(backfill.scheduler_parameters, site.scheduler_parameters);
+        assert_eq!(backfill.partitions.len(), 5, "site_cluster()'s partitions changed: check the variants and docs");
         assert_eq!(energy.sched_type, "sched/energy");
         assert_eq!(energy.scheduler_parameters.as_deref(), Some("sched_interval=-1,defer"));
         assert_eq!(energy.plugin_dir.as_deref(), Some(dir));
@@ -245,7 +247,8 @@ mod tests {
 
     #[test]
     fn the_site_variants_change_only_what_their_test_needs() {
-        let site = site_cluster();
+        let site = Cluster::Site.base_config();
+        assert!(!site.with_accounting);
         let default_partitions = |cfg: &ClusterConfig| -> Vec<String> {
             cfg.partitions.iter().filter(|p| p.contains("Default=YES")).map(|p| p.split_whitespace().next().unwrap().to_string()).collect()
         };
