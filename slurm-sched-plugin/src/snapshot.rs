@@ -232,6 +232,10 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
             (routes.len() - 1) as u32
         });
         let reservation = route.reservation.as_deref().and_then(|name| reservations.iter().position(|r| r.name == name)).map(|i| i as u32);
+        // No node of this route holds the per-node request (`--gpus=2 --cpus-per-gpu=4` in a
+        // partition of 4-CPU nodes, while another partition has 8-CPU nodes): Slurm may use
+        // more nodes than the minimum, or refuses; either way its selection decides.
+        let no_node_holds_it = !nodes.iter().any(|i| snap_nodes.get(i).is_some_and(|n| n.cpus >= request.cpus_per_node && n.gpus >= request.gpus_per_node));
         let eligibility = Eligibility { node_set: sets.intern(nodes), reservation, not_before_s, route: route_id };
         if let Some(&i) = index_of.get(&job.id()) {
             // Another queue record of the same job (another partition or reservation): tried
@@ -263,7 +267,7 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
         if let Some(cap_min) = job.limit_cap_min(now_s as i64) {
             hints.max_slowdown = hints.max_slowdown.min((f64::from(cap_min) * 60.0 / limit_s.max(1.0)).max(1.0));
         }
-        let placed_by_slurm = !expressible || route.filter_inexact || typed_on_mixed_node || whole_node || job.layout_by_slurm();
+        let placed_by_slurm = !expressible || route.filter_inexact || typed_on_mixed_node || whole_node || no_node_holds_it || job.layout_by_slurm();
         if placed_by_slurm && let Some(window) = will_run_window(lock, &job, route, now_s, &table_to_snap, &mut sets) {
             will_run.insert(job.id(), reservations.len() as u32);
             reservations.push(window);

@@ -445,7 +445,15 @@ fn gpu_tasks_spread_over_partly_free_nodes(c: &LocalCluster) -> Result<String, S
     Ok(format!("-n 4 --gres=gpu:1 on {nodes:?}"))
 }
 
-const CHECKS: [(&str, Check); 21] = [
+/// `--gpus=2 --cpus-per-gpu=4` in partition a100, whose nodes have 4 CPUs (other partitions
+/// have 8-CPU nodes): Slurm uses both nodes (Slurm's own test39.7 on the site cluster).
+fn cpus_per_gpu_over_two_nodes(c: &LocalCluster) -> Result<String, String> {
+    let job = submit(c, &["-p", "a100", "--gpus=2", "--cpus-per-gpu=4", "-t", "5"])?;
+    let nodes = running_on(c, job, "--gpus=2 --cpus-per-gpu=4 in partition a100")?;
+    Ok(format!("--gpus=2 --cpus-per-gpu=4 on {nodes:?}"))
+}
+
+const CHECKS: [(&str, Check); 22] = [
     ("--gpus over two nodes", gpus_over_two_nodes),
     ("--gpus-per-task", gpus_per_task),
     ("--exclusive on nodes of different sizes", exclusive_on_mixed_nodes),
@@ -467,6 +475,7 @@ const CHECKS: [(&str, Check); 21] = [
     ("MAGNETIC reservation and an array", magnetic_reservation_and_an_array),
     ("QOS NoReserve", qos_no_reserve),
     ("GPU tasks spread over partly free nodes", gpu_tasks_spread_over_partly_free_nodes),
+    ("--cpus-per-gpu beyond the partition's nodes", cpus_per_gpu_over_two_nodes),
 ];
 
 #[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
