@@ -188,7 +188,7 @@ impl SoakReport {
         }
         if !self.unnamed_after_crash.is_empty() {
             let names: Vec<String> = self.unnamed_after_crash.iter().map(|(task, name)| format!("{task} as {name}")).collect();
-            let _ = writeln!(s, "array task(s) started around a slurmctld SIGKILL that sacct names by the array's range: {}", names.join(" "));
+            let _ = writeln!(s, "job(s) around a slurmctld SIGKILL that sacct names otherwise (an array's range, or a lost array's task for a reissued id): {}", names.join(" "));
         }
         if !self.drained_after_crash.is_empty() {
             let _ = writeln!(s, "drained after a SIGKILL (a relaunch met the first copy), resumed: {}", self.drained_after_crash.join("; "));
@@ -287,6 +287,9 @@ fn gpu_clock_lines(site: &FakeGpuSite, node: &str) -> Result<Vec<String>, String
 /// runs at most about 3 s, so one that started up to 10 s before the crash may have started or
 /// ended in those 5 s.
 const STATE_SAVE_WINDOW_S: f64 = 10.0;
+/// How long after a SIGKILL sbatch may hand out ids the dead slurmctld had already given
+/// (the restart, then the first submissions of the restarted slurmctld).
+const REISSUE_WINDOW_S: f64 = 60.0;
 
 fn unix_now_s() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
@@ -341,6 +344,8 @@ struct Soak<'a> {
     crashes_unix_s: Vec<f64>,
     /// Job ids sbatch handed out a second time (the first submission was lost by a crash).
     reissued: BTreeSet<String>,
+    /// When sbatch answered each submission (Unix s), by expected job id.
+    submitted_unix_s: BTreeMap<String, f64>,
     energy_toml: String,
     reconfigures: u32,
 }
@@ -387,10 +392,11 @@ impl Soak<'_> {
                 self.report.lost_submissions.push(e);
             }
         }
-        if shape.tasks > 1 {
-            self.expected.extend((0..shape.tasks).map(|t| format!("{id}_{t}")));
-        } else {
-            self.expected.insert(id.to_string());
+        let now_s = unix_now_s();
+        let ids: Vec<String> = if shape.tasks > 1 { (0..shape.tasks).map(|t| format!("{id}_{t}")).collect() } else { vec![id.to_string()] };
+        for e in ids {
+            self.submitted_unix_s.insert(e.clone(), now_s);
+            self.expected.insert(e);
         }
         self.report.jobs_submitted += shape.tasks;
         self.report.submissions += 1;
@@ -627,6 +633,7 @@ pub fn run_soak(opts: &SoakOptions) -> Result<SoakReport, String> {
         generation: 0,
         crashes_unix_s: Vec::new(),
         reissued: BTreeSet::new(),
+        submitted_unix_s: BTreeMap::new(),
         energy_toml,
         reconfigures: 0,
     };
@@ -794,6 +801,7 @@ impl Soak<'_> {
                 continue;
             }
             self.name_unnamed_array_records(&mut rows);
+            self.name_array_rows_of_reissued_ids(&mut rows);
             let mut states = BTreeMap::new();
             for id in &self.expected {
                 // A reissued id: the lost submission may have its own record (never final).
@@ -848,6 +856,26 @@ impl Soak<'_> {
             if let Some(states) = rows.remove(&name) {
                 rows.insert(task.clone(), states);
                 self.report.unnamed_after_crash.push((task, name));
+            }
+        }
+    }
+
+    /// A submission sbatch was never answered for (slurmctld SIGKILLed while handling it) may
+    /// still reach slurmdbd; the restarted slurmctld hands its id out again. When the lost one
+    /// was an array and the reissued one a plain job, slurmdbd can keep the plain job's record
+    /// under the lost array's task name (`261_0` for job 261). Such a row stands for the plain
+    /// job when that job was submitted soon after a SIGKILL, sacct has no row of its own, the
+    /// soak never submitted the array, and the job's marker shows at most one start (as itself).
+    fn name_array_rows_of_reissued_ids(&mut self, rows: &mut BTreeMap<String, Vec<String>>) {
+        let foreign: Vec<String> =
+            rows.keys().filter(|id| id.contains('_') && !id.contains("_[") && !self.expected.contains(*id) && !self.reissued.contains(*id)).cloned().collect();
+        let marks_dir = self.dir.path().join("marks");
+        for name in foreign {
+            let marks = |job: &str| std::fs::read_to_string(marks_dir.join(job)).unwrap_or_default();
+            let Some(job) = reissued_plain_job_of(&name, &self.expected, rows, &self.submitted_unix_s, &self.crashes_unix_s, marks) else { continue };
+            if let Some(states) = rows.remove(&name) {
+                rows.insert(job.clone(), states);
+                self.report.unnamed_after_crash.push((job, name));
             }
         }
     }
@@ -969,6 +997,28 @@ fn is_final(state: &str) -> bool {
     matches!(state, "COMPLETED" | "FAILED" | "CANCELLED" | "TIMEOUT" | "NODE_FAIL" | "OUT_OF_MEMORY" | "BOOT_FAIL" | "DEADLINE" | "PREEMPTED")
 }
 
+/// The plain job an array task's row (`261_0`) that the soak never submitted stands for: job
+/// 261, when the soak expects it, sacct has no row of its own, it was submitted within
+/// `REISSUE_WINDOW_S` after a SIGKILL, and its marker (`marks(job)`) shows at most one start, as
+/// itself.
+fn reissued_plain_job_of(
+    name: &str,
+    expected: &BTreeSet<String>,
+    rows: &BTreeMap<String, Vec<String>>,
+    submitted_unix_s: &BTreeMap<String, f64>,
+    crashes_unix_s: &[f64],
+    marks: impl Fn(&str) -> String,
+) -> Option<String> {
+    let (job, task) = name.split_once('_')?;
+    if task.starts_with('[') || !expected.contains(job) || rows.contains_key(job) {
+        return None;
+    }
+    let after_crash = submitted_unix_s.get(job).is_some_and(|&t| crashes_unix_s.iter().any(|&c| t >= c && t <= c + REISSUE_WINDOW_S));
+    let text = marks(job);
+    let once_as_itself = text.lines().count() <= 1 && text.lines().all(|l| l.split_whitespace().next() == Some(job));
+    (after_crash && once_as_itself).then(|| job.to_string())
+}
+
 /// The task an array's record named by its range (`219_[0-7]`) stands for: the one task of
 /// array 219 that `rows` (sacct) lacks, if its marker (`marks(task)`) shows one start, as the
 /// array's own job id (the array's record runs its last task).
@@ -984,6 +1034,27 @@ fn array_record_stands_for(name: &str, expected: &BTreeSet<String>, rows: &BTree
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lost_arrays_task_row_stands_for_the_plain_job_that_got_its_id_after_a_crash() {
+        let expected: BTreeSet<String> = ["260", "261"].map(String::from).into();
+        let rows: BTreeMap<String, Vec<String>> = [("260", "COMPLETED"), ("261_0", "COMPLETED")].map(|(k, v)| (k.to_string(), vec![v.to_string()])).into();
+        let submitted: BTreeMap<String, f64> = [("260".to_string(), 900.0), ("261".to_string(), 1010.0)].into();
+        let ran_once = |job: &str| format!("{job} 1020 n1\n");
+        assert_eq!(reissued_plain_job_of("261_0", &expected, &rows, &submitted, &[1000.0], ran_once), Some("261".into()));
+        // No SIGKILL before its submission, or long before: a real problem, not renamed.
+        assert_eq!(reissued_plain_job_of("261_0", &expected, &rows, &submitted, &[], ran_once), None);
+        assert_eq!(reissued_plain_job_of("261_0", &expected, &rows, &submitted, &[900.0], ran_once), None);
+        // The plain job ran twice, or its marker is another job's: not renamed.
+        assert_eq!(reissued_plain_job_of("261_0", &expected, &rows, &submitted, &[1000.0], |_| "261 1020 n1\n261 1030 n2\n".into()), None);
+        assert_eq!(reissued_plain_job_of("261_0", &expected, &rows, &submitted, &[1000.0], |_| "262 1020 n1\n".into()), None);
+        // The plain job has its own row: the foreign row stays foreign.
+        let mut both = rows.clone();
+        both.insert("261".into(), vec!["COMPLETED".into()]);
+        assert_eq!(reissued_plain_job_of("261_0", &expected, &both, &submitted, &[1000.0], ran_once), None);
+        // Ranges are the other rule's.
+        assert_eq!(reissued_plain_job_of("261_[0-3]", &expected, &rows, &submitted, &[1000.0], ran_once), None);
+    }
 
     #[test]
     fn an_array_record_named_by_its_range_stands_for_its_one_missing_task() {
