@@ -3,6 +3,9 @@
 //! group's solo use is predicted from, and each shared pair's slowdowns, into the interference
 //! history the planner predicts pairs with (as the simulator's early-stage observations do).
 //!
+//! Each pair's slowdowns are recorded with their jobs' users, and one user's pairs alone never
+//! move a prediction ([`InterferenceModel::observe_by`]).
+//!
 //! The sched plugin gathers the running jobs, calls [`learn_gpu_use`] once per pass, keeps the
 //! sets of jobs already learnt from, and logs the [`UseLesson`]s it gets back. Nothing here
 //! reads a clock or a file: the time is an argument.
@@ -134,7 +137,8 @@ pub fn learn_gpu_use(running: &[RunningJob], uses: &UseLog, early_after_s: f64, 
         let slowdowns = solo_n.zip(solo_t).and_then(|(sn, st)| slowdown_from_utilisation(sn, use_n.util_pct).zip(slowdown_from_utilisation(st, use_t.util_pct)));
         let observed = match (newcomer.tag.as_deref(), tenant.tag.as_deref(), slowdowns) {
             (Some(fa), Some(fb), Some((sa, sb))) => {
-                interference.observe(fa, fb, sa, sb);
+                // Each job's slowdown is its own user's testimony (see `crate::interference`).
+                interference.observe_by(fa, newcomer.user, fb, tenant.user, sa, sb);
                 Some((sa, sb))
             }
             _ => None,
@@ -179,11 +183,10 @@ mod tests {
         assert!(lessons.contains(&UseLesson::SoloUnmeasurable { job_id: 4 }), "{lessons:?}");
         assert_eq!(interference.history().pairs_observed(), 0.0);
         let lessons = pass(45, &mut history, &mut interference, &mut use_done, &mut pairs_done);
-        let p = interference.predict(Some("b"), Some("a"));
-        assert_eq!(p.describe(), "history:n=1");
-        // Observed 60/20 = 3 for b and 80/40 = 2 for a, each against the fallback's 2.0 prior
-        // weighing 2 observations.
-        assert!((p.slowdown_a - 7.0 / 3.0).abs() < 1e-9 && (p.slowdown_b - 2.0).abs() < 1e-9, "{p:?}");
+        // Observed 60/20 = 3 for b and 80/40 = 2 for a, recorded with user 1000's name; one
+        // user's pairs alone do not move the prediction.
+        assert_eq!(interference.history().pairs_observed(), 1.0);
+        assert_eq!(interference.predict(Some("b"), Some("a")).describe(), "fallback");
         assert!(matches!(lessons.as_slice(), [UseLesson::Pair { slowdowns: Some((sn, st)), .. }] if (sn - 3.0).abs() < 1e-9 && (st - 2.0).abs() < 1e-9), "{lessons:?}");
         // Learnt once.
         let lessons = pass(60, &mut history, &mut interference, &mut use_done, &mut pairs_done);
@@ -211,5 +214,29 @@ mod tests {
         assert!(lessons.contains(&UseLesson::PartnerGone { job_id: 3 }), "{lessons:?}");
         assert_eq!(interference.history().pairs_observed(), 0.0);
         assert!(pairs_done.contains(&2) && pairs_done.contains(&3));
+    }
+
+    #[test]
+    fn pairs_of_three_users_move_the_prediction() {
+        let mut uses = UseLog::default();
+        let mut running = Vec::new();
+        for user in [1000, 1001, 1002] {
+            let id = |n: u32| 10 * (user - 999) + n;
+            let mut report = |n: u32, from: f64, to: f64, util: f64| uses.add(UseReport { job_id: id(n), node: "n1".into(), from_unix_s: from, to_unix_s: to, gpus: 1, util_pct: util });
+            report(1, 0.0, 10.0, 80.0);
+            report(2, 0.0, 10.0, 60.0);
+            report(3, 30.0, 45.0, 40.0);
+            report(4, 30.0, 45.0, 20.0);
+            let job = |n: u32, tag: &str, start: i64, shares_with: Vec<u32>| RunningJob { id: id(n), user, tag: Some(tag.into()), start_unix_s: start, shares_with, has_record: true };
+            running.extend([job(1, "a", 0, vec![]), job(2, "b", 0, vec![]), job(3, "a", 30, vec![]), job(4, "b", 30, vec![id(3)])]);
+        }
+        let (mut history, mut interference) = (History::default(), InterferenceModel::default());
+        let (mut use_done, mut pairs_done) = (BTreeSet::new(), BTreeSet::new());
+        learn_gpu_use(&running, &uses, 10.0, 45, UseLearners { history: &mut history, interference: &mut interference, use_done: &mut use_done, pairs_done: &mut pairs_done });
+        let p = interference.predict(Some("b"), Some("a"));
+        assert_eq!(p.describe(), "history:n=3:users=3");
+        // Each user's b slowed down 3 and a 2: the users' median weighs 3 observations against
+        // the fallback's 2.0 weighing 2.
+        assert!((p.slowdown_a - 13.0 / 5.0).abs() < 1e-9 && (p.slowdown_b - 2.0).abs() < 1e-9, "{p:?}");
     }
 }
