@@ -184,9 +184,15 @@ impl<'a> JobRef<'a> {
         (d > 0 && d != i64::from(crate::NO_VAL)).then_some(d)
     }
     /// Asks for a layout Slurm's node selection makes itself: `--spread-job`, `--contiguous`,
-    /// `--switches`, or `-N min-max` (as many nodes as it can within the range).
+    /// `--switches`, `-N min-max` (as many nodes as it can within the range), `--prefer`,
+    /// changeable features, several nodes under a topology plugin, a partition with
+    /// MaxCPUsPerNode; or the site uses what only the select plugin counts (MCS labels with
+    /// `MCSParameters=select`, reservations of part of a node's cores). Call it where the
+    /// snapshot is taken: with the job and node read locks held (reservations change under the
+    /// node lock).
     pub fn layout_by_slurm(&self) -> bool {
-        // SAFETY: the shim reads the record's flags and details only.
+        // SAFETY: the shim reads the record's flags and details, slurm_conf, and resv_list under
+        // the node read lock the snapshot holds.
         unsafe { sys::energy_job_layout_by_slurm(self.rec) }
     }
     pub fn tres_per_node(&self) -> Option<&'a str> {

@@ -179,9 +179,22 @@ impl SlurmctldLock {
         let rc = if fed_rc != 0 {
             None
         } else {
+            // --prefer: the preferred features first, then the required ones, as Slurm's
+            // schedulers queue a preferring job twice.
+            // SAFETY: a job record under the job write lock; only the *_use pointers change.
+            let prefers = unsafe { sys::energy_job_features_use(job, true) };
             // SAFETY: select_nodes with the job and node write locks held, test_only=false, no
             // returned bitmap or message, not at submission: sched/backfill's exact call.
-            Some(unsafe { select_nodes(api, job) })
+            let mut rc = unsafe { select_nodes(api, job) };
+            if prefers {
+                // SAFETY: as above.
+                unsafe { sys::energy_job_features_use(job, false) };
+                if rc != sys::SLURM_SUCCESS as i32 {
+                    // SAFETY: as the first call.
+                    rc = unsafe { select_nodes(api, job) };
+                }
+            }
+            Some(rc)
         };
 
         // Put the user's exclusions back (select_nodes may have replaced the bitmap), also on

@@ -266,10 +266,67 @@ bool energy_job_is_configuring(const job_record_t *job)
 	return IS_JOB_CONFIGURING(job);
 }
 
+/* MCSParameters's select mode, read as slurm_mcs.c reads it: `select` puts every labelled job
+ * on nodes of its label only (`ondemandselect`, the default, only for --exclusive=mcs jobs,
+ * which are whole-node jobs and placed by Slurm already). */
+static bool mcs_select_enforced(void)
+{
+	const char *plugin = resolved.slurm_conf->mcs_plugin;
+	const char *params = resolved.slurm_conf->mcs_plugin_params;
+
+	if (!plugin || !*plugin || strcasestr(plugin, "none") || !params)
+		return false;
+	if (strcasestr(params, "noselect") || strcasestr(params, "ondemandselect"))
+		return false;
+	return strcasestr(params, "select") != NULL;
+}
+
+/* A topology plugin that shapes multi-node layouts (tree, block, torus), not none/default/flat. */
+static bool topology_shapes_layout(void)
+{
+	const char *plugin = resolved.slurm_conf->topology_plugin;
+
+	return plugin && *plugin && !strcasestr(plugin, "none") && !strcasestr(plugin, "default") &&
+	       !strcasestr(plugin, "flat");
+}
+
+/* A reservation of cores, not of whole nodes (CoreCnt=, or Flags=... on part of a node's
+ * cores) that has not ended: the other cores of its nodes stay usable, by cons_tres's count. */
+static bool core_reservation_exists(time_t now)
+{
+	energy_list_itr_t it;
+	slurmctld_resv_t *resv;
+	bool found = false;
+
+	if (!*resolved.resv_list)
+		return false;
+	it = resolved.list_iterator_create(*resolved.resv_list);
+	while ((resv = resolved.list_next(it))) {
+		if (resv->node_bitmap && !(resv->ctld_flags & RESV_CTLD_FULL_NODE) &&
+		    (resv->end_time > now)) {
+			found = true;
+			break;
+		}
+	}
+	resolved.list_iterator_destroy(it);
+	return found;
+}
+
 bool energy_job_layout_by_slurm(const job_record_t *job)
 {
 	bool node_range;
 
+	if (!resolved_ok)
+		return true;
+	/* MCS labels with select enforcement (which nodes carry which label is the select plugin's
+	 * bookkeeping) and partial-core reservations (cores held back per node): Slurm's count. */
+	if (mcs_select_enforced() || core_reservation_exists(time(NULL)))
+		return true;
+	/* MaxCPUsPerNode of the partition: cons_tres caps the job's CPUs per node by what the
+	 * partition's other jobs hold there. */
+	if (job->part_ptr && (job->part_ptr->max_cpus_per_node != INFINITE) &&
+	    job->part_ptr->max_cpus_per_node)
+		return true;
 	if (job->bit_flags & SPREAD_JOB)
 		return true;
 	if (job->req_switch && (job->req_switch != NO_VAL))
@@ -289,10 +346,36 @@ bool energy_job_layout_by_slurm(const job_record_t *job)
 	 * plugin's, and 22.05's job_req_node_filter() accepts them without filtering. */
 	if (job->details->features && strpbrk(job->details->features, "*["))
 		return true;
+	/* Changeable features (a node_features plugin: KNL modes, reboot to activate): which node
+	 * to reboot into what is node_features's and select_nodes's choice. */
+	if (job->details->features && resolved.slurm_conf->node_features_plugins &&
+	    *resolved.slurm_conf->node_features_plugins)
+		return true;
+	/* --prefer: select_nodes tries the preferred features first, then the required ones. */
+	if (job->details->prefer && *job->details->prefer)
+		return true;
+	/* Several nodes under a topology plugin: the leaf-switch layout is cons_tres's (the
+	 * planner does not model switches). */
+	if ((job->details->min_nodes > 1) && topology_shapes_layout())
+		return true;
 	node_range = job->details->max_nodes && (job->details->max_nodes != NO_VAL) &&
 		     (job->details->max_nodes != INFINITE) &&
 		     (job->details->max_nodes > job->details->min_nodes);
 	return job->details->contiguous || node_range;
+}
+
+bool energy_job_features_use(job_record_t *job, bool prefer)
+{
+	if (!job || !job->details)
+		return false;
+	if (prefer && job->details->prefer) {
+		job->details->features_use = job->details->prefer;
+		job->details->feature_list_use = job->details->prefer_list;
+		return true;
+	}
+	job->details->features_use = job->details->features;
+	job->details->feature_list_use = job->details->feature_list;
+	return false;
 }
 
 bool energy_job_reserves(job_record_t *job, uint32_t min_prio_reserve, uint32_t min_age_reserve_s,

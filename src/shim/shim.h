@@ -359,6 +359,10 @@ extern bool energy_node_set_planned(int i, bool planned);
  * partition's default or maximum, as the main scheduler takes them). Returns the limit to put
  * back if the start fails, or NO_VAL when nothing changed. */
 extern uint32_t energy_job_limit_to_deadline(job_record_t *job, time_t now);
+/* Which features the next select_nodes() uses: the job's --prefer features when `prefer` and it
+ * has them (returns true), else its required ones (returns false); Slurm's schedulers set these
+ * before each test, the preferred ones first. */
+extern bool energy_job_features_use(job_record_t *job, bool prefer);
 extern bool energy_job_is_finished(const job_record_t *job);
 
 /* Node state macros: the node can take no new work (down, drained or draining, fail, future,
