@@ -1,7 +1,8 @@
 //! `slurm-energy report` on sacct output recorded from the demo cluster (sched/energy,
 //! gpu_nvml and acct_gather_energy/nvml over the fake NVML; 10 demo jobs, a 3-task array, a
 //! CPU-only job and a job still running when captured): fixtures/sacct_demo_running.txt, made
-//! with `SLURM_TIME_FORMAT=%s sacct --parsable2 --noheader -a -X --format=<sacct::format_arg()>`.
+//! with `SLURM_TIME_FORMAT=%s sacct --parsable2 --noheader -a -X --format=<sacct::format_arg()>`
+//! (the old capture, `|` without a header line, which the report still reads).
 
 use std::path::{Path, PathBuf};
 
@@ -32,7 +33,7 @@ fn inputs<'a>(carbon: Option<&'a dyn carbon::CarbonIntensity>, saving: Option<&'
 #[test]
 fn recorded_output_gives_the_sacct_energy_total_and_counts_running_and_array_jobs() {
     let path = fixture("sacct_demo_running.txt");
-    let jobs = sacct::read_file(&path).expect("the fixture parses");
+    let jobs = sacct::read_file(&path).expect("the fixture parses").jobs;
     let report = aggregate::build(&jobs, &inputs(None, None));
     let want = energy_column_sum(&path);
     assert!(want > 10_000.0, "the fixture has GPU energy: {want} J");
@@ -65,12 +66,23 @@ fn recorded_output_gives_the_sacct_energy_total_and_counts_running_and_array_job
 }
 
 #[test]
-fn a_corrupt_row_is_an_error_naming_file_and_line() {
+fn a_corrupt_row_is_skipped_and_shown_naming_file_and_line() {
     let path = fixture("sacct_corrupt_row.txt");
-    let e = sacct::read_file(&path).expect_err("row 5 has ConsumedEnergyRaw 12x4");
+    let read = sacct::read_file(&path).expect("the file is read");
+    assert_eq!(read.skipped.len(), 1, "row 5 has ConsumedEnergyRaw 12x4: {:?}", read.skipped);
+    let e = &read.skipped[0];
     assert_eq!(e.line, 5, "{e}");
     assert!(e.reason.contains("ConsumedEnergyRaw"), "{e}");
     assert!(e.to_string().starts_with(&format!("{}:5: ", path.display())), "{e}");
+    let lines = std::fs::read_to_string(&path).expect("fixture").lines().filter(|l| !l.trim().is_empty()).count();
+    assert_eq!(read.jobs.len(), lines - 1, "every other row is read");
+    let mut report = aggregate::build(&read.jobs, &inputs(None, None));
+    report.skipped = aggregate::Skipped::of(&read);
+    assert!(text::render(&report).contains("Skipped 1 sacct records"));
+    assert!(html::render(&report).contains("Skipped 1 sacct records"));
+    let json: serde_json::Value = serde_json::from_str(&to_json(&report).expect("json")).expect("valid JSON");
+    assert_eq!(json["skipped"]["records"].as_u64(), Some(1));
+    assert!(json["skipped"]["first"][0].as_str().is_some_and(|s| s.contains("ConsumedEnergyRaw")));
 }
 
 #[test]
@@ -84,7 +96,7 @@ fn carbon_comes_from_the_intensity_file_when_records_have_none() {
     }
     std::fs::write(&csv, text).expect("write");
     let intensity = carbon::load(&csv).expect("intensity file");
-    let jobs = sacct::read_file(&fixture("sacct_demo_running.txt")).expect("parses");
+    let jobs = sacct::read_file(&fixture("sacct_demo_running.txt")).expect("parses").jobs;
     let report = aggregate::build(&jobs, &inputs(Some(intensity.as_ref()), None));
     for j in &report.jobs {
         match (j.energy_j, j.end_unix_s) {
@@ -113,7 +125,7 @@ fn savings_are_zero_at_the_default_clock_and_positive_below_it() {
     let data = std::env::var_os("SLURM_ENERGY_DATA")
         .map_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data")), PathBuf::from);
     let model = SavingModel::load(&data, "v100").expect("v100 curves from the measured data");
-    let jobs = sacct::read_file(&fixture("sacct_demo_running.txt")).expect("parses");
+    let jobs = sacct::read_file(&fixture("sacct_demo_running.txt")).expect("parses").jobs;
     let report = aggregate::build(&jobs, &inputs(None, Some(&model)));
     let default_clock = report.jobs.iter().filter_map(|j| j.clock_mhz).max().expect("clocks");
     for j in report.jobs.iter().filter(|j| j.energy_j.unwrap_or(0.0) > 0.0 && j.clock_mhz.is_some()) {
@@ -130,7 +142,7 @@ fn savings_are_zero_at_the_default_clock_and_positive_below_it() {
 
 #[test]
 fn outputs_carry_the_same_figures_and_the_page_is_self_contained() {
-    let jobs = sacct::read_file(&fixture("sacct_demo_running.txt")).expect("parses");
+    let jobs = sacct::read_file(&fixture("sacct_demo_running.txt")).expect("parses").jobs;
     let report = aggregate::build(&jobs, &inputs(None, None));
     let json: serde_json::Value = serde_json::from_str(&to_json(&report).expect("json")).expect("valid JSON");
     assert_eq!(json["totals"]["energy_j"].as_f64(), Some(report.totals.energy_j));

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::carbon::CarbonIntensity;
 use super::record::RecordFields;
-use super::sacct::SacctJob;
+use super::sacct::{SacctJob, SacctRead};
 use super::saving::SavingModel;
 use super::window::Window;
 
@@ -146,6 +146,30 @@ pub struct Report {
     pub top_jobs: Vec<JobFigures>,
     pub decisions: DecisionStats,
     pub jobs: Vec<JobFigures>,
+    /// sacct records that could not be read (in no figure above).
+    pub skipped: Skipped,
+}
+
+/// The sacct records left out because they could not be read: counted and shown, never the end
+/// of the report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Skipped {
+    pub records: usize,
+    /// The first [`super::sacct::MAX_SKIPPED_LISTED`], as `source:line: reason`.
+    pub first: Vec<String>,
+    /// The input had no header line and was read with `|`: a job name holding `|` or a newline
+    /// may have shifted its job's fields (a capture made the old way).
+    pub legacy_delimiter: bool,
+}
+
+impl Skipped {
+    pub fn of(read: &SacctRead) -> Skipped {
+        Skipped {
+            records: read.skipped.len(),
+            first: read.skipped.iter().take(super::sacct::MAX_SKIPPED_LISTED).map(ToString::to_string).collect(),
+            legacy_delimiter: read.legacy_delimiter,
+        }
+    }
 }
 
 /// Everything the figures need beyond the records.
@@ -201,6 +225,7 @@ pub fn build(records: &[SacctJob], inputs: &Inputs<'_>) -> Report {
         decisions: decision_stats(records, &jobs),
         totals,
         jobs,
+        skipped: Skipped::default(),
     }
 }
 

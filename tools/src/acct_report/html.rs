@@ -98,6 +98,25 @@ fn job_table(out: &mut String, title: &str, jobs: &[JobFigures]) {
     out.push_str("</table>\n");
 }
 
+/// The sacct records left out, and why (the first ones).
+fn skipped(out: &mut String, r: &Report) {
+    let s = &r.skipped;
+    if s.legacy_delimiter {
+        out.push_str("<p class=\"note\">Read with the old '|' delimiter (no header line): a job name holding '|' or a newline may have shifted its job's fields.</p>\n");
+    }
+    if s.records == 0 {
+        return;
+    }
+    let _ = writeln!(out, "<p>Skipped {} sacct records that could not be read (in no figure of this page):</p>\n<ul>", s.records);
+    for reason in &s.first {
+        let _ = writeln!(out, "<li>{}</li>", esc(reason));
+    }
+    if s.records > s.first.len() {
+        let _ = writeln!(out, "<li>... {} more</li>", s.records - s.first.len());
+    }
+    out.push_str("</ul>\n");
+}
+
 pub fn render(r: &Report) -> String {
     let t = &r.totals;
     let mut out = String::with_capacity(64 * 1024);
@@ -130,6 +149,7 @@ pub fn render(r: &Report) -> String {
         t.gpu_hours
     );
 
+    skipped(&mut out, r);
     out.push_str("<h2>Plots</h2>\n<div class=\"plots\">\n");
     out.push_str(&group_plot("Energy per user", &r.users));
     out.push_str(&group_plot("Energy per account", &r.accounts));

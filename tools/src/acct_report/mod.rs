@@ -42,7 +42,7 @@ pub struct ReportOptions {
 /// Reads the records and computes the report.
 pub fn build(opts: &ReportOptions) -> Result<Report, String> {
     let window = window::Window::new(opts.start.as_deref(), opts.end.as_deref())?;
-    let (records, source) = match &opts.sacct_file {
+    let (read, source) = match &opts.sacct_file {
         Some(path) => (sacct::read_file(path).map_err(|e| e.to_string())?, path.display().to_string()),
         None => {
             let exe = opts.sacct.clone().unwrap_or_else(sacct::default_sacct);
@@ -65,10 +65,10 @@ pub fn build(opts: &ReportOptions) -> Result<Report, String> {
         Some(dir) if dir.join("zeus").is_dir() => Some(saving::SavingModel::load(dir, &opts.gpu_model)?),
         _ => None,
     };
-    Ok(aggregate::build(
-        &records,
-        &aggregate::Inputs { window, source, carbon: carbon.as_deref(), saving: saving.as_ref() },
-    ))
+    let mut report =
+        aggregate::build(&read.jobs, &aggregate::Inputs { window, source, carbon: carbon.as_deref(), saving: saving.as_ref() });
+    report.skipped = aggregate::Skipped::of(&read);
+    Ok(report)
 }
 
 /// `energy.toml` beside the slurm.conf that `SLURM_CONF` names, when there is one.
