@@ -25,5 +25,6 @@ pub mod ranking;
 pub mod sensitivity;
 pub mod shard_placement;
 pub mod state;
+pub mod tag;
 pub mod types;
 pub mod workloads;

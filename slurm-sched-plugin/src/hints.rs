@@ -3,10 +3,21 @@
 //! depending on how the option is named), with the site's defaults for anything missing.
 //!
 //! The SPANK plugin rejects bad values at submission; a bad value that still gets here (an
-//! older submission, a hand-edited environment) falls back to the default and never blocks.
+//! older submission, a hand-edited environment, a client without the plugin) falls back to the
+//! default and never blocks. A tag is checked with the client's rule ([`model::tag`]): one that
+//! breaks it is dropped (the job runs without a tag) and logged once, escaped, so that it never
+//! reaches a log line, a decision record or the learning state as it is.
+
+use std::collections::HashSet;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Mutex;
 
 use model::config::HintDefaults;
+use model::tag::{describe_refused, valid_tag};
 use model::types::{EnergyPolicy, Hints};
+use slurm_bindings::slurm_log;
+
+use crate::LOG;
 
 const PREFIX: &str = "_SLURM_SPANK_OPTION_energy_";
 
@@ -32,7 +43,11 @@ pub fn from_spank_env<'a>(env: impl IntoIterator<Item = (&'a str, &'a str)>, def
                 }
             }
             "defer" => defer = parse_duration_s(value),
-            "tag" if !value.is_empty() => tag = Some(value.to_string()),
+            "tag" if valid_tag(value) => tag = Some(value.to_string()),
+            "tag" if !value.is_empty() => {
+                log_refused_tag(value);
+                tag = None;
+            }
             _ => {}
         }
     }
@@ -43,6 +58,29 @@ pub fn from_spank_env<'a>(env: impl IntoIterator<Item = (&'a str, &'a str)>, def
         share_allowed: share.unwrap_or(defaults.share_allowed),
         defer_max_s: defer.unwrap_or(defaults.defer_s).min(defaults.max_defer_s),
         tag,
+    }
+}
+
+/// Distinct refused tags logged; a job's hints are read every cycle, so each is logged once, and
+/// a user who sends many cannot fill the log either.
+const REFUSED_TAGS_LOGGED: usize = 100;
+
+/// Hashes of the refused tags already logged.
+static REFUSED_TAGS: Mutex<Option<HashSet<u64>>> = Mutex::new(None);
+
+fn log_refused_tag(value: &str) {
+    let mut hasher = DefaultHasher::new();
+    value.hash(&mut hasher);
+    let key = hasher.finish();
+    let Ok(mut seen) = REFUSED_TAGS.lock() else { return };
+    let seen = seen.get_or_insert_with(HashSet::new);
+    if seen.len() > REFUSED_TAGS_LOGGED || !seen.insert(key) {
+        return;
+    }
+    if seen.len() > REFUSED_TAGS_LOGGED {
+        LOG.error("a job's --energy-tag is not a tag: dropped; further ones are dropped without a log line");
+    } else {
+        slurm_log!(LOG, error, "a job's --energy-tag {} is not a tag (1 to {} letters, digits, '-', '_' or '.'): dropped, the job runs without one", describe_refused(value), model::tag::MAX_TAG_LEN);
     }
 }
 
@@ -122,5 +160,24 @@ mod tests {
         assert_eq!(parse_duration_s("01:30:00"), Some(5400.0));
         assert_eq!(parse_duration_s("x"), None);
         assert_eq!(parse_duration_s("-1h"), None);
+    }
+
+    /// `--energy-tag` is checked in the client only; a job can carry any value (its own
+    /// libslurm, a private plugstack). What the client would refuse never gets past here: not
+    /// into the decision record, the learning state or a log line.
+    #[test]
+    fn a_tag_the_client_would_refuse_is_dropped() {
+        let d = HintDefaults::default();
+        let huge = "a".repeat(100 * 1024);
+        for bad in ["resnet\nsched/energy: forged line", "x; energy_j=0", "x y", "ünïcode", huge.as_str(), &"b".repeat(model::tag::MAX_TAG_LEN + 1)] {
+            let h = from_spank_env([("_SLURM_SPANK_OPTION_energy_energy_tag", bad), ("_SLURM_SPANK_OPTION_energy_energy_policy", "efficiency")], &d);
+            assert_eq!(h.tag, None, "{:?}", &bad[..bad.len().min(40)]);
+            // The rest of the job's hints still hold: it runs, without a tag.
+            assert_eq!(h.policy, EnergyPolicy::Efficiency);
+        }
+        let longest = "c".repeat(model::tag::MAX_TAG_LEN);
+        assert_eq!(from_spank_env([("_SLURM_SPANK_OPTION_energy_tag", longest.as_str())], &d).tag.as_deref(), Some(longest.as_str()));
+        // Blanks around a value are the option parser's, not the tag's.
+        assert_eq!(from_spank_env([("_SLURM_SPANK_OPTION_energy_tag", " bert ")], &d).tag.as_deref(), Some("bert"));
     }
 }

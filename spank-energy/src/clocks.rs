@@ -208,7 +208,8 @@ pub fn hints_from_values(values: &BTreeMap<String, String>, defaults: &HintDefau
         max_slowdown,
         share_allowed,
         defer_max_s: 0.0,
-        tag: get("tag").filter(|t| !t.is_empty()).map(str::to_string),
+        // The client's rule: the environment may not come from the client (model::tag).
+        tag: get("tag").filter(|t| model::tag::valid_tag(t)).map(str::to_string),
     }
 }
 
@@ -558,5 +559,18 @@ mod tests {
         assert!(ClockArgs::parse(["gpu_clocks=maybe"]).is_err());
         assert!(!ClockArgs::parse(["sched_decision=off"]).unwrap().sched_decision);
         assert!(ClockArgs::default().sched_decision);
+    }
+
+    /// The node reads the tag with the same rule as the client and sched/energy
+    /// (`model::tag::valid_tag`): anything else is no tag.
+    #[test]
+    fn hints_drop_a_tag_the_client_would_refuse() {
+        let d = HintDefaults::default();
+        let huge = "a".repeat(100 * 1024);
+        for bad in ["resnet\nforged", "x; energy_j=0", "x y", huge.as_str()] {
+            let h = hints_from_values(&[("tag".to_string(), bad.to_string())].into(), &d);
+            assert_eq!(h.tag, None, "{:?}", &bad[..bad.len().min(40)]);
+        }
+        assert_eq!(hints_from_values(&[("tag".to_string(), "resnet50".to_string())].into(), &d).tag.as_deref(), Some("resnet50"));
     }
 }

@@ -19,8 +19,8 @@ impl Default for Bounds {
     }
 }
 
-/// Longest `--energy-tag`.
-pub const MAX_TAG_LEN: usize = 64;
+/// The `--energy-tag` rule, shared with sched/energy and the node side.
+pub use model::tag::{MAX_TAG_LEN, valid_tag};
 
 pub const POLICIES: [&str; 3] = ["performance", "balanced", "efficiency"];
 
@@ -146,12 +146,6 @@ pub fn parse_ratio(s: &str) -> Option<f64> {
 }
 
 pub use model::duration::parse_duration_s;
-
-pub fn valid_tag(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= MAX_TAG_LEN
-        && s.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-}
 
 /// `12h`, `1h30m`, `45s`, `0s`.
 pub fn fmt_duration(s: u64) -> String {
