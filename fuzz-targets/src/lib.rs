@@ -26,6 +26,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("slurm_gres", slurm_gres),
     ("slurm_strings", slurm_strings),
     ("sacct_output", sacct_output),
+    ("gpu_use_report", gpu_use_report),
 ];
 
 fn text(data: &[u8]) -> Option<&str> {
@@ -356,19 +357,113 @@ fn gpu_bitmap(data: &[u8]) {
 }
 
 /// `sacct --parsable2` output as `slurm-energy report` reads it (`tools::acct_report::sacct`),
-/// then the whole report built and rendered from it: sums match the parsed jobs.
+/// then the whole report built and rendered from it: sums match the parsed jobs, and every
+/// record is either a job or counted as skipped. Then the same bytes as hostile job names
+/// ([`sacct_job_names`]).
 pub fn sacct_output(data: &[u8]) {
     use tools::acct_report::{aggregate, html, text};
-    let Some(t) = text(data) else { return };
-    let Ok(jobs) = tools::acct_report::sacct::parse(t, "sacct") else { return };
+    let t = String::from_utf8_lossy(data);
+    let read = tools::acct_report::sacct::parse(&t, "sacct");
     let inputs = aggregate::Inputs { window: Default::default(), source: "fuzz".into(), carbon: None, saving: None };
-    let report = aggregate::build(&jobs, &inputs);
+    let mut report = aggregate::build(&read.jobs, &inputs);
+    report.skipped = aggregate::Skipped::of(&read);
+    let jobs = &read.jobs;
     let started: Vec<_> = jobs.iter().filter(|j| j.start_unix_s.is_some()).collect();
     assert_eq!(report.totals.jobs, started.len());
     let known: f64 = started.iter().filter_map(|j| j.energy_j).sum();
     assert!((report.totals.energy_j - known).abs() <= 1e-9 * known.abs().max(1.0), "{} vs {known}", report.totals.energy_j);
     assert_eq!(report.totals.jobs_without_energy, started.iter().filter(|j| j.energy_j.is_none()).count());
-    let _ = text::render(&report);
+    assert_eq!(report.skipped.records, read.skipped.len());
+    let rendered = text::render(&report);
+    assert!(!rendered.chars().any(|c| c.is_control() && c != '\n'), "a control character reaches the terminal");
     let _ = html::render(&report);
     let _ = tools::acct_report::to_json(&report);
+    sacct_job_names(&t);
+}
+
+/// The report's delimiter in the fuzz runs: fixed (the real one is drawn per run, unknown to
+/// users), so inputs that hold it are left out.
+const FUZZ_SACCT_DELIMITER: &str = "|5f3c0e9a41b27d86c0ffee1234abcd98";
+
+/// The input, split at NUL bytes, as the job names (and the last piece also as an
+/// AdminComment) of sacct output printed as sacct prints it for the report's command
+/// (`--parsable2 --delimiter`, header first, fields raw): every record is read back whole, and
+/// no name changes any other field of any record.
+fn sacct_job_names(t: &str) {
+    use tools::acct_report::sacct::{self, Delimiter};
+    if t.contains(FUZZ_SACCT_DELIMITER) {
+        return;
+    }
+    let Some(d) = Delimiter::new(FUZZ_SACCT_DELIMITER) else { return };
+    let pieces: Vec<&str> = t.split('\0').take(8).collect();
+    let comment = pieces.last().copied().unwrap_or("");
+    let rows: Vec<Vec<String>> = pieces
+        .iter()
+        .enumerate()
+        .map(|(k, name)| {
+            let id = (100 + k).to_string();
+            let comment = if k + 1 == pieces.len() { format!("energy:policy=balanced clock=1200MHz; {comment}") } else { "energy:policy=efficiency clock=900MHz".into() };
+            vec![
+                id.clone(),
+                id,
+                name.to_string(),
+                format!("user{k}"),
+                format!("acct{k}"),
+                "gpu".into(),
+                "COMPLETED".into(),
+                (1_700_000_000 + k).to_string(),
+                (1_700_000_060 + k).to_string(),
+                "60".into(),
+                format!("gres/gpu={}", k + 1),
+                (1000 * (k + 1)).to_string(),
+                format!("n{k}"),
+                comment,
+            ]
+        })
+        .collect();
+    let mut out = sacct::header_line(&d);
+    out.push('\n');
+    for row in &rows {
+        out.push_str(&row.join(d.as_str()));
+        out.push('\n');
+    }
+    let read = sacct::parse_output(&out, "sacct", &d).unwrap_or_else(|e| panic!("the header is refused: {e}"));
+    assert!(read.skipped.is_empty(), "records skipped: {:?}", read.skipped);
+    assert_eq!(read.jobs.len(), rows.len(), "records gained or lost: {:?}", read.jobs);
+    for (k, (job, row)) in read.jobs.iter().zip(&rows).enumerate() {
+        let got = [&job.job_id_raw, &job.job_id, &job.name, &job.user, &job.account, &job.partition, &job.state];
+        let want = [&row[0], &row[1], &row[2], &row[3], &row[4], &row[5], &row[6]];
+        assert_eq!(got, want, "record {k}: a job name moved a field");
+        assert_eq!((job.start_unix_s, job.end_unix_s, job.elapsed_s), (Some(1_700_000_000 + k as i64), Some(1_700_000_060 + k as i64), 60));
+        assert_eq!((job.gpus, job.energy_j, job.node_list.as_str()), (k as u32 + 1, Some(1000.0 * (k + 1) as f64), row[12].as_str()));
+        assert_eq!(job.admin_comment, row[13].trim(), "record {k}: the AdminComment changed");
+    }
+    // The same output as a captured file (its header gives the delimiter) reads the same.
+    assert_eq!(sacct::parse(&out, "file"), read);
+}
+
+/// A GPU-use report as slurmctld's listener takes it out of a munge credential
+/// (`model::gpu_use::UseReport::parse`, called from `gpu_use_listener`): what it accepts is a
+/// real interval of a real job on a named node, and it reads back its own wire form.
+pub fn gpu_use_report(data: &[u8]) {
+    use model::gpu_use::UseReport;
+    let Some(t) = text(data) else { return };
+    let r = match UseReport::parse(t) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = e.to_string();
+            return;
+        }
+    };
+    assert!(!r.node.is_empty() && !r.node.chars().any(char::is_whitespace), "node {:?}", r.node);
+    assert!(r.from_unix_s.is_finite() && r.to_unix_s.is_finite() && r.to_unix_s > r.from_unix_s, "{r:?}");
+    assert!(r.gpus > 0 && (0.0..=100.0).contains(&r.util_pct), "{r:?}");
+    let wire = r.to_wire();
+    // The wire form keeps milliseconds: an interval shorter than that cannot travel.
+    let (from_ms, to_ms) = (format!("{:.3}", r.from_unix_s), format!("{:.3}", r.to_unix_s));
+    if from_ms.parse::<f64>().ok() < to_ms.parse::<f64>().ok() {
+        let back = UseReport::parse(&wire).unwrap_or_else(|e| panic!("{wire:?} from {t:?}: {e}"));
+        assert_eq!((back.job_id, back.node.as_str(), back.gpus), (r.job_id, r.node.as_str(), r.gpus), "{wire:?}");
+        assert!((back.util_pct - r.util_pct).abs() <= 0.005 + 1e-9 * r.util_pct.abs(), "{wire:?}");
+    }
 }

@@ -131,8 +131,10 @@ pub struct SacctRead {
 pub struct Delimiter(String);
 
 impl Delimiter {
-    /// A fresh delimiter: `|`, 32 hex digits of the kernel's random numbers, `|`. No user can
-    /// know it when naming a job, so no job name holds it.
+    /// A fresh delimiter: `|` and 32 hex digits of the kernel's random numbers. No user can
+    /// know it when naming a job, so no job name holds it; and as its first character occurs
+    /// in it only once, no text can end with a part of it that, with the real delimiter after
+    /// it, reads as a delimiter one place early.
     pub fn random() -> Result<Delimiter, String> {
         use std::io::Read as _;
         let mut bytes = [0u8; 16];
@@ -140,7 +142,7 @@ impl Delimiter {
             .and_then(|mut f| f.read_exact(&mut bytes))
             .map_err(|e| format!("no random delimiter for sacct (/dev/urandom: {e})"))?;
         let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        Ok(Delimiter(format!("|{hex}|")))
+        Ok(Delimiter(format!("|{hex}")))
     }
 
     /// A given delimiter (tests, fuzzing, captured files); `None` if empty.
@@ -552,6 +554,7 @@ mod tests {
         // Two runs do not share a delimiter, and it is on sacct's command line.
         let d2 = Delimiter::random().expect("random");
         assert_ne!(d, d2);
+        assert_eq!((d.as_str().len(), d.as_str().matches('|').count()), (33, 1), "{d:?}");
         let cmd = command(std::path::Path::new("sacct"), &Window::default(), &d);
         let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         assert!(args.contains(&format!("--delimiter={}", d.as_str())) && args.contains(&"--parsable2".to_string()), "{args:?}");
@@ -560,11 +563,11 @@ mod tests {
 
     #[test]
     fn captured_files_give_their_delimiter_in_the_header() {
-        let d = Delimiter::new(";;").expect("delimiter");
+        let d = Delimiter::new(";:").expect("delimiter");
         let read = parse(&format!("\n{}", sacct_prints(&d, &[mallory(42, "a|b\nc")])), "f");
         assert!(read.skipped.is_empty() && !read.legacy_delimiter, "{read:?}");
         assert_mallory(&read.jobs[0], "42", "a|b\nc");
-        assert_eq!(header_delimiter(&header_line(&d)), Some(";;".to_string()));
+        assert_eq!(header_delimiter(&header_line(&d)), Some(";:".to_string()));
         assert_eq!(header_delimiter(LINE), None);
         assert_eq!(header_delimiter("JobIDRaw"), None);
     }
