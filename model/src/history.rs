@@ -22,6 +22,9 @@ pub const PRIOR_POWER_WEIGHT: f64 = 1.0;
 /// Measured / predicted power is kept within these bounds (a misattributed reading must not
 /// turn a prediction upside down).
 pub const POWER_RATIO_RANGE: (f64, f64) = (0.25, 4.0);
+/// Most tag groups (`u<uid>/<tag>`) kept per user; a new one beyond it replaces the user's
+/// least recently taught (security review #7: tags are the user's to invent).
+pub const MAX_TAG_GROUPS_PER_USER: usize = 32;
 
 /// A running sum and count.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -64,6 +67,9 @@ pub struct GroupStats {
     pub early_gpu_util_pct: Mean,
     /// Run time (s) of finished jobs by the GPU clock they ran at (MHz).
     pub runtime_by_clock_s: BTreeMap<u32, Mean>,
+    /// When the group was last taught, in [`History`]'s own count of observations (no clock:
+    /// the order is all the tag cap needs).
+    pub last_taught: u64,
 }
 
 impl GroupStats {
@@ -149,6 +155,8 @@ pub struct Learnt {
 #[serde(default)]
 pub struct History {
     groups: BTreeMap<String, GroupStats>,
+    /// Observations so far: the clock of `GroupStats::last_taught`.
+    taught: u64,
 }
 
 /// Tag characters kept in a group key (anything else becomes `_`), so keys stay one token in a
@@ -179,9 +187,33 @@ impl History {
     }
 
     fn update(&mut self, user: u32, tag: Option<&str>, f: impl Fn(&mut GroupStats)) {
-        f(self.groups.entry(user_key(user)).or_default());
+        self.taught += 1;
+        let taught = self.taught;
+        let g = self.groups.entry(user_key(user)).or_default();
+        f(g);
+        g.last_taught = taught;
         if let Some(k) = group_key(user, tag) {
-            f(self.groups.entry(k).or_default());
+            if !self.groups.contains_key(&k) {
+                self.make_room_for_a_tag(user);
+            }
+            let g = self.groups.entry(k).or_default();
+            f(g);
+            g.last_taught = taught;
+        }
+    }
+
+    /// Drops `user`'s least recently taught tag groups until a new one fits under
+    /// [`MAX_TAG_GROUPS_PER_USER`].
+    fn make_room_for_a_tag(&mut self, user: u32) {
+        // `u<uid>/...` keys sort between `u<uid>/` and `u<uid>0` ('0' follows '/').
+        let (from, to) = (format!("u{user}/"), format!("u{user}0"));
+        loop {
+            let tags = self.groups.range(from.clone()..to.clone());
+            if tags.clone().count() < MAX_TAG_GROUPS_PER_USER {
+                return;
+            }
+            let Some(oldest) = tags.min_by_key(|(_, g)| g.last_taught).map(|(k, _)| k.clone()) else { return };
+            self.groups.remove(&oldest);
         }
     }
 
@@ -382,5 +414,29 @@ mod tests {
         assert_eq!(back, h);
         assert!(back.group(7, Some("a b")).is_some());
         assert!(text.contains("u7/a_b"), "{text}");
+    }
+
+    /// A user's tags are theirs to choose: one job per new tag must not grow the state without
+    /// bound (security review #7). The least recently taught tag group goes first.
+    #[test]
+    fn a_users_tag_groups_are_capped_least_recently_seen_first() {
+        let mut h = History::default();
+        h.observe_finished(&finished(8, Some("other"), 360.0, None));
+        for i in 0..(3 * MAX_TAG_GROUPS_PER_USER) {
+            h.observe_finished(&finished(7, Some(&format!("t{i}")), 360.0, None));
+            if i % 8 == 0 {
+                h.observe_early(&EarlyRun { user: 7, tag: Some("kept"), power_w: 100.0, predicted_power_w: 100.0, gpu_util_pct: None });
+            }
+        }
+        let tags = h.groups().keys().filter(|k| k.starts_with("u7/")).count();
+        assert_eq!(tags, MAX_TAG_GROUPS_PER_USER);
+        assert!(h.group(7, Some("kept")).is_some(), "taught recently");
+        assert!(h.group(7, Some(&format!("t{}", 3 * MAX_TAG_GROUPS_PER_USER - 1))).is_some());
+        assert!(h.group(7, Some("t0")).is_none(), "the oldest went first");
+        // The user's own group and other users' groups are not touched.
+        assert_eq!(h.user(7).map(|g| g.jobs), Some(3 * MAX_TAG_GROUPS_PER_USER as u32));
+        assert!(h.group(8, Some("other")).is_some());
+        let back: History = serde_json::from_str(&serde_json::to_string(&h).expect("json")).expect("parse");
+        assert_eq!(back, h);
     }
 }
