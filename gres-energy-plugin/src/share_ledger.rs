@@ -9,16 +9,24 @@
 //! accounts add up to the counter over the time the GPU was shared. A step's energy is its job's
 //! account now minus at its start.
 //!
-//! Holders whose slurmstepd is gone (killed) are dropped at the next settlement. A counter that
-//! went back (driver reload, GPU reset) restarts the interval from the new reading: what it
-//! shows since the restart is split, what it lost before is not known here.
+//! Holders whose slurmstepd is gone (killed) are dropped at the next settlement: a holder is
+//! kept with its slurmstepd's pid and start time (clock ticks after boot, as the clock ledger
+//! keeps its steps), so a new process that reuses the pid does not keep a finished job holding
+//! the GPU. A counter that went back (driver reload, GPU reset) restarts the interval from the
+//! new reading: what it shows since the restart is split, what it lost before is not known here.
+//!
+//! The directory is checked like the clock ledger's
+//! ([`gpu_control::arbiter::ensure_private_dir`]: no symlink, ours, mode 0700, in a parent
+//! others cannot swap it in); files in it are opened without following symlinks and written
+//! atomically (a fresh temporary file per process, fsync, rename, fsync of the directory).
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use gpu_control::arbiter::{self, StepKey};
 use gpu_control::{GpuControl, GpuError};
 use slurm_bindings::Logger;
 
@@ -32,7 +40,7 @@ pub const SHARE_DIR: &str = "energy-share";
 /// What a settlement does to the caller's hold on the GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hold {
-    /// Step `step` of the job (slurmstepd `pid`) starts holding the GPU.
+    /// Step `step` of the job (slurmstepd `pid`, known by its start time) starts holding the GPU.
     Join { step: u32, pid: u32 },
     Keep,
     /// Step `step` of the job lets go.
@@ -74,8 +82,27 @@ struct Books {
     /// When the counter was read (Unix µs): the per-process samples after it are the interval's.
     at_unix_us: u64,
     job_mj: BTreeMap<u32, u64>,
-    /// (job, step) -> slurmstepd pid.
-    holders: BTreeMap<(u32, u32), u32>,
+    /// (job, step) -> its slurmstepd.
+    holders: BTreeMap<(u32, u32), Holder>,
+}
+
+/// The slurmstepd of a holding step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Holder {
+    pid: u32,
+    /// Its start time (clock ticks after boot); `None` in books written before it was kept.
+    start_ticks: Option<u64>,
+}
+
+impl Holder {
+    /// The same process (pid and start time), not exited. A holder of older books (no start
+    /// time) holds while its pid exists.
+    fn is_alive(&self) -> bool {
+        match self.start_ticks {
+            Some(t) => StepKey { job_id: 0, step_id: 0, node: String::new(), stepd_pid: self.pid, stepd_start_ticks: t }.is_alive(),
+            None => Path::new(&format!("/proc/{}", self.pid)).exists(),
+        }
+    }
 }
 
 impl Books {
@@ -84,7 +111,10 @@ impl Books {
         for line in text.lines() {
             let Some((key, value)) = line.split_once('=') else { continue };
             let (key, value) = (key.trim(), value.trim());
-            let Ok(n) = value.parse::<u64>() else { continue };
+            // `holder.<job>.<step> = <pid> <start ticks>`; everything else one number.
+            let mut words = value.split_whitespace();
+            let Some(Ok(n)) = words.next().map(str::parse::<u64>) else { continue };
+            let second = words.next().map(str::parse::<u64>);
             let parts: Vec<&str> = key.split('.').collect();
             match parts.as_slice() {
                 ["counter_mj"] => b.counter_mj = Some(n),
@@ -95,8 +125,13 @@ impl Books {
                     }
                 }
                 ["holder", j, s] => {
+                    let start_ticks = match second {
+                        None => None,
+                        Some(Ok(t)) => Some(t),
+                        Some(Err(_)) => continue,
+                    };
                     if let (Ok(j), Ok(s), Ok(pid)) = (j.parse(), s.parse(), u32::try_from(n)) {
-                        b.holders.insert((j, s), pid);
+                        b.holders.insert((j, s), Holder { pid, start_ticks });
                     }
                 }
                 _ => {}
@@ -113,8 +148,11 @@ impl Books {
         for (j, mj) in &self.job_mj {
             out.push_str(&format!("job.{j} = {mj}\n"));
         }
-        for ((j, s), pid) in &self.holders {
-            out.push_str(&format!("holder.{j}.{s} = {pid}\n"));
+        for ((j, s), h) in &self.holders {
+            match h.start_ticks {
+                Some(t) => out.push_str(&format!("holder.{j}.{s} = {} {t}\n", h.pid)),
+                None => out.push_str(&format!("holder.{j}.{s} = {}\n", h.pid)),
+            }
         }
         out
     }
@@ -136,11 +174,20 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ShareError + '_ {
     move |e| ShareError::Io(path.to_path_buf(), e)
 }
 
+/// Opening flags of every file in the books' directory: a symlink planted there is refused
+/// (ELOOP), never followed by root.
+const NO_FOLLOW: i32 = libc::O_NOFOLLOW | libc::O_CLOEXEC;
+
 impl ShareLedger {
-    /// `<clock ledger dir>/energy-share`, created root-only.
+    /// `<clock ledger dir>/energy-share`, created root-only and checked as the clock ledger's
+    /// directory is ([`arbiter::ensure_private_dir`]; the clock ledger directory is made or
+    /// checked the same way first): whoever could write the books could make root write
+    /// through their links.
     pub fn open(clock_ledger_dir: &Path) -> Result<ShareLedger, ShareError> {
         let dir = clock_ledger_dir.join(SHARE_DIR);
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(io_err(&dir))?;
+        for d in [clock_ledger_dir, dir.as_path()] {
+            arbiter::ensure_private_dir(d).map_err(|e| ShareError::Io(e.path.clone(), std::io::Error::other(format!("{}: {}", e.op, e.reason))))?;
+        }
         Ok(ShareLedger { dir })
     }
 
@@ -150,15 +197,15 @@ impl ShareLedger {
         let key: String = key.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
         let path = self.dir.join(&key);
         let lock_path = self.dir.join(format!("{key}.lock"));
-        let lock = OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&lock_path).map_err(io_err(&lock_path))?;
+        let lock = OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).custom_flags(NO_FOLLOW).open(&lock_path).map_err(io_err(&lock_path))?;
         lock_within(&lock, LOCK_WAIT).map_err(io_err(&lock_path))?;
-        let mut books = match std::fs::read_to_string(&path) {
+        let mut books = match read_books(&path) {
             Ok(text) => Books::parse(&text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Books::default(),
             Err(e) => return Err(ShareError::Io(path, e)),
         };
-        // Holders whose slurmstepd is gone hold nothing.
-        books.holders.retain(|_, pid| Path::new(&format!("/proc/{pid}")).exists());
+        // Holders whose slurmstepd is gone (or whose pid a new process reuses) hold nothing.
+        books.holders.retain(|_, h| h.is_alive());
         let raw_mj = ctrl.total_energy_mj(gpu).map_err(ShareError::Gpu)?;
         let power_mw = ctrl.power_usage_mw(gpu).unwrap_or(0);
         let jobs = books.jobs();
@@ -185,7 +232,8 @@ impl ShareLedger {
         let co_runners = jobs.len();
         match hold {
             Hold::Join { step, pid } => {
-                books.holders.insert((job, step), pid);
+                let start_ticks = arbiter::process_start_ticks(pid).map_err(io_err(Path::new("/proc/<pid>/stat")))?;
+                books.holders.insert((job, step), Holder { pid, start_ticks: Some(start_ticks) });
                 books.job_mj.entry(job).or_insert(0);
             }
             Hold::Keep => {}
@@ -348,12 +396,38 @@ fn lock_within(file: &File, wait: std::time::Duration) -> std::io::Result<()> {
     }
 }
 
+/// The books' text; a symlink or anything but a regular file in their place is an error.
+fn read_books(path: &Path) -> std::io::Result<String> {
+    let mut f = OpenOptions::new().read(true).custom_flags(NO_FOLLOW).open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut text = String::new();
+    f.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// Atomic replace as `gpu_control::arbiter` stores its ledger: a fresh temporary file of this
+/// process (never through a link left under its name), fsync, rename, fsync of the directory.
 fn write_atomically(path: &Path, text: &str) -> Result<(), ShareError> {
-    let tmp = path.with_extension("tmp");
-    let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
-    f.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(io_err(&tmp))?;
-    f.write_all(text.as_bytes()).map_err(io_err(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io_err(path))
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        match std::fs::remove_file(&tmp) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let mut f = OpenOptions::new().write(true).create_new(true).mode(0o600).custom_flags(NO_FOLLOW).open(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        File::open(dir)?.sync_all()
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        ShareError::Io(path.to_path_buf(), e)
+    })
 }
 
 #[cfg(test)]
@@ -365,8 +439,74 @@ mod tests {
     fn books_round_trip() {
         let mut b = Books { counter_mj: Some(5), at_unix_us: 17, ..Books::default() };
         b.job_mj.insert(3, 70);
-        b.holders.insert((3, 0xffff_fffc), 99);
+        b.holders.insert((3, 0xffff_fffc), Holder { pid: 99, start_ticks: Some(1234) });
+        b.holders.insert((4, 0), Holder { pid: 98, start_ticks: None });
         assert_eq!(Books::parse(&b.to_text()), b);
+        // Books of the version before start times: a pid alone.
+        assert_eq!(Books::parse("holder.4.0 = 98\n").holders[&(4, 0)], Holder { pid: 98, start_ticks: None });
+    }
+
+    #[test]
+    fn a_reused_pid_holds_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = ShareLedger::open(dir.path()).unwrap();
+        let gpus = FakeGpus::v100s(1);
+        let me = std::process::id();
+        let my_ticks = arbiter::process_start_ticks(me).unwrap();
+        gpus.with_gpu(0, |g| g.energy_mj = 1_000_000).unwrap();
+        ledger.settle(&gpus, 0, 1, Hold::Join { step: 0, pid: me }).unwrap();
+        // Job 2's slurmstepd died; a new process (this one) got its pid: other start time.
+        let path = dir.path().join(SHARE_DIR).join(gpus.uuid(0).unwrap());
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, format!("{text}job.2 = 0\nholder.2.0 = {me} {}\n", my_ticks + 1)).unwrap();
+        gpus.with_gpu(0, |g| g.energy_mj += 90_000).unwrap();
+        let a = ledger.settle(&gpus, 0, 1, Hold::Keep).unwrap();
+        assert_eq!((a.job_mj, a.co_runners), (90_000, 1), "job 2 no longer holds the GPU");
+        assert!(!std::fs::read_to_string(&path).unwrap().contains("holder.2."));
+    }
+
+    #[test]
+    fn planted_symlinks_are_not_followed_and_an_exposed_directory_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = tempfile::tempdir().unwrap();
+        let ledger_dir = base.path().join("ledger");
+        let share = ledger_dir.join(SHARE_DIR);
+        std::fs::create_dir_all(&share).unwrap();
+        let gpus = FakeGpus::v100s(1);
+        let uuid = gpus.uuid(0).unwrap();
+        // Links planted under the temporary names and the lock's name, and a victim file.
+        let victim = base.path().join("victim");
+        std::fs::write(&victim, "precious\n").unwrap();
+        for name in [format!("{uuid}.tmp"), format!(".{uuid}.tmp.{}", std::process::id()), format!("{uuid}.lock")] {
+            std::os::unix::fs::symlink(&victim, share.join(name)).unwrap();
+        }
+        let ledger = ShareLedger::open(&ledger_dir).unwrap();
+        let r = ledger.settle(&gpus, 0, 1, Hold::Join { step: 0, pid: std::process::id() });
+        assert!(r.is_err(), "the lock file is a symlink: refused");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        std::fs::remove_file(share.join(format!("{uuid}.lock"))).unwrap();
+        ledger.settle(&gpus, 0, 1, Hold::Join { step: 0, pid: std::process::id() }).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n", "no write through a planted link");
+        assert!(std::fs::symlink_metadata(share.join(&uuid)).unwrap().file_type().is_file());
+        // The books themselves replaced by a link: refused, not read or written through.
+        std::fs::remove_file(share.join(&uuid)).unwrap();
+        std::os::unix::fs::symlink(&victim, share.join(&uuid)).unwrap();
+        assert!(ledger.settle(&gpus, 0, 1, Hold::Keep).is_err());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        // A ledger directory in a parent anyone may write to (no sticky bit): refused; the
+        // share directory as a symlink: refused.
+        let open = base.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(ShareLedger::open(&open.join("ledger")).is_err());
+        let other = base.path().join("other");
+        std::fs::create_dir_all(other.join("real")).unwrap();
+        std::os::unix::fs::symlink(other.join("real"), other.join(SHARE_DIR)).unwrap();
+        assert!(ShareLedger::open(&other).is_err());
+        // A world-writable share directory is made private again.
+        std::fs::set_permissions(&share, std::fs::Permissions::from_mode(0o777)).unwrap();
+        ShareLedger::open(&ledger_dir).unwrap();
+        assert_eq!(std::fs::metadata(&share).unwrap().permissions().mode() & 0o777, 0o700);
     }
 
     #[test]
