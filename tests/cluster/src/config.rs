@@ -61,6 +61,27 @@ pub struct ClusterConfig {
     pub select_type_parameters: Option<String>,
     /// `SelectType` (default `select/cons_tres`).
     pub select_type: Option<String>,
+    /// How slurmctld and slurmd run: in the foreground (the default) or as sites' systemd
+    /// units run them.
+    pub daemon_mode: DaemonMode,
+}
+
+/// How the harness runs slurmctld and slurmd. slurmdbd runs in the foreground either way, as
+/// its unit file does (`slurmdbd -D`); munged and MariaDB are the harness's own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DaemonMode {
+    /// `-D`: each daemon is the harness's child in the foreground. Hides what a daemon does
+    /// when it forks: on 24.11 a reconfigure re-executes slurmctld in place.
+    #[default]
+    Attached,
+    /// As sites run them from their systemd units. A release with `--systemd` (23.11 on):
+    /// `slurmctld --systemd`, `slurmd --systemd` (`Type=notify`), with a notify-socket stand-in
+    /// as `NOTIFY_SOCKET`; a reconfigure or SIGHUP starts a new process while the old one still
+    /// runs, and the harness follows `MAINPID=`. An older release (22.05): daemonised (no
+    /// `-D`), followed through its `PidFile`. Either way the daemon's real process is tracked
+    /// and signalled by pid (a pidfd), and its log can be rotated with SIGHUP
+    /// (`LocalCluster::rotate_log`).
+    Systemd,
 }
 
 /// One node of a heterogeneous cluster: its CPUs (and how they are laid out), memory, GPUs of
@@ -139,6 +160,7 @@ impl Default for ClusterConfig {
             node_shapes: Vec::new(),
             select_type_parameters: None,
             select_type: None,
+            daemon_mode: DaemonMode::Attached,
         }
     }
 }

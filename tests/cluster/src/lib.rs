@@ -7,8 +7,15 @@
 //! `SLURM_CONF`. Dropping the cluster (or [`LocalCluster::stop`]) stops every daemon it started,
 //! by pid, in reverse order, and removes the base dir unless `SLURM_TESTCLUSTER_KEEP=1`.
 //!
-//! It must never signal a process it did not start: every daemon is our child, run in the
-//! foreground, and is only signalled before we have reaped it.
+//! It must never signal a process it did not start: by default every daemon is our child, run in
+//! the foreground, and is only signalled before we have reaped it. In site mode
+//! ([`DaemonMode::Systemd`], `ClusterConfig::daemon_mode`) slurmctld and slurmd run as sites'
+//! systemd units run them (`--systemd` with a notify-socket stand-in where the release has it,
+//! else daemonised with their `PidFile`); the harness follows each one's real process across
+//! the re-executions of a reconfigure and signals it through a pidfd, opened only for a process
+//! whose environment names this cluster's slurm.conf. [`LocalCluster::signal_daemon`],
+//! [`LocalCluster::rotate_log`] (log rotation: rename, then SIGHUP) and
+//! [`LocalCluster::main_pids`] are for tests of that mode.
 //!
 //! Needs root and Slurm's packages; `tools/slurm-env.sh` installs them. Tests call
 //! [`skip_reason`] first and skip with a message where it returns `Some`.
@@ -16,6 +23,7 @@
 mod config;
 mod daemon;
 mod error;
+mod notify;
 mod site;
 mod util;
 
@@ -28,13 +36,13 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-pub use config::{ClusterConfig, NodeShape};
+pub use config::{ClusterConfig, DaemonMode, NodeShape};
 pub use site::{SITE_PARTITIONS, site_cluster};
 pub use error::ClusterError;
 pub use util::{PREFIX_ENV, pid_exists, slurm_prefix};
 
 use config::{CLUSTER_NAME, DB_NAME, DB_USER, Layout, Ports, SlurmConfInput};
-use daemon::Daemon;
+use daemon::{Daemon, SiteWatch};
 use util::{create_dir, find_program, poll, require_program, run, set_mode, tail_file, write_file};
 
 /// Set to `1` to keep the base dir (configuration, logs, job output) after the cluster stops.
@@ -124,6 +132,10 @@ pub struct LocalCluster {
     daemons: Vec<Daemon>,
     scripts: AtomicU32,
     stopped: bool,
+    /// Site mode: the release's daemons take `--systemd` (23.11 on).
+    systemd_flag: bool,
+    /// Log files rotated by [`Self::rotate_log`] so far (names them `<log>.<n>`).
+    rotations: AtomicU32,
 }
 
 impl LocalCluster {
@@ -169,6 +181,7 @@ impl LocalCluster {
             require_program(program)?;
         }
         let stock_plugin_dir = stock_plugin_dir()?;
+        let systemd_flag = cfg.daemon_mode == DaemonMode::Systemd && takes_systemd_flag()?;
         let hostname = util::short_hostname()?;
 
         let dir = tempfile::Builder::new()
@@ -199,6 +212,8 @@ impl LocalCluster {
             daemons: Vec::new(),
             scripts: AtomicU32::new(0),
             stopped: false,
+            systemd_flag,
+            rotations: AtomicU32::new(0),
         };
         // From here on, an early return drops `cluster`, which stops whatever was started.
         let db_password = util::random_hex(16)?;
@@ -359,12 +374,14 @@ impl LocalCluster {
             .map_err(|e| ClusterError::io(format!("read {}", path.display()), e))
     }
 
+    /// slurmctld's log, with what [`Self::rotate_log`] rotated out of it first.
     pub fn slurmctld_log(&self) -> String {
-        read_lossy(&self.layout.slurmctld_log())
+        self.read_rotated(&self.layout.slurmctld_log())
     }
 
+    /// slurmd's log of `node`, with what [`Self::rotate_log`] rotated out of it first.
     pub fn slurmd_log(&self, node: &str) -> String {
-        read_lossy(&self.layout.slurmd_log(node))
+        self.read_rotated(&self.layout.slurmd_log(node))
     }
 
     pub fn slurmdbd_log(&self) -> String {
@@ -417,8 +434,7 @@ impl LocalCluster {
         if let Err(problem) = old.stop(STOP_GRACE) {
             eprintln!("slurm-testcluster: {problem}");
         }
-        let cmd = self.slurmd_command(node)?;
-        let new = Daemon::spawn(&name, cmd, Some(&self.layout.slurmd_log(node)), &self.layout.console(&name.replace(' ', "-")))?;
+        let new = self.spawn_slurmd(node)?;
         self.daemons.insert(index, new);
         self.wait_nodes(NodeWait::AllResponding, START_TIMEOUT)
     }
@@ -429,8 +445,94 @@ impl LocalCluster {
     }
 
     /// `scontrol reconfigure`: slurmctld and every slurmd re-read their configuration files.
+    /// In site mode it then waits until slurmctld answers again (on 24.11 from a new process,
+    /// whose pid [`Self::pid_of`] then gives).
     pub fn reconfigure(&self) -> Result<(), ClusterError> {
-        run(self.command("scontrol").arg("reconfigure")).map(|_| ())
+        run(self.command("scontrol").arg("reconfigure"))?;
+        if self.cfg.daemon_mode == DaemonMode::Systemd {
+            self.wait_ping("answering after scontrol reconfigure")?;
+        }
+        Ok(())
+    }
+
+    /// The daemon mode the cluster runs in.
+    pub fn daemon_mode(&self) -> DaemonMode {
+        self.cfg.daemon_mode
+    }
+
+    /// Whether site mode runs this release's daemons with `--systemd` (else daemonised).
+    pub fn runs_under_systemd_flag(&self) -> bool {
+        self.systemd_flag
+    }
+
+    /// Every pid the daemon's main process has had, in order (`slurmctld`, `slurmd n1`): one
+    /// when attached; in site mode one more for each reconfigure or SIGHUP that re-executed it
+    /// (24.11). Empty for an unknown daemon.
+    pub fn main_pids(&self, daemon: &str) -> Vec<u32> {
+        self.daemons.iter().find(|d| d.name == daemon).map(|d| d.main_pids()).unwrap_or_default()
+    }
+
+    /// `READY=1` notifications the daemon sent to its notify socket (site mode under
+    /// `--systemd`; 0 otherwise).
+    pub fn ready_notifications(&self, daemon: &str) -> u32 {
+        self.daemons.iter().find(|d| d.name == daemon).map_or(0, |d| d.ready_count())
+    }
+
+    /// Sends `signal` to a daemon's current process (`slurmctld`, `slurmd n1`) and returns its
+    /// pid. In site mode through the pidfd of its main process.
+    pub fn signal_daemon(&mut self, daemon: &str, signal: libc::c_int) -> Result<u32, ClusterError> {
+        let d = self
+            .daemons
+            .iter_mut()
+            .find(|d| d.name == daemon)
+            .ok_or_else(|| ClusterError::Unsupported(format!("{daemon} was never started")))?;
+        d.signal(signal).map_err(ClusterError::Unsupported)
+    }
+
+    /// Log rotation as logrotate does it for Slurm (`postrotate`: the unit's `ExecReload`,
+    /// SIGHUP): the daemon's log (`slurmctld`, `slurmd n1`) is renamed to `<log>.<n>`, SIGHUP
+    /// sent, and this waits until the daemon has opened a new log and slurmctld answers (after
+    /// slurmd's: every node responds). Returns the pid signalled. SIGHUP also makes the daemon
+    /// re-read its configuration, and on 24.11 under `--systemd` or daemonised re-execute
+    /// itself. [`Self::slurmctld_log`] and [`Self::slurmd_log`] read the rotated parts too.
+    pub fn rotate_log(&mut self, daemon: &str) -> Result<u32, ClusterError> {
+        let log = match daemon.split_once(' ') {
+            None if daemon == "slurmctld" => self.layout.slurmctld_log(),
+            Some(("slurmd", node)) => self.layout.slurmd_log(node),
+            _ => return Err(ClusterError::Unsupported(format!("no log rotation for {daemon}"))),
+        };
+        let n = self.rotations.fetch_add(1, Ordering::Relaxed) + 1;
+        let rotated = rotated_name(&log, n);
+        fs::rename(&log, &rotated).map_err(|e| ClusterError::io(format!("rename {} to {}", log.display(), rotated.display()), e))?;
+        let pid = self.signal_daemon(daemon, libc::SIGHUP)?;
+        let reopened = poll(START_TIMEOUT, POLL, || Ok(log.exists().then_some(())))?;
+        if reopened.is_none() {
+            return Err(self.timeout(format!("{daemon} to open a new {} after SIGHUP", log.display()), None));
+        }
+        self.wait_ping("answering after SIGHUP")?;
+        if daemon != "slurmctld" {
+            self.wait_nodes(NodeWait::AllResponding, START_TIMEOUT)?;
+        }
+        Ok(pid)
+    }
+
+    /// A log with the parts [`Self::rotate_log`] rotated out of it first, oldest first.
+    fn read_rotated(&self, log: &Path) -> String {
+        let mut text = String::new();
+        for n in 1..=self.rotations.load(Ordering::Relaxed) {
+            text.push_str(&read_lossy(&rotated_name(log, n)));
+        }
+        text.push_str(&read_lossy(log));
+        text
+    }
+
+    /// Waits until `scontrol ping` finds slurmctld up.
+    fn wait_ping(&self, what: &str) -> Result<(), ClusterError> {
+        let up = poll(START_TIMEOUT, POLL, || {
+            let out = util::output_of(self.command("scontrol").arg("ping"))?;
+            Ok((out.status.success() && String::from_utf8_lossy(&out.stdout).contains("is UP")).then_some(()))
+        })?;
+        up.ok_or_else(|| self.timeout(format!("slurmctld {what} within {START_TIMEOUT:?}"), None))
     }
 
     /// Replaces a file next to slurm.conf (say `energy.toml` before [`Self::reconfigure`]).
@@ -550,12 +652,13 @@ impl LocalCluster {
         Ok(cmd)
     }
 
-    /// `slurmd -D -N <node>` with `ClusterConfig::daemon_env`, `%n` in a value replaced by the
-    /// node name (per-node fake GPU state and clock ledger on one host).
+    /// `slurmd -D -N <node>` (site mode: `--systemd` or daemonising instead of `-D`) with
+    /// `ClusterConfig::daemon_env`, `%n` in a value replaced by the node name (per-node fake GPU
+    /// state and clock ledger on one host).
     fn slurmd_command(&self, node: &str) -> Result<Command, ClusterError> {
         let mut cmd = self.daemon_command("slurmd")?;
         cmd.envs(self.cfg.daemon_env.iter().map(|(k, v)| (k, v.replace("%n", node))));
-        cmd.args(["-D", "-N", node]);
+        cmd.args(self.mode_args()).args(["-N", node]);
         Ok(cmd)
     }
 
@@ -733,16 +836,62 @@ impl LocalCluster {
     /// "could not open state file" errors).
     fn spawn_slurmctld(&self, fresh: bool) -> Result<Daemon, ClusterError> {
         let mut cmd = self.slurm_daemon_command("slurmctld")?;
-        cmd.arg("-D");
+        cmd.args(self.mode_args());
         if fresh {
             cmd.arg("-c");
         }
-        Daemon::spawn(
-            "slurmctld",
-            cmd,
-            Some(&self.layout.slurmctld_log()),
-            &self.layout.console("slurmctld"),
-        )
+        let log = self.layout.slurmctld_log();
+        let console = self.layout.console("slurmctld");
+        match self.site_watch("slurmctld", "slurmctld")? {
+            None => Daemon::spawn("slurmctld", cmd, Some(&log), &console),
+            Some(watch) => Daemon::spawn_site("slurmctld", cmd, Some(&log), &console, watch),
+        }
+    }
+
+    /// slurmctld's and slurmd's arguments for the daemon mode: `-D` (attached), `--systemd`
+    /// (site mode where the release has it), none (site mode on an older release: the daemon
+    /// daemonises).
+    fn mode_args(&self) -> &'static [&'static str] {
+        match self.cfg.daemon_mode {
+            DaemonMode::Attached => &["-D"],
+            DaemonMode::Systemd if self.systemd_flag => &["--systemd"],
+            DaemonMode::Systemd => &[],
+        }
+    }
+
+    /// How site mode follows a daemon whose command name is `comm` and whose pid file and
+    /// notify socket are named after `unit` (`slurmctld`, `slurmd-n1`); `None` when attached.
+    fn site_watch(&self, comm: &str, unit: &str) -> Result<Option<SiteWatch>, ClusterError> {
+        if self.cfg.daemon_mode == DaemonMode::Attached {
+            return Ok(None);
+        }
+        let env_mark = format!("SLURM_CONF={}", self.conf_path().display());
+        if self.systemd_flag {
+            let path = self.layout.run.join(format!("notify-{unit}.sock"));
+            if path.as_os_str().len() > MAX_SOCKET_PATH {
+                return Err(ClusterError::Unsupported(format!("notify socket path {} is too long: set TMPDIR to a shorter directory", path.display())));
+            }
+            let notify = notify::NotifySocket::bind(&path)?;
+            Ok(Some(SiteWatch { notify: Some(notify), pid_file: None, env_mark, comm: comm.into() }))
+        } else {
+            // slurm.conf's SlurmctldPidFile and SlurmdPidFile. One left by an earlier process of
+            // this daemon names nothing of ours now.
+            let pid_file = self.layout.run.join(format!("{unit}.pid"));
+            let _ = fs::remove_file(&pid_file);
+            Ok(Some(SiteWatch { notify: None, pid_file: Some(pid_file), env_mark, comm: comm.into() }))
+        }
+    }
+
+    /// slurmd of `node` in the cluster's daemon mode.
+    fn spawn_slurmd(&self, node: &str) -> Result<Daemon, ClusterError> {
+        let name = format!("slurmd {node}");
+        let cmd = self.slurmd_command(node)?;
+        let log = self.layout.slurmd_log(node);
+        let console = self.layout.console(&name.replace(' ', "-"));
+        match self.site_watch("slurmd", &format!("slurmd-{node}"))? {
+            None => Daemon::spawn(&name, cmd, Some(&log), &console),
+            Some(watch) => Daemon::spawn_site(&name, cmd, Some(&log), &console, watch),
+        }
     }
 
     fn wait_slurmctld_up(&self, daemon: &mut Daemon) -> Result<(), ClusterError> {
@@ -770,12 +919,8 @@ impl LocalCluster {
     }
 
     fn start_slurmd(&mut self, node: &str) -> Result<(), ClusterError> {
-        let cmd = self.slurmd_command(node)?;
-        self.spawn(
-            &format!("slurmd {node}"),
-            cmd,
-            Some(self.layout.slurmd_log(node)),
-        )?;
+        let daemon = self.spawn_slurmd(node)?;
+        self.daemons.push(daemon);
         Ok(())
     }
 
@@ -868,6 +1013,9 @@ impl LocalCluster {
             }
         }
         self.daemons.clear();
+        if self.cfg.daemon_mode == DaemonMode::Systemd {
+            problems.extend(self.leftover_daemon_processes());
+        }
         self.kill_orphaned_job_scripts();
         if let Some(dir) = self.dir.take() {
             if std::env::var(KEEP_ENV).is_ok_and(|v| v == "1") {
@@ -884,6 +1032,31 @@ impl LocalCluster {
                 base_dir: self.layout.base.clone(),
             })
         }
+    }
+
+    /// Site mode: Slurm daemon processes of this cluster still running once every daemon was
+    /// stopped (a process a reconfigure started that the harness did not learn of, a helper
+    /// left behind). Helpers that end by themselves when their parent is gone (24.11's
+    /// slurmscriptd) get a few seconds. Each one found is a problem; the caller kills them.
+    fn leftover_daemon_processes(&self) -> Vec<String> {
+        let daemons = ["slurmctld", "slurmd", "slurmscriptd", "slurmdbd"];
+        let find = || -> Vec<(u32, String)> {
+            util::job_processes(&self.layout.spool, &self.layout.slurm_conf())
+                .into_iter()
+                .filter_map(|(pid, _)| {
+                    let comm = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?.trim().to_string();
+                    daemons.contains(&comm.as_str()).then_some((pid, comm))
+                })
+                .collect()
+        };
+        let left = poll(Duration::from_secs(5), POLL, || {
+            let left = find();
+            Ok(left.is_empty().then_some(()))
+        });
+        if matches!(left, Ok(Some(()))) {
+            return Vec::new();
+        }
+        find().into_iter().map(|(pid, comm)| format!("{comm} (pid {pid}) of this cluster still ran after every daemon was stopped")).collect()
     }
 
     /// A job whose slurmstepd was killed (tests do that on purpose) leaves its tasks running with
@@ -995,6 +1168,20 @@ fn is_terminal(state: &str) -> bool {
 fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     text.split_whitespace()
         .find_map(|word| word.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// `<log>.<n>`: the `n`-th part rotated out of `log` by [`LocalCluster::rotate_log`].
+fn rotated_name(log: &Path, n: u32) -> PathBuf {
+    let mut name = log.as_os_str().to_os_string();
+    name.push(format!(".{n}"));
+    PathBuf::from(name)
+}
+
+/// Whether this release's slurmctld takes `--systemd` (23.11 on), from its usage text.
+fn takes_systemd_flag() -> Result<bool, ClusterError> {
+    let out = util::output_of(Command::new(require_program("slurmctld")?).arg("-h"))?;
+    let usage = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    Ok(usage.contains("--systemd"))
 }
 
 fn read_lossy(path: &Path) -> String {
