@@ -51,7 +51,24 @@ fn group_table(out: &mut String, title: &str, rows: &[GroupTotals]) {
     out.push_str("</table>\n");
 }
 
-/// Cumulative energy (in `per` units) over hours since the first start, each job's energy
+/// The unit of a time axis spanning `span_s` seconds: (seconds per unit, its name), so that a
+/// 20-second window reads 0 to 20 s, not 0.000 to 0.006 h.
+fn time_unit(span_s: f64) -> (f64, &'static str) {
+    const MIN_S: f64 = 60.0;
+    const HOUR_S: f64 = 3_600.0;
+    const DAY_S: f64 = 86_400.0;
+    if span_s <= 2.0 * MIN_S {
+        (1.0, "Seconds")
+    } else if span_s <= 2.0 * HOUR_S {
+        (MIN_S, "Minutes")
+    } else if span_s <= 2.0 * DAY_S {
+        (HOUR_S, "Hours")
+    } else {
+        (DAY_S, "Days")
+    }
+}
+
+/// Cumulative energy (in `per` units) over seconds since the first start, each job's energy
 /// spread evenly over its run.
 fn cumulative_energy(jobs: &[JobFigures], per: f64) -> Vec<(f64, f64)> {
     let spans: Vec<(f64, f64, f64)> = jobs
@@ -71,9 +88,24 @@ fn cumulative_energy(jobs: &[JobFigures], per: f64) -> Vec<(f64, f64)> {
                 .iter()
                 .map(|&(s, end, e)| if end <= s { if t >= s { e } else { 0.0 } } else { e * ((t - s) / (end - s)).clamp(0.0, 1.0) })
                 .sum();
-            ((t - t0) / 3_600.0, e / per)
+            (t - t0, e / per)
         })
         .collect()
+}
+
+/// The "energy over time" plot: the time axis in the unit of the window's length.
+fn energy_over_time_plot(r: &Report) -> String {
+    let (per, unit) = energy_unit(r.totals.energy_j);
+    let curve = cumulative_energy(&r.jobs, per);
+    let (per_s, time_unit) = time_unit(curve.last().map_or(0.0, |p| p.0));
+    let points = curve.into_iter().map(|(t_s, e)| (t_s / per_s, e)).collect();
+    line_chart_svg(
+        "Energy over time",
+        &format!("{time_unit} since the first job started"),
+        &format!("Cumulative energy ({unit})"),
+        &[Series { name: "all jobs".into(), points }],
+        false,
+    )
 }
 
 fn job_table(out: &mut String, title: &str, jobs: &[JobFigures]) {
@@ -160,14 +192,7 @@ pub fn render(r: &Report) -> String {
         .map(|c| (c.clock_mhz.map_or_else(|| "no record".into(), |m| format!("{m} MHz")), c.gpu_hours))
         .collect();
     out.push_str(&bar_svg("GPU-hours by clock", "GPU-hours", "GPU-hours", &clock_bars));
-    let (per, unit) = energy_unit(t.energy_j);
-    out.push_str(&line_chart_svg(
-        "Energy over time",
-        "Hours since the first job started",
-        &format!("Cumulative energy ({unit})"),
-        &[Series { name: "all jobs".into(), points: cumulative_energy(&r.jobs, per) }],
-        false,
-    ));
+    out.push_str(&energy_over_time_plot(r));
     let (per, unit) = energy_unit(r.top_jobs.first().and_then(|j| j.energy_j).unwrap_or(0.0));
     let top_bars: Vec<(String, f64)> = r.top_jobs.iter().map(|j| (j.job_id.clone(), j.energy_j.unwrap_or(0.0) / per)).collect();
     out.push_str(&bar_svg("Top jobs by energy", &format!("Energy ({unit})"), "energy", &top_bars));
@@ -244,12 +269,42 @@ mod tests {
         let curve = cumulative_energy(&jobs, 1.0);
         assert_eq!(curve.len(), TIME_POINTS + 1);
         assert_eq!(curve.first(), Some(&(0.0, 0.0)));
-        let (last_h, last_j) = curve[TIME_POINTS];
-        assert!((last_h - 2.0).abs() < 1e-9 && (last_j - 1_500.0).abs() < 1e-9, "{last_h} h, {last_j} J");
+        let (last_s, last_j) = curve[TIME_POINTS];
+        assert!((last_s - 7_200.0).abs() < 1e-9 && (last_j - 1_500.0).abs() < 1e-9, "{last_s} s, {last_j} J");
         assert!(curve.windows(2).all(|w| w[1].0 > w[0].0 && w[1].1 >= w[0].1));
         // Half way through the first job, before the second starts: half of the first's energy.
         let quarter = curve[TIME_POINTS / 4];
-        assert!((quarter.0 - 0.5).abs() < 1e-9 && (quarter.1 - 500.0).abs() < 1e-9, "{quarter:?}");
+        assert!((quarter.0 - 1_800.0).abs() < 1e-9 && (quarter.1 - 500.0).abs() < 1e-9, "{quarter:?}");
         assert!(cumulative_energy(&[], 1.0).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod time_axis_tests {
+    use super::*;
+    use crate::acct_report::aggregate::{self, Inputs};
+    use crate::acct_report::sacct;
+
+    fn page_of(span_s: i64) -> String {
+        let text = format!(
+            "1|1|a|u|a|p|COMPLETED|1700000000|{}|{span_s}|gres/gpu=1|100|n1|\n2|2|b|u|a|p|COMPLETED|1700000000|1700000005|5|gres/gpu=1|50|n1|\n",
+            1_700_000_000 + span_s
+        );
+        let read = sacct::parse(&text, "t");
+        render(&aggregate::build(&read.jobs, &Inputs { window: Default::default(), source: "t".into(), carbon: None, saving: None }))
+    }
+
+    #[test]
+    fn the_energy_over_time_axis_has_the_unit_of_its_window() {
+        for (span_s, unit) in [(20, "Seconds"), (1_800, "Minutes"), (30_000, "Hours"), (10 * 86_400, "Days")] {
+            let page = page_of(span_s);
+            assert!(page.contains(&format!("{unit} since the first job started")), "{span_s} s: no {unit} axis");
+        }
+        assert_eq!(time_unit(20.0), (1.0, "Seconds"));
+        assert_eq!(time_unit(120.0), (1.0, "Seconds"));
+        assert_eq!(time_unit(121.0), (60.0, "Minutes"));
+        assert_eq!(time_unit(7_201.0), (3_600.0, "Hours"));
+        assert_eq!(time_unit(3.0 * 86_400.0), (86_400.0, "Days"));
+        assert_eq!(time_unit(0.0), (1.0, "Seconds"));
     }
 }
