@@ -8,9 +8,9 @@
 //! (`Predictor::runtime`), exactly as in the simulator.
 //!
 //! The state is kept in `energy-learning.json` in StateSaveLocation (or `[learning]
-//! state_file`), written atomically (temporary file, fsync, rename) whenever it changed, and
-//! read at start; a file that cannot be parsed is moved aside (`.corrupt-<unix time>`) and
-//! logged, and learning starts afresh.
+//! state_file`), mode 0600, written atomically (a fresh temporary file never opened through a
+//! link, fsync, rename) whenever it changed, and read at start; a file that cannot be parsed is
+//! moved aside (`.corrupt-<unix time>`) and logged, and learning starts afresh.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
@@ -143,12 +143,7 @@ impl Learning {
             use_done: self.use_done.clone(),
             pairs_done: self.pairs_done.clone(),
         };
-        let result = serde_json::to_vec_pretty(&saved).map_err(|e| e.to_string()).and_then(|bytes| {
-            let tmp = path.with_extension("json.new");
-            let mut f = std::fs::File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
-            f.write_all(&bytes).and_then(|()| f.sync_all()).map_err(|e| format!("{}: {e}", tmp.display()))?;
-            std::fs::rename(&tmp, &path).map_err(|e| format!("rename to {}: {e}", path.display()))
-        });
+        let result = serde_json::to_vec_pretty(&saved).map_err(|e| e.to_string()).and_then(|bytes| write_private(&path, &bytes));
         match result {
             Ok(()) => self.dirty = false,
             Err(e) => LOG.error(&format!("learning: state not saved: {e}")),
@@ -362,6 +357,38 @@ impl Observer {
     }
 }
 
+/// Writes `bytes` to `path` as Slurm writes its state files: mode 0600, through a fresh
+/// temporary file next to it (whatever was left under that name, a planted link included, is
+/// removed first, and `O_NOFOLLOW` refuses one planted in between), synced, renamed over
+/// `path`, and the directory synced.
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("json.new");
+    let at = |e: std::io::Error| format!("{}: {e}", tmp.display());
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(at(e)),
+        _ => {}
+    }
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
+        .map_err(at)
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| format!("rename to {}: {e}", path.display())));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
+    // The rename itself, durable (a failure here loses nothing but the guarantee).
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    Ok(())
+}
+
 fn unix_now_s() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
@@ -432,5 +459,28 @@ mod tests {
         assert!(!path.exists());
         let aside: Vec<_> = std::fs::read_dir(dir.path()).expect("dir").flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
         assert!(aside.iter().any(|n| n.starts_with("energy-learning.json.corrupt-")), "{aside:?}");
+    }
+
+    /// What sched/energy learnt is per user (uids, tags, habits): 0600 like Slurm's own state,
+    /// and a link someone left under the temporary name is replaced, never written through.
+    #[test]
+    fn state_is_private_and_never_written_through_a_planted_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join(STATE_FILE);
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "slurmctld's own state").expect("victim");
+        std::os::unix::fs::symlink(&victim, path.with_extension("json.new")).expect("plant a link");
+        let (mut l, mut h, pairs) = Learning::load(Some(path.clone()));
+        h.observe(1000, 60.0, 600.0);
+        l.dirty = true;
+        l.save(&h, &pairs);
+        assert!(!l.dirty, "saved");
+        assert_eq!(std::fs::read_to_string(&victim).expect("victim"), "slurmctld's own state", "written through the link");
+        let meta = std::fs::symlink_metadata(&path).expect("state file");
+        assert!(meta.file_type().is_file(), "{meta:?}");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert!(std::fs::symlink_metadata(path.with_extension("json.new")).is_err(), "the temporary name is gone");
+        assert_eq!(Learning::load(Some(path)).1, h);
     }
 }
