@@ -235,12 +235,13 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// The clocks GPU `uuid` should run at: the highest among its jobs' requests, where a job
+    /// The clocks GPU `uuid` should run at: the highest graphics and memory clock among its
+    /// jobs' requests (each clock on its own, [`clock_control::highest_clocks_mhz`]), where a job
     /// that has any explicit (`--gpu-freq`) request on the GPU counts only its explicit
     /// requests (so a user's `srun --gpu-freq` inside a batch job beats the policy clock the
     /// batch step asked for), else its policy requests. `None`: no step left, reset to default.
     pub fn effective_clocks_mhz(&self, uuid: &str) -> Option<AppClocksMhz> {
-        self.job_settings(uuid).into_iter().map(|s| s.clocks_mhz).max_by_key(|c| (c.graphics_mhz, c.memory_mhz))
+        clock_control::highest_clocks_mhz(self.job_settings(uuid).into_iter().map(|s| s.clocks_mhz))
     }
 
     /// Each job's winning setting on GPU `uuid` (explicit over policy, then the highest clock);

@@ -254,11 +254,19 @@ pub fn probe_and_apply(gpu: &dyn GpuControl, index: u32, order: &ControlOrder, s
     Err(GpuError::new(Some(index), "no clock control", GpuErrorKind::NotSupported, format!("none of {} works here ({})", order_names(order), tried.join("; "))))
 }
 
-/// One setting for a GPU several jobs ask for: the highest clock, and when any job's setting
-/// carries a power limit, the highest limit among them (a job without one counts with the limit
-/// its clock maps to, when the GPU can tell).
+/// The highest graphics and the highest memory clock among `clocks` ("max wins" for each
+/// clock: a job asking for a high graphics clock with a low memory clock must not lower another
+/// job's memory clock). On GPUs with one memory clock (V100, A100, H100) the same as the
+/// highest pair.
+pub fn highest_clocks_mhz(clocks: impl IntoIterator<Item = AppClocksMhz>) -> Option<AppClocksMhz> {
+    clocks.into_iter().reduce(|a, b| AppClocksMhz { memory_mhz: a.memory_mhz.max(b.memory_mhz), graphics_mhz: a.graphics_mhz.max(b.graphics_mhz) })
+}
+
+/// One setting for a GPU several jobs ask for: the highest clocks ([`highest_clocks_mhz`]), and
+/// when any job's setting carries a power limit, the highest limit among them (a job without one
+/// counts with the limit its clock maps to, when the GPU can tell).
 pub fn combine(gpu: &dyn GpuControl, index: u32, winners: &[Setting]) -> Option<Setting> {
-    let clocks_mhz = winners.iter().map(|s| s.clocks_mhz).max_by_key(|c| (c.graphics_mhz, c.memory_mhz))?;
+    let clocks_mhz = highest_clocks_mhz(winners.iter().map(|s| s.clocks_mhz))?;
     let power_limit_mw = if winners.iter().any(|s| s.power_limit_mw.is_some()) {
         winners
             .iter()
@@ -305,6 +313,21 @@ mod tests {
 
     fn setting(mhz: u32) -> Setting {
         Setting::clocks(AppClocksMhz { memory_mhz: 877, graphics_mhz: mhz })
+    }
+
+    #[test]
+    fn combined_clocks_are_the_highest_of_each_clock_not_of_the_pair() {
+        let gpus = FakeGpus::v100s(1);
+        // High graphics with a low memory clock must not pull the other job's memory clock down.
+        let a = Setting::clocks(AppClocksMhz { memory_mhz: 405, graphics_mhz: 1312 });
+        let b = Setting::clocks(AppClocksMhz { memory_mhz: 877, graphics_mhz: 900 });
+        assert_eq!(combine(&gpus, 0, &[a, b]).unwrap().clocks_mhz, AppClocksMhz { memory_mhz: 877, graphics_mhz: 1312 });
+        let ledger = crate::arbiter::Ledger::parse(
+            "req uuid=G job=1 step=0 node=n pid=1 start_ticks=1 source=policy memory_mhz=405 graphics_mhz=1312\n\
+             req uuid=G job=2 step=0 node=n pid=2 start_ticks=1 source=policy memory_mhz=877 graphics_mhz=900\n",
+        )
+        .unwrap();
+        assert_eq!(ledger.effective_clocks_mhz("G"), Some(AppClocksMhz { memory_mhz: 877, graphics_mhz: 1312 }));
     }
 
     #[test]
