@@ -4,6 +4,10 @@
 //! cluster's key signed it, within the credential's time to live, and never twice (munged
 //! refuses a replayed credential).
 //!
+//! A signer can restrict who may decode its credential ([`Munge::restrict_decoder_uid`]): a
+//! report meant for slurmctld is then useless to anyone else who receives it (munged refuses
+//! to decode it for any other uid, root included).
+//!
 //! libmunge is opened at first use (`libmunge.so.2`, present wherever munged is), so a plugin
 //! loads, and fails only its reports, on a host without it. The munged socket is the one
 //! Slurm's own `AuthInfo=socket=...` names, else munge's default.
@@ -19,9 +23,16 @@ type StrerrorFn = unsafe extern "C" fn(c_int) -> *const c_char;
 type CtxCreateFn = unsafe extern "C" fn() -> MungeCtx;
 type CtxDestroyFn = unsafe extern "C" fn(MungeCtx);
 type CtxSetFn = unsafe extern "C" fn(MungeCtx, c_int, ...) -> c_int;
+type CtxGetFn = unsafe extern "C" fn(MungeCtx, c_int, ...) -> c_int;
 
+/// `MUNGE_OPT_ADDR4` of munge.h: the IPv4 address of the host whose munged encoded the
+/// credential (`struct in_addr`, network byte order), read after a decode.
+const MUNGE_OPT_ADDR4: c_int = 5;
 /// `MUNGE_OPT_SOCKET` of munge.h.
 const MUNGE_OPT_SOCKET: c_int = 8;
+/// `MUNGE_OPT_UID_RESTRICTION` of munge.h: the only uid munged will decode the credential for
+/// (`uid_t`), set before an encode.
+const MUNGE_OPT_UID_RESTRICTION: c_int = 9;
 /// `EMUNGE_SUCCESS`.
 const EMUNGE_SUCCESS: c_int = 0;
 const RTLD_NOW: c_int = 2;
@@ -40,6 +51,7 @@ struct Lib {
     ctx_create: CtxCreateFn,
     ctx_destroy: CtxDestroyFn,
     ctx_set: CtxSetFn,
+    ctx_get: CtxGetFn,
 }
 
 /// Why a message could not be signed or checked.
@@ -78,6 +90,7 @@ fn lib() -> Result<&'static Lib, MungeError> {
                 ctx_create: std::mem::transmute::<*mut c_void, CtxCreateFn>(sym(c"munge_ctx_create")?),
                 ctx_destroy: std::mem::transmute::<*mut c_void, CtxDestroyFn>(sym(c"munge_ctx_destroy")?),
                 ctx_set: std::mem::transmute::<*mut c_void, CtxSetFn>(sym(c"munge_ctx_set")?),
+                ctx_get: std::mem::transmute::<*mut c_void, CtxGetFn>(sym(c"munge_ctx_get")?),
             })
         }
     })
@@ -113,6 +126,9 @@ pub struct Verified {
     pub payload: Vec<u8>,
     pub uid: u32,
     pub gid: u32,
+    /// The IPv4 address the encoding host's munged gave as its own (`None`: munged did not
+    /// know it, 0.0.0.0, or libmunge did not say).
+    pub origin_ipv4: Option<std::net::Ipv4Addr>,
 }
 
 impl Munge {
@@ -133,6 +149,28 @@ impl Munge {
             }
         }
         Ok(m)
+    }
+
+    /// Credentials encoded from now on can be decoded only by a process running as `uid`
+    /// (munged checks the decoding client's uid; root is not exempt).
+    pub fn restrict_decoder_uid(&mut self, uid: u32) -> Result<(), MungeError> {
+        // SAFETY: MUNGE_OPT_UID_RESTRICTION takes one `uid_t` (unsigned int, 32 bits on every
+        // platform Slurm runs on) by value; `ctx` is a live context.
+        let rc = unsafe { (self.lib.ctx_set)(self.ctx, MUNGE_OPT_UID_RESTRICTION, uid as std::ffi::c_uint) };
+        if rc != EMUNGE_SUCCESS {
+            return Err(self.error(rc, &format!("restricting decoding to uid {uid}")));
+        }
+        Ok(())
+    }
+
+    /// The origin address of the credential decoded last.
+    fn origin_ipv4(&self) -> Option<std::net::Ipv4Addr> {
+        let mut addr = [0u8; 4];
+        // SAFETY: MUNGE_OPT_ADDR4 writes one `struct in_addr` (4 bytes, network order) through
+        // the pointer, which points to a local of that size; `ctx` is a live context.
+        let rc = unsafe { (self.lib.ctx_get)(self.ctx, MUNGE_OPT_ADDR4, addr.as_mut_ptr()) };
+        let ip = std::net::Ipv4Addr::from(addr);
+        (rc == EMUNGE_SUCCESS && !ip.is_unspecified()).then_some(ip)
     }
 
     fn error(&self, rc: c_int, what: &str) -> MungeError {
@@ -177,7 +215,7 @@ impl Munge {
             if rc != EMUNGE_SUCCESS {
                 return Err(self.error(rc, "decode"));
             }
-            Ok(Verified { payload, uid, gid })
+            Ok(Verified { payload, uid, gid, origin_ipv4: self.origin_ipv4() })
         }
     }
 }

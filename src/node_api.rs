@@ -171,6 +171,17 @@ impl NodeApi {
         }
     }
 
+    /// The uid of slurm.conf's `SlurmUser` (the uid slurmctld runs as; `None`: configuration
+    /// not loaded). 24.11's slurmstepd receives it from slurmd, without the name.
+    pub fn slurm_user_id(&self) -> Option<u32> {
+        let conf = self.raw.slurm_conf;
+        if conf.is_null() {
+            return None;
+        }
+        // SAFETY: libslurmfull's `slurm_conf`, read after the daemon loaded its configuration.
+        Some(unsafe { (*conf).slurm_user_id })
+    }
+
     /// slurm.conf `PrologFlags` has `Contain` (`None`: configuration not loaded).
     pub fn prolog_flags_contain(&self) -> Option<bool> {
         let conf = self.raw.slurm_conf;

@@ -5,7 +5,12 @@
 //! processes used since the previous poll ([`job_util_pct`]), and sends it as one UDP datagram,
 //! signed with munge, to every `SlurmctldHost` at `[learning] gpu_use_port` of `energy.toml`
 //! (next to slurm.conf). A datagram lost is an interval not learnt, never a delayed job: sending
-//! does not wait for anyone, and a failure is logged once.
+//! does not wait for anyone, a target that fails does not stop the others, and a failure is
+//! logged once.
+//!
+//! The credential can be decoded only by SlurmUser (munge's uid restriction; slurm.conf's
+//! `SlurmUser`, which slurmstepd knows as `slurm_conf.slurm_user_id` in 22.05 and 24.11 alike:
+//! 24.11's slurmstepd gets the uid, not the name, from slurmd).
 //!
 //! Measurement: NVML's per-process SM samples taken in the interval (the job's processes found
 //! by their `SLURM_JOB_ID`, as for the energy split, [`crate::share`]); without samples, the
@@ -111,14 +116,68 @@ pub struct UseReporter {
     job_id: u32,
     node: String,
     gpus: Vec<u32>,
-    targets: Vec<SocketAddr>,
-    socket: UdpSocket,
+    targets: Targets,
     munge: Munge,
     last_unix_us: u64,
 }
 
+/// Where a report goes: one address per `SlurmctldHost`, each sent to from a socket of its
+/// own family (a v6 backup next to a v4 primary gets its reports too).
+pub struct Targets {
+    addrs: Vec<SocketAddr>,
+    v4: Option<UdpSocket>,
+    v6: Option<UdpSocket>,
+}
+
+impl Targets {
+    /// The first address of each host (one report per controller: a second address of the same
+    /// host would only be refused there as a replay). Hosts that do not resolve are left out;
+    /// none resolving is an error.
+    pub fn resolve(hosts: &[String], port: u16) -> Result<Targets, String> {
+        let addrs: Vec<SocketAddr> = hosts
+            .iter()
+            .filter_map(|h| (h.as_str(), port).to_socket_addrs().ok()?.next())
+            .collect();
+        Targets::new(addrs).map_err(|e| format!("SlurmctldHost {hosts:?}: {e}"))
+    }
+
+    pub fn new(addrs: Vec<SocketAddr>) -> Result<Targets, String> {
+        if addrs.is_empty() {
+            return Err("no address".into());
+        }
+        let socket = |bind: &str| -> Result<UdpSocket, String> {
+            let s = UdpSocket::bind(bind).map_err(|e| format!("UDP socket ({bind}): {e}"))?;
+            s.set_nonblocking(true).map_err(|e| format!("UDP socket: {e}"))?;
+            Ok(s)
+        };
+        let v4 = addrs.iter().any(SocketAddr::is_ipv4).then(|| socket("0.0.0.0:0")).transpose()?;
+        let v6 = addrs.iter().any(SocketAddr::is_ipv6).then(|| socket("[::]:0")).transpose()?;
+        Ok(Targets { addrs, v4, v6 })
+    }
+
+    /// Sends `datagram` to every target, whatever happens to the others; the failures, if any,
+    /// as one error naming each.
+    pub fn send(&self, datagram: &[u8]) -> Result<(), String> {
+        let failed: Vec<String> = self
+            .addrs
+            .iter()
+            .filter_map(|t| {
+                let socket = if t.is_ipv6() { self.v6.as_ref() } else { self.v4.as_ref() };
+                let sent = match socket {
+                    Some(s) => s.send_to(datagram, t).map(|_| ()),
+                    None => Err(std::io::Error::other("no socket of its family")),
+                };
+                sent.err().map(|e| format!("send to {t}: {e}"))
+            })
+            .collect();
+        if failed.is_empty() { Ok(()) } else { Err(failed.join("; ")) }
+    }
+}
+
 impl UseReporter {
-    /// `slurmctld_hosts`: the `SlurmctldHost` addresses; `munge_socket`: AuthInfo's.
+    /// `slurmctld_hosts`: the `SlurmctldHost` addresses; `munge_socket`: AuthInfo's;
+    /// `slurm_user_id`: slurm.conf's SlurmUser (the uid slurmctld runs as), the only uid that
+    /// can decode the reports.
     pub fn start(
         job_id: u32,
         node: String,
@@ -126,30 +185,15 @@ impl UseReporter {
         slurmctld_hosts: &[String],
         port: u16,
         munge_socket: Option<&str>,
+        slurm_user_id: u32,
     ) -> Result<UseReporter, String> {
-        let targets: Vec<SocketAddr> = slurmctld_hosts
-            .iter()
-            .filter_map(|h| (h.as_str(), port).to_socket_addrs().ok()?.next())
-            .collect();
-        if targets.is_empty() {
-            return Err(format!("no address for SlurmctldHost {slurmctld_hosts:?}"));
-        }
-        let bind = if targets[0].is_ipv6() {
-            "[::]:0"
-        } else {
-            "0.0.0.0:0"
-        };
-        let socket = UdpSocket::bind(bind).map_err(|e| format!("UDP socket: {e}"))?;
-        socket
-            .set_nonblocking(true)
-            .map_err(|e| format!("UDP socket: {e}"))?;
-        let munge = Munge::new(munge_socket).map_err(|e| e.to_string())?;
+        let targets = Targets::resolve(slurmctld_hosts, port)?;
+        let munge = signer(munge_socket, slurm_user_id)?;
         Ok(UseReporter {
             job_id,
             node,
             gpus,
             targets,
-            socket,
             munge,
             last_unix_us: unix_now_us(),
         })
@@ -177,17 +221,24 @@ impl UseReporter {
             gpus,
             util_pct,
         };
-        let cred = self
-            .munge
-            .encode(report.to_wire().as_bytes())
-            .map_err(|e| e.to_string())?;
-        for t in &self.targets {
-            self.socket
-                .send_to(cred.as_bytes(), t)
-                .map_err(|e| format!("send to {t}: {e}"))?;
-        }
+        send(&mut self.munge, &self.targets, &report)?;
         Ok(Some(report))
     }
+}
+
+/// A munge context whose credentials only `decoder_uid` (SlurmUser) can decode: a report
+/// received by anyone else (a local user who took the port first, a sniffer) tells them
+/// nothing and cannot be replayed to another munge consumer.
+pub fn signer(munge_socket: Option<&str>, decoder_uid: u32) -> Result<Munge, String> {
+    let mut munge = Munge::new(munge_socket).map_err(|e| e.to_string())?;
+    munge.restrict_decoder_uid(decoder_uid).map_err(|e| e.to_string())?;
+    Ok(munge)
+}
+
+/// Signs `report` and sends it to every target.
+pub fn send(munge: &mut Munge, targets: &Targets, report: &UseReport) -> Result<(), String> {
+    let cred = munge.encode(report.to_wire().as_bytes()).map_err(|e| e.to_string())?;
+    targets.send(cred.as_bytes())
 }
 
 fn unix_now_us() -> u64 {
@@ -235,6 +286,91 @@ mod tests {
                 .expect_err("bad toml")
                 .contains("energy.toml")
         );
+    }
+
+    fn listener(addr: &str) -> UdpSocket {
+        let s = UdpSocket::bind(addr).expect("bind a test listener");
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5))).expect("timeout");
+        s
+    }
+
+    fn received(s: &UdpSocket) -> Option<Vec<u8>> {
+        let mut buf = [0u8; 4096];
+        s.recv_from(&mut buf).ok().map(|(n, _)| buf[..n].to_vec())
+    }
+
+    // Issue 21 (review #11): the send loop stopped at the first failing target.
+    #[test]
+    fn a_failing_target_does_not_stop_the_others() {
+        let good = listener("127.0.0.1:0");
+        let good_addr = good.local_addr().expect("address");
+        // Broadcast without SO_BROADCAST: the kernel refuses the send (EACCES).
+        let refused: SocketAddr = "255.255.255.255:9".parse().expect("address");
+        let targets = Targets::new(vec![refused, good_addr]).expect("targets");
+        let e = targets.send(b"report").expect_err("the broadcast target fails");
+        assert!(e.contains("255.255.255.255:9") && !e.contains(&good_addr.to_string()), "{e}");
+        assert_eq!(received(&good).as_deref(), Some(&b"report"[..]), "the second target got nothing");
+    }
+
+    // Issue 21 (review #11): one socket, of the first target's family, served every target.
+    #[test]
+    fn a_v6_target_and_a_v4_target_both_get_the_report() {
+        let Ok(v6) = UdpSocket::bind("[::1]:0") else {
+            eprintln!("skipped: no IPv6 loopback here");
+            return;
+        };
+        v6.set_read_timeout(Some(std::time::Duration::from_secs(5))).expect("timeout");
+        let v4 = listener("127.0.0.1:0");
+        for order in [[v4.local_addr().unwrap(), v6.local_addr().unwrap()], [v6.local_addr().unwrap(), v4.local_addr().unwrap()]] {
+            let targets = Targets::new(order.to_vec()).expect("targets");
+            targets.send(b"r").unwrap_or_else(|e| panic!("{order:?}: {e}"));
+            assert_eq!(received(&v4).as_deref(), Some(&b"r"[..]), "{order:?}: v4 target");
+            assert_eq!(received(&v6).as_deref(), Some(&b"r"[..]), "{order:?}: v6 target");
+        }
+    }
+
+    /// munge's client `prog` run as `nobody` on `socket`, `input` on stdin: (success, output).
+    fn as_nobody(prog: &str, socket: &Path, input: &str) -> (bool, String) {
+        use std::io::Write;
+        let mut child = std::process::Command::new("runuser")
+            .args(["-u", "nobody", "--", prog, &format!("--socket={}", socket.display())])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("runuser");
+        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write");
+        let out = child.wait_with_output().expect("wait");
+        (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    }
+
+    // Issue 21 (review #5): the reports carried no uid restriction, so anyone who received one
+    // (a local user holding the port first) could decode it.
+    #[test]
+    fn only_slurm_user_can_decode_a_report() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root (runs munge's client as nobody)");
+            return;
+        }
+        let munged = match slurm_testcluster::munged::PrivateMunged::start() {
+            Ok(Some(m)) => m,
+            Ok(None) => return eprintln!("skipped: munged not installed"),
+            Err(e) => panic!("private munged: {e}"),
+        };
+        let socket = munged.socket();
+        let path = socket.display().to_string();
+        let to = listener("127.0.0.1:0");
+        let targets = Targets::new(vec![to.local_addr().expect("address")]).expect("targets");
+        let report = UseReport { job_id: 7, node: "n1".into(), from_unix_s: 1.0, to_unix_s: 2.0, gpus: 1, util_pct: 50.0 };
+        // SlurmUser is root here: only root may decode.
+        let mut munge = signer(Some(&path), 0).expect("signer");
+        send(&mut munge, &targets, &report).expect("send");
+        let cred = String::from_utf8(received(&to).expect("the report")).expect("text");
+        let (ok, out) = as_nobody("unmunge", &socket, &cred);
+        assert!(!ok && out.contains("Unauthorized"), "nobody decoded a report meant for SlurmUser: {out}");
+        let decoded = Munge::new(Some(&path)).expect("munge").decode(&cred).expect("SlurmUser decodes");
+        assert_eq!(String::from_utf8(decoded.payload).expect("text"), report.to_wire());
     }
 
     #[test]

@@ -404,7 +404,11 @@ fn start_reporter(api: &node_api::NodeApi, job_id: u32, gpus: &[u32], ctx: &str)
     };
     let node = node_api::slurmd_node_name(api).unwrap_or_default();
     let munge_socket = api.authinfo().as_deref().and_then(slurm_bindings::munge::socket_from_authinfo);
-    match UseReporter::start(job_id, node, gpus.to_vec(), &api.slurmctld_addresses(), port, munge_socket.as_deref()) {
+    let Some(slurm_user_id) = api.slurm_user_id() else {
+        LOG.error(&format!("{ctx}: SlurmUser unknown (configuration not loaded); the job's GPU use is not reported"));
+        return None;
+    };
+    match UseReporter::start(job_id, node, gpus.to_vec(), &api.slurmctld_addresses(), port, munge_socket.as_deref(), slurm_user_id) {
         Ok(r) => {
             LOG.info(&format!("{ctx}: reporting job {job_id}'s GPU use to slurmctld port {port}"));
             Some(r)

@@ -24,6 +24,7 @@ mod config;
 mod daemon;
 mod error;
 mod notify;
+pub mod munged;
 mod site;
 mod util;
 
