@@ -28,6 +28,8 @@ pub struct ConfView {
     pub authinfo: Option<String>,
     /// The uid of `SlurmUser`.
     pub slurm_user_id: u32,
+    /// The uid of `SlurmdUser` (slurmd and slurmstepd).
+    pub slurmd_user_id: u32,
     pub preempt_mode: u16,
     pub select_type: Option<String>,
 }
@@ -105,6 +107,7 @@ impl ConfView {
             state_save_location: text(c.state_save_location).map(PathBuf::from),
             authinfo: text(c.authinfo),
             slurm_user_id: c.slurm_user_id,
+            slurmd_user_id: c.slurmd_user_id,
             preempt_mode: c.preempt_mode,
             select_type: text(c.select_type),
         }

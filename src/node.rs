@@ -31,6 +31,18 @@ impl<'a> NodeRef<'a> {
         unsafe { opt_str(self.rec.name) }.unwrap_or("")
     }
 
+    /// `NodeAddr`: the name or address slurmctld reaches the node at.
+    pub fn addr(&self) -> Option<&'a str> {
+        // SAFETY: a node record's comm_name is NULL or a string owned by the record.
+        unsafe { opt_str(self.rec.comm_name) }
+    }
+
+    /// `NodeHostname`.
+    pub fn hostname(&self) -> Option<&'a str> {
+        // SAFETY: a node record's node_hostname is NULL or a string owned by the record.
+        unsafe { opt_str(self.rec.node_hostname) }
+    }
+
     /// CPUs jobs can use (specialised cores excluded).
     pub fn cpus(&self) -> u32 {
         if self.rec.cpus_efctv > 0 { self.rec.cpus_efctv as u32 } else { self.rec.cpus as u32 }

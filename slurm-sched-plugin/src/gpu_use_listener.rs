@@ -1,59 +1,74 @@
 //! Receives the compute nodes' reports of running jobs' GPU use (`model::gpu_use`, sent by
-//! `acct_gather_energy/nvml` in each job's extern step) on `[learning] gpu_use_port` (UDP).
+//! `acct_gather_energy/nvml` in each job's extern step) on `[learning] gpu_use_port` (UDP, IPv4
+//! and IPv6).
 //!
-//! Each datagram is a munge credential. A report is kept only when munge accepts it (the
-//! cluster's key, not expired, not replayed) and it was signed by root or SlurmUser, the
-//! identities slurmstepd runs as; anything else is counted and logged (the first time, then
-//! every 100th), never learnt from. The thread waits at most [`POLL`] for a datagram, so
-//! dropping the listener (plugin `fini`, reconfigure) stops and joins it promptly.
+//! Each datagram is a munge credential. It is dropped, without asking munged, unless it comes
+//! from an address of a node of slurmctld's node table ([`sources`]) within that address's rate;
+//! it is kept only when munge accepts it (the cluster's key, not expired, not replayed), it was
+//! signed by root or SlurmdUser (the uids slurmstepd runs as), and the node it names is the node
+//! it came from ([`gate`]). Refusals are counted and logged at most once a minute, with the
+//! count. The threads wait at most [`POLL`] for a datagram, so dropping the listener (plugin
+//! `fini`, reconfigure) stops and joins them promptly.
 //!
 //! A port that cannot be bound never fails the plugin's `init`: 24.11's slurmctld reconfigures
 //! by starting a new process while the old one still holds the port, and another local process
 //! may hold it at start or at failover. The thread then tries again every [`RETRY`], says so in
 //! the log (the first time, then every 60th try), and listens once the port is free.
 
-use std::net::UdpSocket;
+pub mod gate;
+pub mod sources;
+
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use model::gpu_use::{UseLog, UseReport};
+use model::gpu_use::UseLog;
 use slurm_bindings::munge::Munge;
 use slurm_bindings::slurm_log;
 
+pub use gate::Trusted;
+use gate::{Gate, RateLimit, RefusalLog};
+pub use sources::NodeAddresses;
+use sources::Sources;
+
 use crate::LOG;
 
-/// How long the thread blocks in one receive.
+/// How long a thread blocks in one receive.
 const POLL: Duration = Duration::from_millis(500);
 
 /// How often a port that could not be bound is tried again.
 const RETRY: Duration = Duration::from_secs(1);
 
-/// Who may report: the uids a report's credential must carry.
-#[derive(Debug, Clone, Copy)]
-pub struct Trusted {
-    pub slurm_user_id: u32,
-}
+/// At most one refusal line per this time.
+const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(60);
 
-impl Trusted {
-    fn allows(&self, uid: u32) -> bool {
-        uid == 0 || uid == self.slurm_user_id
-    }
+/// Datagrams received and not yet judged; beyond this, more are dropped unread.
+const QUEUE: usize = 1024;
+
+/// The node table's addresses as last posted by the scheduler thread, and a count of changes.
+#[derive(Default)]
+struct Posted {
+    generation: u64,
+    nodes: Vec<NodeAddresses>,
 }
 
 /// The listening thread and what it received.
 pub struct UseListener {
     port: u16,
     log: Arc<Mutex<UseLog>>,
+    nodes: Arc<Mutex<Posted>>,
     stop: Arc<AtomicBool>,
     listening: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl UseListener {
-    /// Starts the thread, which binds the port (all addresses), at once or, while another
-    /// process holds it, as soon as it is free.
+    /// Starts the thread, which binds the port (all addresses, IPv6 and IPv4), at once or,
+    /// while another process holds it, as soon as it is free. Nothing is accepted until the
+    /// node addresses are posted ([`UseListener::set_nodes`]).
     pub fn start(
         port: u16,
         munge_socket: Option<String>,
@@ -62,20 +77,24 @@ impl UseListener {
         let munge = Munge::new(munge_socket.as_deref())
             .map_err(|e| format!("learning.gpu_use_port {port}: {e}"))?;
         let log = Arc::new(Mutex::new(UseLog::default()));
+        let nodes = Arc::new(Mutex::new(Posted::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let listening = Arc::new(AtomicBool::new(false));
-        let (thread_log, thread_stop, thread_listening) = (Arc::clone(&log), Arc::clone(&stop), Arc::clone(&listening));
+        let (thread_log, thread_nodes, thread_stop, thread_listening) =
+            (Arc::clone(&log), Arc::clone(&nodes), Arc::clone(&stop), Arc::clone(&listening));
         let thread = std::thread::Builder::new()
             .name("sched/energy use".into())
             .spawn(move || {
-                let Some(socket) = bind_when_free(port, &thread_stop) else { return };
+                let Some(sockets) = bind_when_free(port, &thread_stop) else { return };
                 thread_listening.store(true, Ordering::SeqCst);
-                receive(socket, munge, trusted, &thread_log, &thread_stop);
+                let gate = Gate { sources: Sources::default(), rate: RateLimit::default(), trusted, decoder: munge };
+                serve(sockets, gate, &thread_nodes, &thread_log, &thread_stop);
             })
             .map_err(|e| format!("cannot start the GPU use listener: {e}"))?;
         Ok(UseListener {
             port,
             log,
+            nodes,
             stop,
             listening,
             thread: Some(thread),
@@ -97,6 +116,17 @@ impl UseListener {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+
+    /// The nodes reports may come from, as the node table has them now (the caller read it
+    /// under the node read lock). Cheap when nothing changed; the listener thread resolves a
+    /// changed list itself.
+    pub fn set_nodes(&self, nodes: Vec<NodeAddresses>) {
+        let mut posted = self.nodes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if posted.generation == 0 || posted.nodes != nodes {
+            posted.nodes = nodes;
+            posted.generation += 1;
+        }
+    }
 }
 
 impl Drop for UseListener {
@@ -110,25 +140,25 @@ impl Drop for UseListener {
     }
 }
 
-/// Binds `port`, trying again every [`RETRY`] while it is taken, until `stop`. `None` when
-/// stopped first.
-fn bind_when_free(port: u16, stop: &AtomicBool) -> Option<UdpSocket> {
+/// Binds `port` on every address, trying again every [`RETRY`] while it is taken, until
+/// `stop`. `None` when stopped first.
+fn bind_when_free(port: u16, stop: &AtomicBool) -> Option<Vec<UdpSocket>> {
     let mut tries = 0u64;
     while !stop.load(Ordering::SeqCst) {
-        let bound = UdpSocket::bind(("0.0.0.0", port)).and_then(|s| s.set_read_timeout(Some(POLL)).map(|()| s));
-        match bound {
-            Ok(socket) => {
-                slurm_log!(LOG, info, "learning: receiving the nodes' GPU use reports on UDP port {port}{}", if tries > 0 { format!(" (bound after {tries} retries)") } else { String::new() });
-                return Some(socket);
+        match bind_all(port) {
+            Ok(sockets) => {
+                let families = if sockets.len() == 2 { "IPv6 and IPv4" } else if sockets[0].local_addr().is_ok_and(|a| a.is_ipv6()) { "IPv6 and IPv4 (dual stack)" } else { "IPv4" };
+                slurm_log!(LOG, info, "learning: receiving the nodes' GPU use reports on UDP port {port} ({families}){}", if tries > 0 { format!(" (bound after {tries} retries)") } else { String::new() });
+                return Some(sockets);
             }
             Err(e) => {
                 if tries % 60 == 0 {
-                    LOG.error(&format!("learning: gpu_use_port {port}: cannot listen: {e}; trying again every {} s (no GPU use reports until then; scheduling goes on)", RETRY.as_secs()));
+                    LOG.error(&format!("learning: gpu_use_port {port}: cannot listen: {e}; another process holds the port? trying again every {} s (no GPU use reports until then; scheduling goes on)", RETRY.as_secs()));
                 }
                 tries += 1;
                 // Sleep in short steps, so that fini (or a reconfigure) is not held up.
-                let until = std::time::Instant::now() + RETRY;
-                while std::time::Instant::now() < until && !stop.load(Ordering::SeqCst) {
+                let until = Instant::now() + RETRY;
+                while Instant::now() < until && !stop.load(Ordering::SeqCst) {
                     std::thread::sleep(Duration::from_millis(50));
                 }
             }
@@ -137,54 +167,93 @@ fn bind_when_free(port: u16, stop: &AtomicBool) -> Option<UdpSocket> {
     None
 }
 
-fn receive(
-    socket: UdpSocket,
-    mut munge: Munge,
-    trusted: Trusted,
-    log: &Mutex<UseLog>,
-    stop: &AtomicBool,
-) {
+/// `[::]:port`, which on Linux also receives IPv4 unless `net.ipv6.bindv6only` is set, and
+/// `0.0.0.0:port` when it does not (then refused as in use, which the v6 socket covers). Without
+/// IPv6 on the host, IPv4 only. A port held by another process is an error.
+fn bind_all(port: u16) -> std::io::Result<Vec<UdpSocket>> {
+    let timed = |s: UdpSocket| s.set_read_timeout(Some(POLL)).map(|()| s);
+    let v6 = match UdpSocket::bind(("::", port)).and_then(timed) {
+        Ok(s) => Some(s),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => return Err(e),
+        // No IPv6 here (disabled, or no such address family).
+        Err(_) => None,
+    };
+    let v4 = UdpSocket::bind(("0.0.0.0", port)).and_then(timed);
+    match (v6, v4) {
+        (Some(v6), Ok(v4)) => Ok(vec![v6, v4]),
+        (Some(v6), Err(e)) if e.kind() == std::io::ErrorKind::AddrInUse => Ok(vec![v6]),
+        (None, Ok(v4)) => Ok(vec![v4]),
+        (_, Err(e)) => Err(e),
+    }
+}
+
+/// Receives on `socket` until `stop`, handing each datagram to the judging thread; drops
+/// what does not fit in its queue.
+fn receive(socket: UdpSocket, queue: SyncSender<(Vec<u8>, SocketAddr)>, stop: &AtomicBool) {
     let mut buf = vec![0u8; 4096];
-    let (mut received, mut refused) = (0u64, 0u64);
     while !stop.load(Ordering::SeqCst) {
-        let (n, from) = match socket.recv_from(&mut buf) {
-            Ok(x) => x,
+        match socket.recv_from(&mut buf) {
+            Ok((n, from)) => match queue.try_send((buf[..n].to_vec(), from)) {
+                Ok(()) | Err(TrySendError::Full(_)) => {}
+                Err(TrySendError::Disconnected(_)) => return,
+            },
             Err(e)
                 if matches!(
                     e.kind(),
                     std::io::ErrorKind::WouldBlock
                         | std::io::ErrorKind::TimedOut
                         | std::io::ErrorKind::Interrupted
-                ) =>
-            {
-                continue;
-            }
+                ) => {}
             Err(e) => {
                 LOG.error(&format!("learning: GPU use listener: {e}; stopped"));
                 return;
             }
-        };
-        let outcome = std::str::from_utf8(&buf[..n])
-            .map_err(|_| "not text".to_string())
-            .and_then(|cred| munge.decode(cred).map_err(|e| e.to_string()))
-            .and_then(|v| {
-                if !trusted.allows(v.uid) {
-                    return Err(format!("signed by uid {}, not root or SlurmUser", v.uid));
+        }
+    }
+}
+
+/// Starts a receiving thread per socket and judges what they receive, until `stop`.
+fn serve(sockets: Vec<UdpSocket>, mut gate: Gate<Munge>, nodes: &Mutex<Posted>, log: &Mutex<UseLog>, stop: &Arc<AtomicBool>) {
+    let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
+    let mut receivers = Vec::new();
+    for socket in sockets {
+        let (tx, stop) = (tx.clone(), Arc::clone(stop));
+        match std::thread::Builder::new().name("sched/energy rx".into()).spawn(move || receive(socket, tx, &stop)) {
+            Ok(t) => receivers.push(t),
+            Err(e) => LOG.error(&format!("learning: GPU use listener: cannot start a receiving thread: {e}")),
+        }
+    }
+    drop(tx);
+    judge_all(&rx, &mut gate, nodes, log, stop);
+    for t in receivers {
+        if t.join().is_err() {
+            LOG.error("a GPU use receiving thread ended with a panic");
+        }
+    }
+}
+
+fn judge_all(rx: &Receiver<(Vec<u8>, SocketAddr)>, gate: &mut Gate<Munge>, nodes: &Mutex<Posted>, log: &Mutex<UseLog>, stop: &AtomicBool) {
+    let mut refusals = RefusalLog::new(REFUSAL_LOG_EVERY);
+    let (mut seen_generation, mut received) = (0u64, 0u64);
+    while !stop.load(Ordering::SeqCst) {
+        refresh_sources(gate, nodes, &mut seen_generation);
+        let (datagram, from) = match rx.recv_timeout(POLL) {
+            Ok(x) => x,
+            Err(RecvTimeoutError::Timeout) => {
+                if let Some(line) = refusals.due(Instant::now()) {
+                    LOG.error(&line);
                 }
-                let text =
-                    String::from_utf8(v.payload).map_err(|_| "payload not text".to_string())?;
-                UseReport::parse(&text).map_err(|e| e.to_string())
-            });
-        match outcome {
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        // A v4 peer on the dual-stack socket shows as ::ffff:a.b.c.d.
+        let from = SocketAddr::new(from.ip().to_canonical(), from.port());
+        match gate.judge(&datagram, from, Instant::now()) {
             Ok(report) => {
                 received += 1;
                 if received == 1 {
-                    slurm_log!(
-                        LOG,
-                        verbose,
-                        "learning: first GPU use report, from {} ({from})",
-                        report.node
-                    );
+                    slurm_log!(LOG, verbose, "learning: first GPU use report, from {} ({from})", report.node);
                 }
                 slurm_log!(
                     LOG,
@@ -195,23 +264,34 @@ fn receive(
                     report.util_pct,
                     report.to_unix_s - report.from_unix_s
                 );
-                log.lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .add(report);
+                log.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).add(report);
             }
             Err(why) => {
-                refused += 1;
-                if refused == 1 || refused % 100 == 0 {
-                    LOG.error(&format!("learning: GPU use report from {from} refused: {why} ({refused} refused so far)"));
+                if let Some(line) = refusals.note(format!("GPU use report from {from} refused: {why}"), Instant::now()) {
+                    LOG.error(&line);
                 }
             }
         }
     }
 }
 
+/// Takes a node list posted since the last look, and resolves it (outside every lock).
+fn refresh_sources(gate: &mut Gate<Munge>, nodes: &Mutex<Posted>, seen_generation: &mut u64) {
+    let posted = {
+        let p = nodes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        (p.generation != *seen_generation).then(|| (p.generation, p.nodes.clone()))
+    };
+    let Some((generation, list)) = posted else { return };
+    *seen_generation = generation;
+    gate.sources = Sources::resolve(&list);
+    gate.rate.keep_only(&gate.sources);
+    slurm_log!(LOG, verbose, "learning: GPU use reports accepted from {} node(s) at {} address(es)", list.len(), gate.sources.len());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gate::{Gate, RateLimit};
 
     // Issue 21: 24.11's reconfigure starts the new slurmctld while the old one still holds the
     // port, and a failed bind made init fail ("Failed to initialize the various schedulers").
@@ -219,7 +299,7 @@ mod tests {
     fn a_port_held_by_another_process_does_not_fail_start_and_is_bound_once_free() {
         let squatter = UdpSocket::bind(("0.0.0.0", 0)).expect("bind a free port");
         let port = squatter.local_addr().expect("address").port();
-        let listener = UseListener::start(port, None, Trusted { slurm_user_id: 0 }).expect("start must not fail on a taken port");
+        let listener = UseListener::start(port, None, Trusted { slurmd_user_id: 0 }).expect("start must not fail on a taken port");
         std::thread::sleep(Duration::from_millis(300));
         assert!(!listener.listening(), "listening on a port another socket holds");
         drop(squatter);
@@ -234,11 +314,120 @@ mod tests {
         assert!(t.elapsed() < Duration::from_secs(2), "stopping took {:?}", t.elapsed());
     }
 
+    /// A private munged, or `None` (and why) when this machine cannot run one.
+    fn munged() -> Option<slurm_testcluster::munged::PrivateMunged> {
+        match slurm_testcluster::munged::PrivateMunged::start() {
+            Ok(Some(m)) => Some(m),
+            Ok(None) => {
+                eprintln!("skipped: munged not installed");
+                None
+            }
+            Err(e) => panic!("private munged: {e}"),
+        }
+    }
+
+    fn running_as_root() -> bool {
+        std::fs::read_to_string("/proc/self/status").is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0")))
+    }
+
+    /// munge's client run as `user`: a credential for `payload`.
+    fn signed_as(user: &str, socket: &std::path::Path, payload: &str) -> String {
+        let out = std::process::Command::new("runuser")
+            .args(["-u", user, "--", "munge", &format!("--socket={}", socket.display()), "-s", payload])
+            .output()
+            .expect("runuser munge");
+        assert!(out.status.success(), "munge as {user}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).expect("credential text")
+    }
+
+    fn report(node: &str, job_id: u32) -> String {
+        model::gpu_use::UseReport { job_id, node: node.into(), from_unix_s: 10.0, to_unix_s: 20.0, gpus: 1, util_pct: 60.0 }.to_wire()
+    }
+
+    fn uid_of(user: &str) -> u32 {
+        let out = std::process::Command::new("id").args(["-u", user]).output().expect("id");
+        String::from_utf8_lossy(&out.stdout).trim().parse().expect("a uid")
+    }
+
+    // Issue 21 (review #11): no test sent a valid credential signed by an unprivileged uid; and
+    // SlurmUser's credentials were trusted (here `daemon` stands for SlurmUser, root for
+    // SlurmdUser).
+    #[test]
+    fn valid_credentials_of_unprivileged_uids_and_of_slurm_user_are_refused() {
+        if !running_as_root() {
+            return eprintln!("skipped: needs root (signs as nobody and daemon through runuser)");
+        }
+        let Some(m) = munged() else { return };
+        let socket = m.socket();
+        let nodes = [NodeAddresses { name: "n1".into(), hosts: vec!["127.0.0.1".into()] }];
+        let decoder = Munge::new(Some(&socket.display().to_string())).expect("munge");
+        let mut gate = Gate { sources: Sources::resolve(&nodes), rate: RateLimit::default(), trusted: Trusted { slurmd_user_id: 0 }, decoder };
+        let from: SocketAddr = "127.0.0.1:40000".parse().expect("address");
+        for user in ["nobody", "daemon"] {
+            let cred = signed_as(user, &socket, &report("n1", 3));
+            let e = gate.judge(cred.as_bytes(), from, Instant::now()).expect_err("an unprivileged signer");
+            assert!(e.to_string().contains(&format!("signed by uid {}", uid_of(user))), "{user}: {e}");
+        }
+        // The same report signed by root (slurmstepd) is kept: only the signer differed.
+        let cred = signed_as("root", &socket, &report("n1", 3));
+        let kept = gate.judge(cred.as_bytes(), from, Instant::now()).expect("root's report");
+        assert_eq!((kept.job_id, kept.node.as_str()), (3, "n1"));
+        // And a replay of it is refused by munged.
+        assert!(gate.judge(cred.as_bytes(), from, Instant::now()).expect_err("replayed").to_string().contains("munge: decode"));
+    }
+
+    // Issue 21 (review #11): the listener bound IPv4 only; (review #6) it decoded datagrams
+    // from anywhere.
+    #[test]
+    fn reports_arrive_over_ipv4_and_ipv6_from_node_addresses_only() {
+        if !running_as_root() {
+            return eprintln!("skipped: needs root (munged)");
+        }
+        if UdpSocket::bind("[::1]:0").is_err() {
+            return eprintln!("skipped: no IPv6 loopback");
+        }
+        let Some(m) = munged() else { return };
+        let socket = m.socket().display().to_string();
+        let port = UdpSocket::bind(("0.0.0.0", 0)).and_then(|s| s.local_addr()).expect("a free port").port();
+        let listener = UseListener::start(port, Some(socket.clone()), Trusted { slurmd_user_id: 0 }).expect("start");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !listener.listening() {
+            assert!(Instant::now() < deadline, "not listening");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        listener.set_nodes(vec![
+            NodeAddresses { name: "v4".into(), hosts: vec!["127.0.0.1".into()] },
+            // munged's origin here is 127.0.0.1, whichever family the datagram takes.
+            NodeAddresses { name: "v6".into(), hosts: vec!["::1".into(), "127.0.0.1".into()] },
+            NodeAddresses { name: "far".into(), hosts: vec!["192.0.2.7".into()] },
+        ]);
+        let mut signer = Munge::new(Some(&socket)).expect("munge");
+        let send = |from: &str, to: SocketAddr, wire: String, signer: &mut Munge| {
+            let cred = signer.encode(wire.as_bytes()).expect("encode");
+            UdpSocket::bind(from).expect("sender").send_to(cred.as_bytes(), to).expect("send");
+        };
+        // Let the listener take the node list before the first datagram.
+        std::thread::sleep(POLL + Duration::from_millis(200));
+        send("127.0.0.1:0", format!("127.0.0.1:{port}").parse().unwrap(), report("v4", 41), &mut signer);
+        send("[::1]:0", format!("[::1]:{port}").parse().unwrap(), report("v6", 61), &mut signer);
+        // From a node address, but naming another node: refused.
+        send("127.0.0.1:0", format!("127.0.0.1:{port}").parse().unwrap(), report("far", 62), &mut signer);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while listener.reports().jobs() < 2 {
+            assert!(Instant::now() < deadline, "reports received: {}", listener.reports().jobs());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let log = listener.reports();
+        assert!(log.mean_since(41, 0.0).is_some() && log.mean_since(61, 0.0).is_some(), "v4 and v6 reports kept");
+        assert!(log.mean_since(62, 0.0).is_none(), "a report naming another node than its sender was kept");
+    }
+
     #[test]
     fn stopping_while_waiting_for_the_port_joins_at_once() {
         let squatter = UdpSocket::bind(("0.0.0.0", 0)).expect("bind a free port");
         let port = squatter.local_addr().expect("address").port();
-        let listener = UseListener::start(port, None, Trusted { slurm_user_id: 0 }).expect("start");
+        let listener = UseListener::start(port, None, Trusted { slurmd_user_id: 0 }).expect("start");
         std::thread::sleep(Duration::from_millis(200));
         let t = std::time::Instant::now();
         drop(listener);

@@ -351,7 +351,7 @@ impl Observer {
             return Ok(());
         }
         let (socket, trusted) = self.gpu_use_auth.clone();
-        let trusted = trusted.unwrap_or(Trusted { slurm_user_id: 0 });
+        let trusted = trusted.unwrap_or(Trusted { slurmd_user_id: 0 });
         self.gpu_use = Some(UseListener::start(port, socket, trusted)?);
         Ok(())
     }

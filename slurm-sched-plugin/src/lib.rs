@@ -162,7 +162,7 @@ fn start() -> Result<(), String> {
         gpu_use: None,
         gpu_use_auth: (
             conf.authinfo.as_deref().and_then(slurm_bindings::munge::socket_from_authinfo),
-            Some(gpu_use_listener::Trusted { slurm_user_id: conf.slurm_user_id }),
+            Some(gpu_use_listener::Trusted { slurmd_user_id: conf.slurmd_user_id }),
         ),
     };
     observer.listen_for_gpu_use(&cfg).map_err(|e| format!("invalid configuration: {}: {e}", path.display()))?;
@@ -249,6 +249,7 @@ fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut pre
     let started_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
     let mut recovery = slurm_bindings::launch::RecoveryWatch::new(started_s);
     let mut next_cycle = Instant::now() + Duration::from_secs_f64(cfg.sched.interval_s);
+    LOG.guarded("GPU use senders", (), || post_node_addresses(&observer));
     loop {
         // While the previous slurmctld's starts are watched, wake often (see RecoveryWatch).
         let until_cycle = next_cycle.saturating_duration_since(Instant::now());
@@ -271,6 +272,7 @@ fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut pre
         }
         next_cycle = Instant::now() + Duration::from_secs_f64(cfg.sched.interval_s);
         cycle_no += 1;
+        LOG.guarded("GPU use senders", (), || post_node_addresses(&observer));
         LOG.guarded("observe", (), || observer.observe(&cfg, &mut predictor));
         let outcome = catch_unwind(AssertUnwindSafe(|| cycle::run(&cfg, &predictor, &mut learnt)));
         match outcome {
@@ -289,6 +291,24 @@ fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut pre
             }
         }
     }
+}
+
+/// Tells the GPU use listener which addresses are nodes' (copied under the node read lock; the
+/// listener thread never reads the node table).
+fn post_node_addresses(observer: &learning::Observer) {
+    use slurm_bindings::locks::{LockLevel, LockLevels, SlurmctldLock};
+    let Some(listener) = observer.gpu_use.as_ref() else { return };
+    let node_read = LockLevels { conf: LockLevel::None, job: LockLevel::None, node: LockLevel::Read, part: LockLevel::None, fed: LockLevel::None };
+    let Ok(lock) = SlurmctldLock::acquire(node_read) else { return };
+    let nodes = match lock.nodes() {
+        Ok(nodes) => nodes
+            .iter()
+            .map(|n| gpu_use_listener::NodeAddresses { name: n.name().to_string(), hosts: n.addr().into_iter().chain(n.hostname()).map(str::to_string).collect() })
+            .collect(),
+        Err(e) => return LOG.error(&format!("GPU use senders not updated: {e}")),
+    };
+    drop(lock);
+    listener.set_nodes(nodes);
 }
 
 /// Ends the batch jobs a previous slurmctld started whose node does not have them (their launch
