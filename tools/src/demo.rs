@@ -604,11 +604,12 @@ impl DemoCluster {
     /// Leaves every daemon running and the files in place; returns how to use and stop it.
     pub fn keep_running(self) -> String {
         let DemoCluster { cluster, plugin_dir, gpus } = self;
-        let text = keep_text(&cluster, &plugin_dir.keep());
-        // The fake NVML the kept daemons load stays too.
+        let mut created = vec![plugin_dir.keep()];
+        // The fake NVML the kept daemons load stays too (and goes with the rest at cleanup).
         if let Some(site) = gpus {
-            let _ = site.dir.keep();
+            created.push(site.dir.keep());
         }
+        let text = keep_text(&cluster, &created);
         // Not dropped: dropping would stop the daemons and remove the base dir.
         std::mem::forget(cluster);
         text
@@ -620,26 +621,41 @@ impl DemoCluster {
     }
 }
 
-/// How to use a cluster left running, and how to stop it by its daemons' pids.
-pub fn keep_text(cluster: &LocalCluster, plugin_dir: &Path) -> String {
-    let base = cluster.base_dir();
-    let pids = cluster.pids();
+/// How to use a cluster left running, and how to stop it by its daemons' pids and remove what
+/// the demo created: the cluster's base dir and the `created` dirs (plugins, fake GPUs).
+pub fn keep_text(cluster: &LocalCluster, created: &[PathBuf]) -> String {
+    keep_instructions(&cluster.conf_path(), cluster.base_dir(), &cluster.pids(), created)
+}
+
+/// [`keep_text`] from the cluster's slurm.conf, base dir and daemons.
+pub fn keep_instructions(conf: &Path, base: &Path, pids: &[(String, u32)], created: &[PathBuf]) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "The cluster keeps running (--keep). Use it with:");
-    let _ = writeln!(s, "  export SLURM_CONF={}", cluster.conf_path().display());
+    let _ = writeln!(s, "  export SLURM_CONF={}", shell_quote(conf));
     let _ = writeln!(s, "  sinfo; squeue");
     let _ = writeln!(s, "  sbatch --gres=gpu:2 --energy-policy=efficiency --energy-share=allow --wrap 'sleep 30'");
     let _ = writeln!(s, "  sacct -X -o JobID,JobName,State,NodeList,AdminComment%100");
     let _ = writeln!(s, "Logs: {}/log (slurmctld.log: sched/energy's decisions and cycle statistics)", base.display());
     let _ = writeln!(s, "Daemons (pid):");
-    for (name, pid) in &pids {
+    for (name, pid) in pids {
         let _ = writeln!(s, "  {name:<12} {pid}");
     }
     let reversed: Vec<String> = pids.iter().rev().map(|(_, pid)| pid.to_string()).collect();
     let _ = writeln!(s, "Stop it (slurmd first, munged last), then remove its files:");
     let _ = writeln!(s, "  for pid in {}; do kill $pid; while kill -0 $pid 2>/dev/null; do sleep 0.2; done; done", reversed.join(" "));
-    let _ = writeln!(s, "  rm -rf {} {}", base.display(), plugin_dir.display());
+    let dirs: Vec<String> = std::iter::once(base).chain(created.iter().map(PathBuf::as_path)).map(shell_quote).collect();
+    let _ = writeln!(s, "  rm -rf -- {}", dirs.join(" "));
     s
+}
+
+/// `path` as one shell word (single-quoted when it holds anything but plain path characters).
+fn shell_quote(path: &Path) -> String {
+    let text = path.display().to_string();
+    if !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+:,=@".contains(c)) {
+        text
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
 }
 
 /// The project's energy.toml with the demo's cycle interval (2 s instead of 5 s) and, when
@@ -857,4 +873,30 @@ mod tests {
         assert!(w.iter().map(|j| j.gpus).sum::<u32>() > DEMO_NODES * DEMO_GPUS_PER_NODE);
         assert!(w.iter().all(|j| j.gpus <= DEMO_GPUS_PER_NODE));
     }
+
+    /// `--keep`'s cleanup line removes the cluster's dir, the plugin dir and the fake GPU dir
+    /// the demo created, and nothing beside them.
+    #[test]
+    fn the_kept_clusters_cleanup_removes_what_the_demo_created_and_only_that() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let made = |name: &str| {
+            let dir = tmp.path().join(name);
+            std::fs::create_dir_all(dir.join("sub")).expect("mkdir");
+            std::fs::write(dir.join("sub/file"), "x").expect("write");
+            dir
+        };
+        let base = made("slurm-tc-x");
+        let plugins = made("slurm-energy-demo-plugins-x");
+        let gpus = made("slurm-energy-demo-gpus-x it's");
+        let other = made("slurm-energy-demo-gpus-other");
+        let text = keep_instructions(&base.join("etc/slurm.conf"), &base, &[("slurmctld".into(), 1)], &[plugins.clone(), gpus.clone()]);
+        let rm = text.lines().find(|l| l.trim_start().starts_with("rm -rf")).expect("a cleanup line");
+        let status = Command::new("sh").arg("-c").arg(rm).status().expect("sh");
+        assert!(status.success(), "{rm}");
+        for gone in [&base, &plugins, &gpus] {
+            assert!(!gone.exists(), "{} left behind by: {rm}", gone.display());
+        }
+        assert!(other.join("sub/file").exists(), "{rm} removed more than the demo's dirs");
+    }
+
 }

@@ -93,7 +93,7 @@ fn kept_cluster_instructions_name_running_daemons() {
     })
     .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
     let pids = cluster.pids();
-    let text = tools::demo::keep_text(&cluster, std::path::Path::new("/nonexistent-plugins"));
+    let text = tools::demo::keep_text(&cluster, &[std::path::PathBuf::from("/nonexistent-plugins")]);
     for (_, pid) in &pids {
         assert!(pid_exists(*pid));
         assert!(text.contains(&pid.to_string()), "pid {pid} missing from:\n{text}");
