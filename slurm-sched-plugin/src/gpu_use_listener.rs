@@ -67,8 +67,8 @@ pub struct UseListener {
 
 impl UseListener {
     /// Starts the thread, which binds the port (all addresses, IPv6 and IPv4), at once or,
-    /// while another process holds it, as soon as it is free. Nothing is accepted until the
-    /// node addresses are posted ([`UseListener::set_nodes`]).
+    /// while another process holds it, as soon as it is free. Datagrams wait (up to a queue's
+    /// worth) until the node addresses are first posted ([`UseListener::set_nodes`]).
     pub fn start(
         port: u16,
         munge_socket: Option<String>,
@@ -237,6 +237,12 @@ fn judge_all(rx: &Receiver<(Vec<u8>, SocketAddr)>, gate: &mut Gate<Munge>, nodes
     let (mut seen_generation, mut received) = (0u64, 0u64);
     while !stop.load(Ordering::SeqCst) {
         refresh_sources(gate, nodes, &mut seen_generation);
+        if seen_generation == 0 {
+            // No node list yet (slurmctld is starting): keep what arrives queued rather than
+            // refuse the nodes' reports as coming from strangers.
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
         let (datagram, from) = match rx.recv_timeout(POLL) {
             Ok(x) => x,
             Err(RecvTimeoutError::Timeout) => {
