@@ -225,7 +225,7 @@ pub fn parse_output(text: &str, source: &str, delimiter: &Delimiter) -> Result<S
         return Ok(SacctRead::default());
     }
     let (first, rest) = text.split_once('\n').unwrap_or((text, ""));
-    if first.trim_end_matches('\r') != header_line(delimiter) {
+    if !first.trim_end_matches('\r').eq_ignore_ascii_case(&header_line(delimiter)) {
         return Err(SacctError {
             source: source.to_string(),
             line: 1,
