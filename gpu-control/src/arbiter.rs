@@ -64,8 +64,10 @@
 //! or not a regular file) is moved aside as `ledger.corrupt-<unix time>` and the operation goes
 //! on with an empty one; since nothing then tells which GPU a step slowed, every GPU not at its
 //! default clocks is reset (never slower than without the bundle). A lock held by a stuck
-//! process is waited for at most 3 s; a step that cannot release its clocks then resets its
-//! own GPUs to their defaults.
+//! process is waited for at most 3 s; a step that cannot release its clocks then resets those
+//! of its GPUs that no other job's live step asks for ([`Arbiter::restore_without_ledger`]),
+//! and leaves a shared one to the next operation, which drops the step's request once its
+//! slurmstepd is gone. Nothing sets clocks without the ledger.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -406,6 +408,16 @@ impl Outcome {
     }
 }
 
+/// What [`Arbiter::restore_without_ledger`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unarbitrated {
+    /// GPUs (NVML indices) put back to their defaults.
+    pub reset: Vec<u32>,
+    /// GPUs left as they are (another job's step asks for them, or their UUID was unreadable).
+    pub left: Vec<u32>,
+    pub errors: Vec<GpuError>,
+}
+
 /// Where an unreadable ledger went, and why it was unreadable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Quarantined {
@@ -547,6 +559,55 @@ impl Arbiter {
         let changed = !out.repaired_steps.is_empty();
         self.apply(gpu, &mut ledger, &touched, &BTreeMap::new(), &mut out, changed)?;
         Ok(out)
+    }
+
+    /// For a step whose [`Arbiter::release`] failed (the lock stayed held, the ledger could not
+    /// be written): puts back, without the ledger, the GPUs among `gpus` (NVML indices) that no
+    /// live step of another job asks for, each control to its default (never slower than
+    /// without the bundle: the project's rule that a step's clocks are restored holds). A GPU
+    /// another job's live step asks for (a shared GPU, `gres/shard`) is left as it is: a reset
+    /// would drop that job's request; the step's own request stays in the ledger and the next
+    /// operation on the node (any step's start or end, slurmd's start) drops it once this
+    /// slurmstepd is gone and applies what the others ask for. Which steps ask for what is read
+    /// from the ledger as last written, without the lock (a write replaces the file whole); a
+    /// ledger that cannot be read tells of no other job (the next operation resets every GPU
+    /// off its default anyway, see [`Arbiter::release`]). A GPU whose UUID cannot be read is left
+    /// as it is.
+    pub fn restore_without_ledger(&self, gpu: &dyn GpuControl, step: &StepKey, gpus: &[u32]) -> Unarbitrated {
+        let ledger = self.load_unlocked().unwrap_or_default();
+        let mut out = Unarbitrated::default();
+        for &index in gpus {
+            let uuid = match gpu.uuid(index) {
+                Ok(u) => u,
+                Err(e) => {
+                    out.errors.push(e);
+                    out.left.push(index);
+                    continue;
+                }
+            };
+            let shared = ledger.requests.iter().any(|r| r.uuid == uuid && r.step.job_id != step.job_id && r.step.is_alive());
+            if shared {
+                out.left.push(index);
+                continue;
+            }
+            match clock_control::reset_all(gpu, index) {
+                Ok(_) => out.reset.push(index),
+                Err(errors) => out.errors.extend(errors),
+            }
+        }
+        out
+    }
+
+    /// The ledger file as last written, read without the lock.
+    fn load_unlocked(&self) -> io::Result<Ledger> {
+        let path = self.ledger_path();
+        let mut f = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(&path)?;
+        if !f.metadata()?.is_file() {
+            return Err(io::Error::other("not a regular file"));
+        }
+        let mut text = String::new();
+        io::Read::read_to_string(&mut f, &mut text)?;
+        Ledger::parse(&text).map_err(io::Error::other)
     }
 
     /// The ledger as it is now (for admins and tests).
@@ -1137,6 +1198,33 @@ mod tests {
         assert_eq!(app(&gpus, 0), 1312, "nothing changed without the lock");
         drop(holder);
         arb.request(&gpus, &live_step(1, 0), &[0], clocks(945), Source::Policy).unwrap();
+    }
+
+    #[test]
+    fn a_release_without_the_lock_resets_only_gpus_no_other_job_asks_for() {
+        let dir = tmp_dir("release-no-lock");
+        let arb = Arbiter::open(&dir).unwrap();
+        let gpus = FakeGpus::v100s(2);
+        // Job 1 alone on GPU 0; jobs 1 and 2 share GPU 1 (2 asks for more).
+        let a = live_step(1, 0);
+        let b = live_step(2, 0);
+        arb.request(&gpus, &a, &[0, 1], clocks(945), Source::Policy).unwrap();
+        arb.request(&gpus, &b, &[1], clocks(1005), Source::Policy).unwrap();
+        let holder = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(dir.join(LOCK_FILE)).unwrap();
+        // SAFETY: flock on a descriptor this test owns.
+        assert_eq!(unsafe { libc::flock(holder.as_raw_fd(), libc::LOCK_EX) }, 0);
+        assert_eq!(arb.release(&gpus, &a).unwrap_err().op, "lock");
+        let out = arb.restore_without_ledger(&gpus, &a, &[0, 1]);
+        assert_eq!((out.reset, out.left), (vec![0], vec![1]));
+        assert_eq!(gpus.with_gpu(0, |g| g.locked_clocks_mhz).unwrap(), None, "job 1's own GPU is restored");
+        assert_eq!(gpus.with_gpu(1, |g| g.locked_clocks_mhz).unwrap().map(|c| c.1), Some(1005), "job 2's clock is kept");
+        drop(holder);
+        // Job 2 leaves: job 1's request is still in the ledger (its slurmstepd, this process,
+        // lives on here; a gone one is pruned); once it is released too, the default.
+        arb.release(&gpus, &b).unwrap();
+        assert_eq!(gpus.with_gpu(1, |g| g.locked_clocks_mhz).unwrap().map(|c| c.1), Some(945));
+        arb.release(&gpus, &a).unwrap();
+        assert_eq!(gpus.with_gpu(1, |g| g.locked_clocks_mhz).unwrap(), None);
     }
 
     /// A V100, an A100 and an H100 on one node, each with its default order of controls.

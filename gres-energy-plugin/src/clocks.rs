@@ -8,14 +8,16 @@
 //! locked clocks, application clocks or a power limit), logged once when it is chosen:
 //! `GPU 2: clock control: locked clocks`.
 //!
-//! If the arbiter's ledger cannot be used at all (no writable spool directory), the clocks are
-//! set directly with the control probed the same way, undone with it at the step's end, and
-//! that is logged.
+//! Clocks are never set without the ledger: if it cannot be used (no usable spool directory,
+//! a lock held for more than 3 s, an unknown step), the GPUs' clocks are left as they are and
+//! that is logged. A clock set without a record could neither be arbitrated on a shared GPU
+//! nor restored after the step died. A release that fails restores, without the ledger, only
+//! the GPUs no other job's step asks for ([`Arbiter::restore_without_ledger`]); a shared one
+//! keeps its clocks until the next ledger operation drops this step's request.
 
 use std::path::Path;
 
 use gpu_control::arbiter::{Applied, Arbiter, Outcome, Source, StepKey};
-use gpu_control::clock_control::{self, ControlOrder, Probed, Setting};
 use gpu_control::gpu_freq::{self, GpuFreqError, GpuFreqRequest, SLURM_DEFAULT_GPU_FREQ_DEF};
 use gpu_control::{AppClocksMhz, GpuControl};
 use slurm_bindings::Logger;
@@ -64,8 +66,8 @@ pub struct StepClocks {
 #[derive(Debug)]
 enum How {
     Arbitrated(Arbiter, StepKey),
-    /// Set directly (no usable ledger): undone directly at the end, with each GPU's control.
-    Direct(Vec<(u32, Probed)>),
+    /// Nothing was set (no usable ledger): nothing to undo.
+    Untouched,
 }
 
 fn describe(c: AppClocksMhz) -> String {
@@ -124,37 +126,25 @@ impl StepClocks {
                 }
             }
         }
-        let arbiter = step.map(|key| Arbiter::open(ledger_dir).map(|a| (a, key)));
-        match arbiter {
-            Some(Ok((arbiter, key))) => match arbiter.request_each(ctrl, &key, &wanted, Source::Explicit) {
-                Ok(out) => {
-                    log_outcome(log, ctx, &format!("for --gpu-freq={request}"), &out, request.verbose, errs);
-                    return StepClocks { gpus: gpus.to_vec(), how: How::Arbitrated(arbiter, key) };
-                }
-                Err(e) => log.error(&format!("{ctx}: {e}; setting clocks without arbitration")),
-            },
-            Some(Err(e)) => log.error(&format!("{ctx}: {e}; setting clocks without arbitration")),
-            None => log.error(&format!("{ctx}: step identity unknown; setting clocks without arbitration")),
-        }
-        let order = ControlOrder::from_env().unwrap_or_else(|e| {
-            log.error(&format!("{ctx}: {e}; using the default order"));
-            ControlOrder::default()
-        });
-        let mut done = Vec::new();
-        for (gpu, clocks) in wanted {
-            match clock_control::probe_and_apply(ctrl, gpu, &order, Setting::clocks(clocks)) {
-                Ok(probed) => {
-                    log.info(&format!("{ctx}: GPU {gpu}: clock control: {}", probed.control.describe()));
-                    let text = format!("{ctx}: {}", describe_applied(gpu, &format!("set for --gpu-freq={request}"), &probed.applied));
-                    if request.verbose { log.info(&text) } else { slurm_bindings::slurm_log!(log, verbose, "{text}") }
-                    done.push((gpu, probed));
-                }
-                Err(e) => {
-                    errs.report(log, ctx, &e);
-                }
+        let untouched = |why: String| {
+            // Set without the ledger, a clock could override a co-tenant's on a shared GPU
+            // and would outlive a step that dies; the step runs at the clocks in force.
+            log.error(&format!("{ctx}: {why}; GPU clocks left as they are (--gpu-freq={request} not applied)"));
+            StepClocks { gpus: gpus.to_vec(), how: How::Untouched }
+        };
+        let Some(key) = step else { return untouched("step identity unknown".into()) };
+        let arbiter = match Arbiter::open(ledger_dir) {
+            Ok(a) => a,
+            Err(e) => return untouched(e.to_string()),
+        };
+        match arbiter.request_each(ctrl, &key, &wanted, Source::Explicit) {
+            Ok(out) => {
+                log_outcome(log, ctx, &format!("for --gpu-freq={request}"), &out, request.verbose, errs);
+                StepClocks { gpus: gpus.to_vec(), how: How::Arbitrated(arbiter, key) }
             }
+            // The request is not in the ledger (nothing was written or set before the error).
+            Err(e) => untouched(e.to_string()),
         }
-        StepClocks { gpus: gpus.to_vec(), how: How::Direct(done) }
     }
 
     /// NVML indices of the step's GPUs.
@@ -165,33 +155,35 @@ impl StepClocks {
     /// Gives the step's clocks back (the arbiter restores what other steps ask for, or the
     /// default).
     pub fn finish(self, ctrl: &dyn GpuControl, errs: &mut ErrorOnce, log: &Logger, ctx: &str) {
-        match self.how {
-            How::Arbitrated(arbiter, key) => match arbiter.release(ctrl, &key) {
-                Ok(out) => {
-                    log_outcome(log, ctx, "at step end", &out, false, errs);
-                    return;
-                }
-                Err(e) => log.error(&format!("{ctx}: {e}; resetting clocks directly")),
-            },
-            How::Direct(done) => {
-                for (gpu, probed) in done {
-                    if let Err(e) = clock_control::restore(ctrl, gpu, probed.control, probed.prior) {
-                        errs.report(log, ctx, &e);
-                    }
-                }
-                return;
-            }
+        let How::Arbitrated(arbiter, key) = self.how else { return };
+        let e = match arbiter.release(ctrl, &key) {
+            Ok(out) => return log_outcome(log, ctx, "at step end", &out, false, errs),
+            Err(e) => e,
+        };
+        // The ledger could not be used: the GPUs no other job asks for go back to their
+        // defaults (never slower than stock); a shared one is left to the next ledger operation.
+        let out = arbiter.restore_without_ledger(ctrl, &key, &self.gpus);
+        for gpu_error in &out.errors {
+            errs.report(log, ctx, gpu_error);
         }
-        // The ledger could not be reached: nothing tells which control was used, so every
-        // control of the step's GPUs goes back to its default (never slower than stock).
-        for &gpu in &self.gpus {
-            if let Err(errors) = clock_control::reset_all(ctrl, gpu) {
-                for e in errors {
-                    errs.report(log, ctx, &e);
-                }
-            }
-        }
+        log.error(&format!("{ctx}: {e}; {}", describe_unarbitrated(&out)));
     }
+}
+
+/// What a release without the ledger did, for the log.
+pub fn describe_unarbitrated(out: &gpu_control::arbiter::Unarbitrated) -> String {
+    let list = |g: &[u32]| g.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
+    let mut parts = Vec::new();
+    if !out.reset.is_empty() {
+        parts.push(format!("reset GPU(s) {} to their default clocks without the ledger", list(&out.reset)));
+    }
+    if !out.left.is_empty() {
+        parts.push(format!(
+            "left GPU(s) {} as they are (another job's step asks for a clock there; the next step start or end on the node, or slurmd's start, drops this step's request)",
+            list(&out.left)
+        ));
+    }
+    if parts.is_empty() { "no GPU clock to restore".into() } else { parts.join("; ") }
 }
 
 /// slurmd start: drops requests of steps that died and restores their GPUs' clocks.
@@ -248,18 +240,46 @@ mod tests {
     }
 
     #[test]
-    fn direct_without_step_identity() {
+    fn nothing_is_set_without_the_ledger() {
         static LOG: Logger = Logger::new("test");
         let mut errs = ErrorOnce::new();
         let req = step_request("gpu:low", None).unwrap().unwrap();
-        // An H100 refusing locked clocks: no application clocks on Hopper, so its power limit.
+        // An H100 refusing locked clocks: its power limit would be the control.
         let gpus = gpu_control::FakeGpus::new(vec![gpu_control::FakeGpu::h100(0)]);
         gpus.with_gpu(0, |g| g.refuse_locked = Some(gpu_control::GpuErrorKind::NoPermission)).unwrap();
+        // No step identity, then a ledger directory that cannot be made (a file in the way).
         let clocks = StepClocks::start(&gpus, Path::new("/nonexistent"), None, &[0], &req, &mut errs, &LOG, "t");
-        // low = 345 MHz: 700 W x 345 / 1980 = 122 W, below the 200 W floor.
-        assert_eq!(gpus.power_limit_mw(0).unwrap(), 200_000);
+        assert_eq!(gpus.power_limit_mw(0).unwrap(), 700_000, "no clock without arbitration");
+        clocks.finish(&gpus, &mut errs, &LOG, "t");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("file"), "").unwrap();
+        let key = StepKey::for_process(5, 0, "n1", std::process::id()).unwrap();
+        let clocks = StepClocks::start(&gpus, &dir.path().join("file").join("ledger"), Some(key), &[0], &req, &mut errs, &LOG, "t");
+        assert_eq!(gpus.power_limit_mw(0).unwrap(), 700_000, "no clock without arbitration");
         clocks.finish(&gpus, &mut errs, &LOG, "t");
         assert_eq!(gpus.power_limit_mw(0).unwrap(), 700_000);
         assert_eq!(errs.reported(), 0);
+    }
+
+    #[test]
+    fn a_release_that_cannot_lock_the_ledger_keeps_a_co_tenants_clock() {
+        use std::os::fd::AsRawFd;
+        static LOG: Logger = Logger::new("test");
+        let dir = tempfile::tempdir().unwrap();
+        let gpus = FakeGpus::v100s(2);
+        let mut errs = ErrorOnce::new();
+        let me = std::process::id();
+        // Job 5 on GPUs 0 and 1; job 6 shares GPU 1 and asks for more.
+        let five = StepClocks::start(&gpus, dir.path(), Some(StepKey::for_process(5, 0, "n1", me).unwrap()), &[0, 1], &step_request("gpu:1000", None).unwrap().unwrap(), &mut errs, &LOG, "5.0");
+        let _six = StepClocks::start(&gpus, dir.path(), Some(StepKey::for_process(6, 0, "n1", me).unwrap()), &[1], &step_request("gpu:1200", None).unwrap().unwrap(), &mut errs, &LOG, "6.0");
+        let graphics = |g: u32| gpus.with_gpu(g, |x| x.locked_clocks_mhz).unwrap().map(|c| c.1);
+        assert!(graphics(1).is_some_and(|c| c >= 1200));
+        // Another process holds the ledger's lock past the wait.
+        let holder = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(dir.path().join("ledger.lock")).unwrap();
+        // SAFETY: flock on a descriptor this test owns.
+        assert_eq!(unsafe { libc::flock(holder.as_raw_fd(), libc::LOCK_EX) }, 0);
+        five.finish(&gpus, &mut errs, &LOG, "5.0");
+        assert_eq!(graphics(0), None, "job 5's own GPU is restored without the ledger");
+        assert!(graphics(1).is_some_and(|c| c >= 1200), "job 6's clock on the shared GPU is kept");
     }
 }
