@@ -410,6 +410,27 @@ impl SlurmctldLock {
         Ok(cleared)
     }
 
+    /// Stamps `LastSchedEval` (scontrol show job) on each pending job of `job_ids` with `now`, as
+    /// sched/backfill does for every job it evaluates. Needs the job write lock. Returns how
+    /// many it stamped.
+    pub fn note_evaluated(&mut self, job_ids: impl Iterator<Item = u32>, now: i64) -> Result<usize, NotLocked> {
+        self.require("a job's last evaluation", |l| l.job, LockLevel::Write)?;
+        let api = self.api();
+        let mut stamped = 0;
+        for job_id in job_ids {
+            // SAFETY: lookup under the job write lock.
+            let job = unsafe { call!(api, find_job_record(job_id)) };
+            // SAFETY: NULL or a record we may modify under the job write lock.
+            let Some(rec) = (unsafe { job.as_mut() }) else { continue };
+            // SAFETY: the shim only reads state fields of a valid record.
+            if unsafe { sys::energy_job_is_pending(rec) } {
+                rec.last_sched_eval = now as sys::time_t;
+                stamped += 1;
+            }
+        }
+        Ok(stamped)
+    }
+
     /// Sets what `squeue --start` shows for a pending job the scheduler holds nodes for: its
     /// expected start and those nodes (`start_time`, `sched_nodes`, as sched/backfill sets
     /// them), and its reason: `Resources` for the first job that waits in its partition (or

@@ -282,6 +282,10 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
             if let Err(e) = lock.clear_expected_starts() {
                 slurm_log!(LOG, debug, "expected starts not cleared: {e}");
             }
+            // Every job this plan evaluated: LastSchedEval, as sched/backfill stamps it.
+            if let Err(e) = lock.note_evaluated(built.snapshot.pending.iter().map(|p| p.id.0), unix_now_s() as i64) {
+                slurm_log!(LOG, debug, "LastSchedEval not set: {e}");
+            }
             for d in &outcome.decisions {
                 if slurm_bindings::routes::shutting_down() {
                     stats.end = CycleEnd::Abandoned;

@@ -188,12 +188,20 @@ fn priority_reason(c: &LocalCluster) -> Result<String, String> {
         }
         std::thread::sleep(Duration::from_millis(250));
     }
+    // Each evaluation stamps LastSchedEval (scontrol show job): it moves on while the job waits.
+    let last_eval = |job: u32| {
+        let text = run(c, "scontrol", &["show", "job", &job.to_string()]);
+        text.split_whitespace().find_map(|w| w.strip_prefix("LastSchedEval=")).unwrap_or_default().to_string()
+    };
+    let first_eval = last_eval(second);
+    std::thread::sleep(Duration::from_secs(3));
+    wait_for(|| last_eval(second) != first_eval, || format!("LastSchedEval of waiting job {second} stays {first_eval:?}"))?;
     // Both get an expected start; once held, the second's is cleared (no stale estimate).
     let start_of = |job: u32| squeue_field(c, job, "%S");
     wait_for(|| start_of(second).contains('T'), || format!("no expected start for job {second}: {:?}", start_of(second)))?;
     run(c, "scontrol", &["hold", &second.to_string()]);
     wait_for(|| start_of(second) == "N/A", || format!("held job {second} keeps its expected start {:?}", start_of(second)))?;
-    Ok("Resources, then Priority behind it; estimates set, and cleared when held".into())
+    Ok("Resources, then Priority behind it; LastSchedEval moves on; estimates set, and cleared when held".into())
 }
 
 fn wait_for(done: impl Fn() -> bool, why: impl Fn() -> String) -> Result<(), String> {

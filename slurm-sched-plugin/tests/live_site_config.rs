@@ -253,3 +253,51 @@ fn a_job_held_at_its_qos_limit_takes_no_nodes_from_runnable_jobs() {
         let _ = cluster.command("scancel").arg(job.to_string()).status();
     }
 }
+
+/// A job whose QOS is taken from its association while it waits (`sacctmgr modify user ...
+/// set qos-=...`, with `AccountingStorageEnforce=qos`) is not started: it stays pending with
+/// reason `InvalidQOS`, under sched/backfill and sched/energy alike; given back, it starts.
+/// (Before the fix, sched/energy started it with the revoked QOS.)
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
+#[test]
+fn a_job_whose_qos_was_revoked_waits_with_invalid_qos_under_both_schedulers() {
+    if skip_live_test("a_job_whose_qos_was_revoked_waits_with_invalid_qos_under_both_schedulers") {
+        return;
+    }
+    let plugins = plugin_dir();
+    for sched in ["sched/backfill", "sched/energy"] {
+        let mut cfg = ClusterConfig {
+            nodes: 1,
+            gpus_per_node: 1,
+            scheduler_parameters: Some("bf_interval=1".into()),
+            extra_slurm_conf: vec!["AccountingStorageEnforce=associations,limits,qos".into()],
+            with_accounting: true,
+            ..ClusterConfig::default()
+        };
+        if sched == "sched/energy" {
+            cfg.sched_type = sched.into();
+            cfg.plugin_dir = Some(plugins.path().to_path_buf());
+            cfg.scheduler_parameters = Some("sched_interval=-1,defer".into());
+            cfg.extra_files.push(("energy.toml".into(), ENERGY_TOML.into()));
+        }
+        let cluster = LocalCluster::start(cfg).unwrap_or_else(|e| panic!("{sched}: cluster did not start: {e}"));
+        run(&cluster, "sacctmgr", &["-i", "add", "qos", "revokable"]);
+        run(&cluster, "sacctmgr", &["-i", "modify", "user", "root", "set", "qos+=revokable"]);
+        std::thread::sleep(Duration::from_secs(2));
+        let job = cluster.sbatch(&["--hold", "--qos=revokable", "-t", "5", "--wrap", "sleep 1"], "").unwrap_or_else(|e| panic!("{sched}: {e}"));
+        run(&cluster, "sacctmgr", &["-i", "modify", "user", "root", "set", "qos-=revokable"]);
+        std::thread::sleep(Duration::from_secs(2));
+        run(&cluster, "scontrol", &["release", &job.to_string()]);
+        let state = || run(&cluster, "squeue", &["-h", "-j", &job.to_string(), "-o", "%T %r"]);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while state() != "PENDING InvalidQOS" {
+            assert!(std::time::Instant::now() < deadline, "{sched}: job {job} with a revoked QOS is '{}', not PENDING InvalidQOS:\n{}", state(), cluster.slurmctld_log());
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        // A few more cycles: still not started.
+        std::thread::sleep(Duration::from_secs(4));
+        assert_eq!(state(), "PENDING InvalidQOS", "{sched}: job {job} with a revoked QOS");
+        run(&cluster, "sacctmgr", &["-i", "modify", "user", "root", "set", "qos+=revokable"]);
+        wait_completed(&cluster, job, &format!("{sched}: the job once its QOS is given back"));
+    }
+}

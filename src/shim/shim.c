@@ -483,6 +483,30 @@ uint16_t energy_cr_memory_flag(void)
 
 #include <pthread.h>
 
+/* The job's QOS was taken from its association after submission (AccountingStorageEnforce
+ * with qos): backfill.c's and job_scheduler.c's test before each job. */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+#define QOS_BIT_TEST(b, i) resolved.slurm_bit_test((b), (i))
+#else
+#define QOS_BIT_TEST(b, i) resolved.bit_test((b), (i))
+#endif
+static bool job_qos_revoked(job_record_t *job)
+{
+	assoc_mgr_lock_t locks = { .assoc = READ_LOCK, .qos = READ_LOCK };
+	slurmdb_assoc_rec_t *assoc;
+	bool revoked;
+
+	if (!job->qos_id || job->limit_set.qos || !(*resolved.accounting_enforce & ACCOUNTING_ENFORCE_QOS))
+		return false;
+	resolved.assoc_mgr_lock(&locks);
+	assoc = job->assoc_ptr;
+	revoked = assoc && ((job->qos_id >= *resolved.g_qos_count) || !assoc->usage ||
+			    !assoc->usage->valid_qos ||
+			    !QOS_BIT_TEST(assoc->usage->valid_qos, job->qos_id));
+	resolved.assoc_mgr_unlock(&locks);
+	return revoked;
+}
+
 const char *energy_job_not_runnable(job_record_t *job)
 {
 	uint16_t cleaning = 0;
@@ -510,6 +534,21 @@ const char *energy_job_not_runnable(job_record_t *job)
 		return "cleaning after a previous run";
 	if (!resolved.job_independent(job))
 		return "dependency or begin time";
+	if (job_qos_revoked(job)) {
+		/* As both of slurmctld's schedulers: held with reason InvalidQOS until the QOS is
+		 * given back to its association (or the job is given another QOS). */
+		resolved.job_fail_qos(job, "sched/energy", false);
+		*resolved.last_job_update = time(NULL);
+		return "QOS no longer allowed to its association (InvalidQOS)";
+	}
+	if (job->state_reason == FAIL_QOS) {
+		void *desc = job->state_desc;
+
+		resolved.slurm_xfree(&desc);
+		job->state_desc = NULL;
+		job->state_reason = WAIT_NO_REASON;
+		*resolved.last_job_update = time(NULL);
+	}
 	/* A job that can no longer finish by its deadline is ended with FAIL_DEADLINE, as both
 	 * of slurmctld's schedulers end it (deadline_ok() logs and records it). */
 	if (job->deadline && (job->deadline != NO_VAL) && !resolved.deadline_ok(job, "sched/energy"))

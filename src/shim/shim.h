@@ -156,6 +156,7 @@ typedef __typeof__(*((job_record_t *) 0)->details) energy_job_details_t;
 	X(deadline_ok)                       \
 	X(part_policy_valid_acct)            \
 	X(part_policy_valid_qos)             \
+	X(job_fail_qos)                      \
 	ENERGY_SLURM_FUNCTIONS_RELEASE(X)
 
 /*
@@ -307,7 +308,9 @@ extern const char *energy_slurmd_node_name(void);
 	X(resv_list)                         \
 	X(slurmctld_config)                  \
 	X(slurmctld_diag_stats)              \
-	X(acct_db_conn)
+	X(acct_db_conn)                      \
+	X(accounting_enforce)                \
+	X(g_qos_count)
 
 /*
  * Every Slurm entry point the bundle uses, with the exact type of the running tree's prototype.
