@@ -1,6 +1,6 @@
 //! Signing and checking small messages with munge, the authentication service every Slurm
 //! cluster runs (`AuthType=auth/munge`): a compute node signs what it reports, slurmctld learns
-//! from a report only when munge says a trusted uid (root or SlurmUser) on a host with the
+//! from a report only when munge says a trusted uid (root or SlurmdUser) on a host with the
 //! cluster's key signed it, within the credential's time to live, and never twice (munged
 //! refuses a replayed credential).
 //!
