@@ -193,6 +193,18 @@ impl NodeApi {
         Some(u32::from(flags) & sys::PROLOG_FLAG_CONTAIN != 0)
     }
 
+    /// slurm.conf `PrologFlags` has `Alloc` (also set by `Contain`): the job prolog runs at
+    /// allocation, from slurmctld's prolog message (`None`: configuration not loaded).
+    pub fn prolog_flags_alloc(&self) -> Option<bool> {
+        let conf = self.raw.slurm_conf;
+        if conf.is_null() {
+            return None;
+        }
+        // SAFETY: libslurmfull's `slurm_conf`, read after the process loaded its configuration.
+        let flags = unsafe { (*conf).prolog_flags };
+        Some(u32::from(flags) & sys::PROLOG_FLAG_ALLOC != 0)
+    }
+
     /// A new, empty `List` of `gres_slurmd_conf_t`, as `gpu_p_get_system_gpu_list` returns it;
     /// then one record per GPU. Slurm owns (and frees) the list.
     ///

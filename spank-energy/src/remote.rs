@@ -6,6 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::ffi::{CStr, c_char, c_int, c_void};
+use std::path::Path;
 use std::sync::Mutex;
 
 use gpu_control::arbiter::{Arbiter, Outcome, Source, StepKey};
@@ -28,6 +29,9 @@ struct ActiveStep {
     label: String,
     /// NVML indices of the step's GPUs.
     gpus: Vec<u32>,
+    /// The step's GPUs are shared with other jobs (`gres/shard`: Slurm sets
+    /// `SLURM_SHARDS_ON_NODE` in the step's environment).
+    shards: bool,
 }
 
 static STEP: Mutex<Option<ActiveStep>> = Mutex::new(None);
@@ -116,17 +120,68 @@ pub(crate) fn job_prolog(spank: *mut c_void, args: &ClockArgs) {
     };
     let dir = job_clock::records_dir(&args.ledger_dir);
     let value = std::env::var(job_clock::PROLOG_ENV).ok();
-    let kept = match value.as_deref().map(|v| (v, job_clock::parse_clock_mhz(v))) {
-        Some((_, Some(mhz))) => job_clock::write(&dir, job_id, mhz).map_err(|e| format!("cannot keep sched/energy's clock {mhz} MHz in {}: {e}", dir.display())),
-        Some((v, None)) => Err(format!("{}={v:?} is not a clock in MHz", job_clock::PROLOG_ENV)),
+    let at_allocation = slurm_bindings::node_api::node_api().ok().and_then(|api| api.prolog_flags_alloc());
+    match keep_decision(&dir, job_id, value.as_deref(), at_allocation) {
+        Ok(()) => {}
+        Err(Refused::NotFromSlurmctld(why)) => {
+            // Once per node (a marker in the root-only records directory), not per job.
+            if mark_once(&dir, NOT_FROM_SLURMCTLD_MARK) {
+                log_error(&format!("job {job_id} prolog: {why}; the jobs' steps on this node follow their hints (logged once)"));
+            }
+        }
+        Err(Refused::Other(e)) => log_error(&format!("job {job_id} prolog: {e}; the job's steps follow its hints")),
+    }
+}
+
+/// Why the job prolog kept no clock.
+#[derive(Debug, PartialEq, Eq)]
+enum Refused {
+    /// The prolog's environment may be the user's (module docs of [`keep_decision`]).
+    NotFromSlurmctld(String),
+    Other(String),
+}
+
+/// Marker file (in the records directory) of the "not from slurmctld" error, logged once.
+const NOT_FROM_SLURMCTLD_MARK: &str = ".prolog-not-at-allocation";
+
+/// True the first time (creates `dir/name`); false once it exists. True when the directory
+/// cannot be used (better logged each time than never). Never fails the prolog.
+fn mark_once(dir: &Path, name: &str) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    if gpu_control::arbiter::ensure_private_dir(dir).is_err() {
+        return true;
+    }
+    std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(dir.join(name)).is_ok()
+}
+
+/// Keeps `value` (the prolog's [`job_clock::PROLOG_ENV`]) as job `job_id`'s decision clock, or
+/// removes the job's record. The value is taken only when the prolog runs at allocation
+/// (`prolog_at_allocation`: slurm.conf's `PrologFlags` has `Alloc`, which `Contain` sets):
+/// then slurmctld sent the prolog with the job's SPANK environment, where sched/energy replaced
+/// any value of the user's. Without it slurmd runs the prolog at the first step it launches on
+/// the node, with the SPANK environment of that launch request, which `srun` fills from the
+/// user's own `SLURM_SPANK_*` variables (22.05 `slurmd/req.c`, `_rpc_launch_tasks`): the value
+/// may be the user's, and is refused. An unknown configuration (`None`) is refused too.
+fn keep_decision(dir: &Path, job_id: u32, value: Option<&str>, prolog_at_allocation: Option<bool>) -> Result<(), Refused> {
+    let kept = match value.map(|v| (v, job_clock::parse_clock_mhz(v))) {
+        Some(_) if prolog_at_allocation != Some(true) => Err(Refused::NotFromSlurmctld(format!(
+            "{} not taken: without PrologFlags=Alloc (or Contain) in slurm.conf the prolog runs with the environment of the first step's launch, which the user sets",
+            job_clock::PROLOG_ENV
+        ))),
+        Some((_, Some(mhz))) => job_clock::write(dir, job_id, mhz).map_err(|e| Refused::Other(format!("cannot keep sched/energy's clock {mhz} MHz in {}: {e}", dir.display()))),
+        Some((v, None)) => Err(Refused::Other(format!("{}={v:?} is not a clock in MHz", job_clock::PROLOG_ENV))),
         // Not started by sched/energy (or without a clock): the job's hints decide. A record
         // left by an earlier run of a requeued job must not.
-        None => job_clock::remove(&dir, job_id).map_err(|e| format!("cannot remove an old record in {}: {e}", dir.display())),
+        None => job_clock::remove(dir, job_id).map_err(|e| Refused::Other(format!("cannot remove an old record in {}: {e}", dir.display()))),
     };
-    if let Err(e) = kept {
-        log_error(&format!("job {job_id} prolog: {e}; the job's steps follow its hints"));
-        let _ = job_clock::remove(&dir, job_id);
+    if kept.is_err() {
+        let _ = job_clock::remove(dir, job_id);
     }
+    if prolog_at_allocation == Some(true) {
+        // The error is logged again should the configuration lose Alloc later.
+        let _ = std::fs::remove_file(dir.join(NOT_FROM_SLURMCTLD_MARK));
+    }
+    kept
 }
 
 /// Job epilog (root, on each node of the job after its last step): drops the job's record.
@@ -245,7 +300,8 @@ pub(crate) fn step_start(spank: *mut c_void, args: &ClockArgs) {
     if let Some(p) = choice_problem {
         log_once(None, "SLURM_GPU_FREQ", &format!("{label}: {p}; using {}", choice.describe()));
     }
-    *STEP.lock().unwrap_or_else(|e| e.into_inner()) = Some(ActiveStep { key, label, gpus });
+    let shards = env.get("SLURM_SHARDS_ON_NODE").is_some();
+    *STEP.lock().unwrap_or_else(|e| e.into_inner()) = Some(ActiveStep { key, label, gpus, shards });
 }
 
 /// The NVML devices of Slurm GPU indices, through the node's one mapping
@@ -324,12 +380,92 @@ pub(crate) fn step_end(args: &ClockArgs) {
             log_gpu_errors(&step.label, &out.gpu_errors, "the next step or slurmd start retries the restore");
             log_repaired(&step.label, &out);
         }
-        // The ledger stayed locked (another process stuck): do not leave this step's GPUs
-        // slowed; their defaults are never slower. The next operation prunes the request.
-        Err(e) if e.op == "lock" => {
-            let reset: Vec<String> = step.gpus.iter().filter(|&&g| gpu_control::clock_control::reset_all(&gpu, g).is_ok()).map(ToString::to_string).collect();
-            log_error(&format!("{}: {e}; reset GPU(s) {} to their default clocks without the ledger", step.label, reset.join(",")));
+        Err(e) => {
+            let done = restore_without_ledger(&arbiter, &gpu, &step);
+            log_gpu_errors(&step.label, &done.errors, "the next step or slurmd start repairs the clocks");
+            log_error(&format!("{}: {e}; {}", step.label, gres_energy::clocks::describe_unarbitrated(&done)));
         }
-        Err(e) => log_error(&format!("{}: {e}; the next step or slurmd start repairs the clocks", step.label)),
+    }
+}
+
+/// A release that could not use the ledger (its lock stayed held, it could not be written): the
+/// step's own GPUs go back to their defaults, so that no GPU stays slowed after its step; a GPU
+/// shared with other jobs (a `gres/shard` step, or one another job's live step asks for) is left
+/// as it is, since a reset would drop the other jobs' requests: the step's request stays in the
+/// ledger, and the next ledger operation on the node drops it once this slurmstepd is gone
+/// ([`Arbiter::restore_without_ledger`]).
+fn restore_without_ledger(arbiter: &Arbiter, gpu: &dyn GpuControl, step: &ActiveStep) -> gpu_control::arbiter::Unarbitrated {
+    if step.shards {
+        return gpu_control::arbiter::Unarbitrated { left: step.gpus.clone(), ..Default::default() };
+    }
+    arbiter.restore_without_ledger(gpu, &step.key, &step.gpus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpu_control::arbiter::Source;
+    use gpu_control::{AppClocksMhz, FakeGpus};
+    use std::os::fd::AsRawFd;
+
+    fn tmp_dir(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("spank-energy-remote-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_decision_clock_is_kept_only_from_a_prolog_at_allocation() {
+        let dir = tmp_dir("prolog").join("jobs");
+        // PrologFlags=Alloc/Contain: slurmctld's value is kept.
+        keep_decision(&dir, 7, Some("1057"), Some(true)).unwrap();
+        assert_eq!(job_clock::read(&dir, 7).unwrap(), Some(1057));
+        // Without Alloc, the value (perhaps the user's, through srun) is refused, and an old
+        // record of the job removed.
+        let e = keep_decision(&dir, 7, Some("600"), Some(false)).unwrap_err();
+        assert!(matches!(&e, Refused::NotFromSlurmctld(why) if why.contains("PrologFlags=Alloc")), "{e:?}");
+        assert_eq!(job_clock::read(&dir, 7).unwrap(), None);
+        assert!(matches!(keep_decision(&dir, 8, Some("600"), None), Err(Refused::NotFromSlurmctld(_))), "unknown configuration");
+        assert_eq!(job_clock::read(&dir, 8).unwrap(), None);
+        // Logged once per node (also before the records directory exists), and again after
+        // Alloc came back and went.
+        let fresh = tmp_dir("prolog-fresh").join("jobs");
+        assert!(mark_once(&fresh, NOT_FROM_SLURMCTLD_MARK));
+        assert!(!mark_once(&fresh, NOT_FROM_SLURMCTLD_MARK));
+        assert!(mark_once(&dir, NOT_FROM_SLURMCTLD_MARK));
+        assert!(!mark_once(&dir, NOT_FROM_SLURMCTLD_MARK));
+        keep_decision(&dir, 9, None, Some(true)).unwrap();
+        assert!(mark_once(&dir, NOT_FROM_SLURMCTLD_MARK));
+        // No value: nothing to refuse, whatever the flags.
+        keep_decision(&dir, 9, None, Some(false)).unwrap();
+    }
+
+    #[test]
+    fn a_release_without_the_ledger_keeps_shared_gpus_clocks() {
+        let dir = tmp_dir("release");
+        let arbiter = Arbiter::open(&dir).unwrap();
+        let gpus = FakeGpus::v100s(2);
+        let me = std::process::id();
+        let key = |job| StepKey::for_process(job, 0, "n1", me).unwrap();
+        let clocks = |mhz| AppClocksMhz { memory_mhz: 877, graphics_mhz: mhz };
+        arbiter.request(&gpus, &key(5), &[0, 1], clocks(945), Source::Policy).unwrap();
+        arbiter.request(&gpus, &key(6), &[1], clocks(1200), Source::Policy).unwrap();
+        let graphics = |g: u32| gpus.with_gpu(g, |x| x.locked_clocks_mhz).unwrap().map(|c| c.1);
+        let holder = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(dir.join("ledger.lock")).unwrap();
+        // SAFETY: flock on a descriptor this test owns.
+        assert_eq!(unsafe { libc::flock(holder.as_raw_fd(), libc::LOCK_EX) }, 0);
+        // A shard step resets nothing.
+        let shard_step = ActiveStep { key: key(5), label: "job 5 step 0".into(), gpus: vec![0, 1], shards: true };
+        let done = restore_without_ledger(&arbiter, &gpus, &shard_step);
+        assert_eq!((done.reset.len(), done.left.len()), (0, 2));
+        assert_eq!((graphics(0), graphics(1)), (Some(945), Some(1200)));
+        // A step with whole GPUs resets those no other job asks for.
+        let whole = ActiveStep { shards: false, ..shard_step };
+        let done = restore_without_ledger(&arbiter, &gpus, &whole);
+        assert_eq!((done.reset, done.left), (vec![0], vec![1]));
+        assert_eq!((graphics(0), graphics(1)), (None, Some(1200)), "job 6's clock kept, job 5's own GPU restored");
+        drop(holder);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
