@@ -212,7 +212,7 @@ fn job_of_v2_path(path: &str, init_root: &str) -> Option<u32> {
 fn job_of_v1_path(path: &str) -> Option<u32> {
     let mut parts = path.strip_prefix('/')?.split('/');
     let prepend = parts.next()?;
-    if prepend != "slurm" && !prepend.strip_prefix("slurm_").is_some_and(|node| !node.is_empty()) {
+    if prepend != "slurm" && prepend.strip_prefix("slurm_").is_none_or(str::is_empty) {
         return None;
     }
     let uid = parts.next()?.strip_prefix("uid_")?;
