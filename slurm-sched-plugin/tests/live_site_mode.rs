@@ -257,6 +257,9 @@ fn reconfigure_with_jobs_running_and_a_changed_energy_toml() {
     if c.runs_under_systemd_flag() {
         // 24.11: a new process took over and said so on the notify socket.
         assert!(after.len() > before.len(), "slurmctld was not re-executed: {after:?}");
+        // READY=1 at start and again with the new MAINPID.
+        let ready = c.ready_notifications("slurmctld");
+        assert!(ready >= 2, "{ready} READY=1 notifications from slurmctld");
     }
 
     // The changed setting took effect: every cycle's line, and the GPU-use port listened on.
