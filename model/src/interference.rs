@@ -132,7 +132,7 @@ impl Observed {
         let users = self.by_user.values().fold(SideSums::default(), |t, s| SideSums { sum_slowdown: t.sum_slowdown + s.sum_slowdown, count: t.count + s.count });
         let count = self.count - users.count - self.measured.count;
         // Counts are whole numbers; a sum left over with no count is rounding.
-        (count >= 1.0).then(|| SideSums { sum_slowdown: self.sum_slowdown_a - users.sum_slowdown - self.measured.sum_slowdown, count })
+        (count >= 1.0).then_some(SideSums { sum_slowdown: self.sum_slowdown_a - users.sum_slowdown - self.measured.sum_slowdown, count })
     }
 
     /// a's predicted slowdown from `prior` and what was observed, and how many users moved it.
