@@ -16,7 +16,8 @@
 //! `limits_of_the_qos_and_the_admin_cap_the_extension` (with accounting): 4. the job's QOS
 //! `MaxWall=4` caps it; 5. a limit an admin set (`scontrol update TimeLimit=` while the job is
 //! held) is never raised; in both the job runs at the default clock, as in 3; 6. the extended
-//! limit reaches slurmdbd (`sacct` Timelimit).
+//! limit reaches slurmdbd (`sacct` Timelimit); 7. a QOS `MaxTRESMinsPerJob=gres/gpu=4` caps a
+//! one-GPU job at 4 minutes; 8. a QOS `GrpTRESRunMins` keeps the limit Slurm checked at start.
 //!
 //! Under `CI=true` a missing prerequisite fails the test; elsewhere it is skipped with a printed
 //! reason (not root, Slurm missing, `libspank_energy.so` not built, no measured data).
@@ -181,6 +182,24 @@ fn limits_of_the_qos_and_the_admin_cap_the_extension() {
     assert!(record.contains(" slow=1.000 "), "a job whose limit an admin set was slowed: {record}");
     assert_eq!(job_field(&cluster, admin, "TimeLimit"), "00:04:00", "job {admin}: {record}");
 
+    // 7. A TRES-minutes limit per job caps it: 4 GPU-minutes for a one-GPU job are 4 minutes.
+    //    8. A group limit on running TRES-minutes: the limit Slurm checked at the start stays.
+    sacctmgr(&["-i", "add", "qos", "gpumins4", "MaxTRESMinsPerJob=gres/gpu=4"]);
+    sacctmgr(&["-i", "add", "qos", "runmins", "GrpTRESRunMins=gres/gpu=1000"]);
+    sacctmgr(&["-i", "modify", "user", "root", "set", "qos+=gpumins4,runmins"]);
+    std::thread::sleep(Duration::from_secs(2));
+    let mut tres_jobs = Vec::new();
+    for qos_name in ["gpumins4", "runmins"] {
+        let job = cluster.sbatch(&[&format!("--qos={qos_name}"), "--gres=gpu:1", "-t", "4", hints[0], hints[1]], script).expect("sbatch tres-minutes");
+        wait_running(&cluster, job);
+        let record = job_field(&cluster, job, "AdminComment");
+        assert!(record.contains(" slow=1.000 "), "a job at its QOS {qos_name}'s TRES-minutes limit was slowed: {record}");
+        assert_eq!(job_field(&cluster, job, "TimeLimit"), "00:04:00", "job {job} (QOS {qos_name}): {record}");
+        // Its GPU for the next one (the node has four).
+        let _ = cluster.command("scancel").arg(job.to_string()).status();
+        tres_jobs.push(job);
+    }
+
     // 6. A slowed job with room: the extended limit is what slurmdbd records.
     let free = cluster.sbatch(&["--gres=gpu:1", "-t", "4", hints[0], hints[1]], script).expect("sbatch free");
     wait_running(&cluster, free);
@@ -201,7 +220,7 @@ fn limits_of_the_qos_and_the_admin_cap_the_extension() {
         assert!(Instant::now() < deadline, "slurmdbd's record of job {free}: Timelimit {limit:?}, want {want}");
         std::thread::sleep(Duration::from_millis(500));
     }
-    for job in [qos, admin, free] {
+    for job in [qos, admin, free].into_iter().chain(tres_jobs) {
         let _ = cluster.command("scancel").arg(job.to_string()).status();
     }
     cluster.stop().expect("stop the cluster");

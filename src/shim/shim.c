@@ -1038,6 +1038,37 @@ static uint32_t min_limit(uint32_t a, uint32_t b)
 	return (b < a) ? b : a;
 }
 
+/* The minutes a job may run under a TRES-minutes limit per job (MaxTRESMinsPerJob):
+ * the limit of each TRES the job holds over its count. `mins` NULL: no such limit. */
+static uint32_t tres_mins_cap(const uint64_t *mins, const uint64_t *held)
+{
+	uint32_t cap = INFINITE;
+
+	if (!mins || !held)
+		return INFINITE;
+	for (uint32_t i = 0; i < *resolved.g_tres_count; i++) {
+		if ((mins[i] == INFINITE64) || (mins[i] == NO_VAL64) || !held[i] ||
+		    (held[i] == NO_VAL64) || (held[i] == INFINITE64))
+			continue;
+		cap = MIN(cap, (uint32_t) MIN(mins[i] / held[i], (uint64_t) INFINITE - 1));
+	}
+	return cap;
+}
+
+/* A group limit on running TRES-minutes (GrpTRESRunMins) on a TRES the job holds: what it
+ * allows depends on every other running job of the group, so the limit the job started with
+ * (which Slurm checked) is the one it keeps. */
+static bool tres_run_mins_limited(const uint64_t *run_mins, const uint64_t *held)
+{
+	if (!run_mins || !held)
+		return false;
+	for (uint32_t i = 0; i < *resolved.g_tres_count; i++)
+		if ((run_mins[i] != INFINITE64) && (run_mins[i] != NO_VAL64) && held[i] &&
+		    (held[i] != NO_VAL64))
+			return true;
+	return false;
+}
+
 uint32_t energy_job_limit_cap(const job_record_t *job, time_t now)
 {
 	assoc_mgr_lock_t locks = { .assoc = READ_LOCK, .qos = READ_LOCK };
@@ -1064,6 +1095,29 @@ uint32_t energy_job_limit_cap(const job_record_t *job, time_t now)
 		cap = min_limit(cap, ((slurmdb_qos_rec_t *) job->part_ptr->qos_ptr)->max_wall_pj);
 	if (job->assoc_ptr)
 		cap = min_limit(cap, ((slurmdb_assoc_rec_t *) job->assoc_ptr)->max_wall_pj);
+	{
+		/* TRES-minutes: what the job holds (running) or asks for (pending). */
+		const uint64_t *held = job->tres_alloc_cnt ? job->tres_alloc_cnt : job->tres_req_cnt;
+		const slurmdb_qos_rec_t *qos = job->qos_ptr;
+		const slurmdb_qos_rec_t *part_qos = job->part_ptr ? job->part_ptr->qos_ptr : NULL;
+		const slurmdb_assoc_rec_t *assoc = job->assoc_ptr;
+		bool run_mins = false;
+
+		if (qos) {
+			cap = MIN(cap, tres_mins_cap(qos->max_tres_mins_pj_ctld, held));
+			run_mins |= tres_run_mins_limited(qos->grp_tres_run_mins_ctld, held);
+		}
+		if (part_qos) {
+			cap = MIN(cap, tres_mins_cap(part_qos->max_tres_mins_pj_ctld, held));
+			run_mins |= tres_run_mins_limited(part_qos->grp_tres_run_mins_ctld, held);
+		}
+		if (assoc)
+			cap = MIN(cap, tres_mins_cap(assoc->max_tres_mins_ctld, held));
+		for (; assoc; assoc = assoc->usage ? assoc->usage->parent_assoc_ptr : NULL)
+			run_mins |= tres_run_mins_limited(assoc->grp_tres_run_mins_ctld, held);
+		if (run_mins && (job->time_limit != NO_VAL) && (job->time_limit != INFINITE))
+			cap = MIN(cap, job->time_limit);
+	}
 	resolved.assoc_mgr_unlock(&locks);
 	return cap;
 }

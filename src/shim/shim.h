@@ -310,7 +310,8 @@ extern const char *energy_slurmd_node_name(void);
 	X(slurmctld_diag_stats)              \
 	X(acct_db_conn)                      \
 	X(accounting_enforce)                \
-	X(g_qos_count)
+	X(g_qos_count)                       \
+	X(g_tres_count)
 
 /*
  * Every Slurm entry point the bundle uses, with the exact type of the running tree's prototype.
