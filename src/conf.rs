@@ -82,6 +82,13 @@ impl ConfView {
         self.prolog_flags & sys::PROLOG_FLAG_ALLOC != 0
     }
 
+    /// Does cons_tres allocate whole cores (`CR_Core`, `CR_Core_Memory`)? A job's CPUs on a
+    /// node with `ThreadsPerCore>1` are then rounded up to whole cores.
+    pub fn allocates_whole_cores(&self) -> bool {
+        // SAFETY: the shim returns a constant.
+        self.select_type_param & unsafe { sys::energy_cr_core_flag() } != 0
+    }
+
     /// Is memory a consumable resource (`CR_*_Memory`)?
     pub fn memory_consumable(&self) -> bool {
         // SAFETY: the shim returns a constant.

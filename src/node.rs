@@ -48,6 +48,12 @@ impl<'a> NodeRef<'a> {
         if self.rec.cpus_efctv > 0 { self.rec.cpus_efctv as u32 } else { self.rec.cpus as u32 }
     }
 
+    /// Hardware threads per core (`ThreadsPerCore`): under `CR_Core` Slurm allocates a job
+    /// whole cores, so its CPUs on this node are a multiple of it.
+    pub fn threads_per_core(&self) -> u32 {
+        u32::from(self.rec.threads).max(1)
+    }
+
     /// Memory jobs can use (MB): RealMemory less MemSpecLimit.
     pub fn memory_mb(&self) -> u64 {
         self.rec.real_memory.saturating_sub(self.rec.mem_spec_limit)

@@ -55,6 +55,7 @@ pub type Refused = std::collections::HashMap<u32, HashSet<String>>;
 
 pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, refused: &Refused) -> Result<Built, NotLocked> {
     let mem_consumable = conf.memory_consumable();
+    let whole_cores = conf.allocates_whole_cores();
     let (min_prio_reserve, min_age_reserve_s) = slurm_bindings::conf::reservation_thresholds(conf.sched_params.as_deref());
     // In the order Slurm's node selection prefers them: lowest `Weight` first, then the node
     // table's order. The planner breaks every tie towards the lower snapshot index, so the
@@ -69,7 +70,10 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
     let mut snap_nodes = Vec::with_capacity(nodes.len());
     let mut table_index = Vec::with_capacity(nodes.len());
     let mut node_names = Vec::with_capacity(nodes.len());
+    // Threads per core by snapshot index: a job's CPUs round up to whole cores under CR_Core.
+    let mut threads_per_core: Vec<u32> = Vec::with_capacity(nodes.len());
     for node in &nodes {
+        threads_per_core.push(if whole_cores { node.threads_per_core() } else { 1 });
         let type_name = node.gpu_type().unwrap_or_else(|| "gpu".to_string());
         let gpu_type = *type_index.entry(type_name.clone()).or_insert_with(|| {
             gpu_types.push(cfg.gpu_spec(&type_name).gpu_type(&type_name));
@@ -205,7 +209,7 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
             RouteStatus::Later(t) => t as f64,
             RouteStatus::Never(_) => continue,
         };
-        let (request, is_shard, expressible) = request_of(&job, mem_consumable, max_cpus, max_gpus);
+        let (mut request, is_shard, expressible) = request_of(&job, mem_consumable, max_cpus, max_gpus);
         // Whole nodes (`--exclusive`, `=user`, `=mcs`, OverSubscribe=EXCLUSIVE, ExclusiveUser):
         // what a whole node is differs from node to node, and who may share it is Slurm's rule.
         let whole_node = job.whole_node();
@@ -226,6 +230,11 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
                 typed_on_mixed_node = true;
             }
         }
+        // CR_Core on nodes with several threads per core: Slurm allocates whole cores, so the
+        // job holds its CPUs rounded up to the threads of a core (the most any node of its
+        // route has: never fewer than Slurm will take there).
+        let tpc = nodes.iter().filter_map(|i| threads_per_core.get(i).copied()).max().unwrap_or(1);
+        round_up_to_whole_cores(&mut request, tpc, mem_per_cpu_mb(&job, mem_consumable));
         let apply = route.apply();
         let route_id = *route_index.entry(apply.clone()).or_insert_with(|| {
             routes.push(apply);
@@ -433,6 +442,29 @@ fn request_of(job: &JobRef<'_>, mem_consumable: bool, max_cpus: u32, max_gpus: u
     (Request { nodes, gpus_per_node, cpus_per_node, mem_mb_per_node }, is_shard, expressible)
 }
 
+/// A request's CPUs per node rounded up to whole cores of `threads_per_core` threads, and its
+/// memory per CPU with them (cons_tres gives `--mem-per-cpu` for every CPU it allocates).
+fn round_up_to_whole_cores(request: &mut Request, threads_per_core: u32, mem_per_cpu_mb: Option<u64>) {
+    let cpus = request.cpus_per_node;
+    if threads_per_core <= 1 || cpus == 0 || cpus % threads_per_core == 0 {
+        return;
+    }
+    let rounded = cpus.div_ceil(threads_per_core).saturating_mul(threads_per_core);
+    if let Some(mb) = mem_per_cpu_mb {
+        request.mem_mb_per_node = mb.saturating_mul(u64::from(rounded));
+    }
+    request.cpus_per_node = rounded;
+}
+
+/// `--mem-per-cpu` (or DefMemPerCPU) where memory is consumable and no `--mem-per-gpu` wins.
+fn mem_per_cpu_mb(job: &JobRef<'_>, mem_consumable: bool) -> Option<u64> {
+    let per_gpu = job.mem_per_tres().map_or(0, |s| gres::count(s, "gpu"));
+    match (mem_consumable && per_gpu == 0, job.memory_request()) {
+        (true, MemoryRequest::PerCpu(mb)) => Some(mb),
+        _ => None,
+    }
+}
+
 /// Where and when Slurm's will-run test expects a job Slurm places to start, through queue
 /// record `route`, asked under the snapshot's locks as sched/backfill asks it for each job it
 /// tests: a window over those nodes from that start for the job's time limit, which keeps the
@@ -449,4 +481,31 @@ fn will_run_window(lock: &SlurmctldLock, job: &JobRef<'_>, route: &slurm_binding
         return None;
     }
     Some(AdvanceReservation { name: format!("will-run JobId={}", job.id()), node_set: sets.intern(nodes), start_s, end_s: start_s + time_limit_s(job), held_for: Some(JobId(job.id())) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(cpus: u32, mem_mb: u64) -> Request {
+        Request { nodes: 1, gpus_per_node: 1, cpus_per_node: cpus, mem_mb_per_node: mem_mb }
+    }
+
+    #[test]
+    fn cpus_round_up_to_whole_cores_with_their_memory_per_cpu() {
+        // Three CPUs on two-thread cores: two cores, four CPUs, and --mem-per-cpu for each.
+        let mut r = request(3, 3 * 512);
+        round_up_to_whole_cores(&mut r, 2, Some(512));
+        assert_eq!((r.cpus_per_node, r.mem_mb_per_node), (4, 4 * 512));
+        // Memory per node stays what was asked.
+        let mut r = request(1, 4096);
+        round_up_to_whole_cores(&mut r, 2, None);
+        assert_eq!((r.cpus_per_node, r.mem_mb_per_node), (2, 4096));
+        // Already whole cores, or one thread per core: unchanged.
+        for (cpus, tpc) in [(4, 2), (3, 1), (6, 3)] {
+            let mut r = request(cpus, 100);
+            round_up_to_whole_cores(&mut r, tpc, Some(1));
+            assert_eq!((r.cpus_per_node, r.mem_mb_per_node), (cpus, 100));
+        }
+    }
 }

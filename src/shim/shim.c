@@ -346,6 +346,21 @@ bool energy_job_layout_by_slurm(const job_record_t *job)
 	 * plugin's, and 22.05's job_req_node_filter() accepts them without filtering. */
 	if (job->details->features && strpbrk(job->details->features, "*["))
 		return true;
+	/* Whole sockets per job (CR_Socket), and a job's own core layout (--threads-per-core,
+	 * --hint=nomultithread, --ntasks-per-core, --sockets/--cores-per-socket): how many CPUs
+	 * that makes on each node is cons_tres's count. */
+	if (resolved.slurm_conf->select_type_param & CR_SOCKET)
+		return true;
+	if (job->details->mc_ptr) {
+		const multi_core_data_t *mc = job->details->mc_ptr;
+
+		if (((mc->threads_per_core != NO_VAL16) && mc->threads_per_core) ||
+		    ((mc->ntasks_per_core != NO_VAL16) && (mc->ntasks_per_core != INFINITE16) &&
+		     mc->ntasks_per_core) ||
+		    ((mc->sockets_per_node != NO_VAL16) && mc->sockets_per_node) ||
+		    ((mc->cores_per_socket != NO_VAL16) && mc->cores_per_socket))
+			return true;
+	}
 	/* Changeable features (a node_features plugin: KNL modes, reboot to activate): which node
 	 * to reboot into what is node_features's and select_nodes's choice. */
 	if (job->details->features && resolved.slurm_conf->node_features_plugins &&
@@ -477,6 +492,11 @@ uint64_t energy_debug_flag_backfill(void)
 uint16_t energy_cr_memory_flag(void)
 {
 	return CR_MEMORY;
+}
+
+uint16_t energy_cr_core_flag(void)
+{
+	return CR_CORE;
 }
 
 /* ---- Where a pending job may run (see shim.h). Uses the resolved table only. ---- */

@@ -380,6 +380,7 @@ extern uint64_t energy_mem_per_cpu_flag(void);
 extern uint32_t energy_job_flag_backfill(void);
 extern uint64_t energy_debug_flag_backfill(void);
 extern uint16_t energy_cr_memory_flag(void);
+extern uint16_t energy_cr_core_flag(void);
 
 /*
  * Where a pending job may run, the way sched/backfill decides it before testing a queue
