@@ -112,6 +112,9 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
             continue;
         }
         let holdings = job.holdings();
+        // A suspended job (`scontrol suspend`) keeps its memory and GRES but gives its cores
+        // back (cons_tres's JOB_RES_ACTION_RESUME on suspend): other jobs may use them.
+        let suspended = job.is_suspended();
         // Holds shards and no whole GPU: a tenant of the GPUs its shards are on.
         let is_shard = holdings.iter().all(|h| h.gpu_indices.is_empty()) && holdings.iter().any(|h| !h.shard_gpu_indices.is_empty());
         let allocations: Vec<NodeAllocation> = holdings
@@ -122,7 +125,7 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
                 Some(NodeAllocation {
                     node: NodeIdx(node),
                     gpu_indices: gpus.iter().filter_map(|&g| u8::try_from(g).ok()).collect(),
-                    cpus: h.cpus,
+                    cpus: if suspended { 0 } else { h.cpus },
                     mem_mb: if mem_consumable { h.memory_mb } else { 0 },
                 })
             })

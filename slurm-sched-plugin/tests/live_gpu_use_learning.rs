@@ -8,8 +8,10 @@
 //! 2. `A2` and `B2` (both `resnet18`, `--energy-share=allow`) share the GPU, as Gavel's pair
 //!    throughput predicts (slowdown 1.10 < 1.6, record `ipred=experiment`), but each gets only
 //!    25 %: sched/energy observes slowdowns of 80/25 = 3.2 and learns the pair.
-//! 3. With that history the predicted pair slowdown is above the bound: `B3`, the same kind of
-//!    job, is not put next to `A2` any more; it waits and runs alone once A2 ends.
+//! 3. That history comes from one user (root) only: it does not move the prediction until
+//!    several users report the pair (docs/learning.md, "Learning from several users"), so `B3`,
+//!    the same kind of job, still joins `A2` on the experiment's prediction (`ipred=experiment`).
+//!    (`live_pair_learning_users` shows the same across two users.)
 //! 4. A datagram from an address that is no node's (127.0.0.2) is dropped before munge, one
 //!    from the node's address that munge did not sign is refused (both logged), and slurmctld,
 //!    restarted, still knows the pair.
@@ -210,21 +212,15 @@ fn running_jobs_gpu_use_teaches_the_planner_which_pairs_share_well() {
     let line = log.lines().find(|l| l.contains(&format!("learning: JobId={} (resnet18) shares a GPU with JobId={} (resnet18)", b2.id, a2.id))).unwrap_or_else(|| panic!("{log}"));
     println!("{line}");
 
-    // 3. The history now predicts (1.10 x 2 + 3.2 x 2) / 4 > 1.6: no more sharing for this pair.
-    set_load(&fake, &[(a2.pid, 80)]);
+    // 3. One user's pair does not move the prediction: B3 still joins A2 by the experiment.
     end(&cluster, &b2);
-    let (b3_id, b3_stop) = submit(&cluster, "B3", &resnet);
-    let waited = Instant::now();
-    while waited.elapsed() < Duration::from_secs(8) {
-        assert_eq!(squeue(&cluster, b3_id, "%T"), "PENDING", "B3 put next to A2 despite the learnt slowdown:\n{}", admin_comment(&cluster, b3_id));
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    set_load(&fake, &[]);
-    end(&cluster, &a2);
-    let b3 = started(&cluster, "B3", b3_id, b3_stop);
+    let (id, stop) = submit(&cluster, "B3", &resnet);
+    let b3 = started(&cluster, "B3", id, stop);
     let record = admin_comment(&cluster, b3.id);
-    assert!(record.contains(" share=none "), "B3: {record}");
+    assert!(record.contains(&format!(" share={} ", a2.id)) && record.contains(" ipred=experiment"), "one user's pair moved the prediction for B3: {record}");
+    set_load(&fake, &[]);
     end(&cluster, &b3);
+    end(&cluster, &a2);
 
     // 4. Datagrams from an address that is no node's are dropped before munge; forged reports
     //    are refused; the pair survives a restart.
@@ -247,5 +243,5 @@ fn running_jobs_gpu_use_teaches_the_planner_which_pairs_share_well() {
     let log = cluster.slurmctld_log();
     assert!(!log.contains("internal error (panic"), "{log}");
     cluster.stop().expect("stop the cluster");
-    println!("GPU use learning: solo {solo:.1} %, pair slowdown {slowdown:.2} observed, B3 kept apart; test {:.1} s", t0.elapsed().as_secs_f64());
+    println!("GPU use learning: solo {solo:.1} %, pair slowdown {slowdown:.2} observed, one user's history left the prediction alone; test {:.1} s", t0.elapsed().as_secs_f64());
 }

@@ -500,7 +500,19 @@ fn core_reservation(c: &LocalCluster) -> Result<String, String> {
     result
 }
 
-const CHECKS: [(&str, Check); 25] = [
+/// A suspended job (`scontrol suspend`) gives its cores back and keeps its GPU: a job asking
+/// for all of n3's CPUs and one more GPU starts beside it.
+fn cores_of_a_suspended_job(c: &LocalCluster) -> Result<String, String> {
+    let first = submit(c, &["-w", "n3", "-c", "4", "-G", "1", "-t", "5"])?;
+    running_on(c, first, "the job to suspend")?;
+    run(c, "scontrol", &["suspend", &first.to_string()]);
+    let second = submit(c, &["-w", "n3", "-c", "4", "-G", "1", "-t", "5"])?;
+    let result = running_on(c, second, "-c 4 on n3 beside a suspended job holding its cores");
+    run(c, "scontrol", &["resume", &first.to_string()]);
+    result.map(|_| "-c 4 on n3 beside the suspended job".to_string())
+}
+
+const CHECKS: [(&str, Check); 26] = [
     ("--gpus over two nodes", gpus_over_two_nodes),
     ("--gpus-per-task", gpus_per_task),
     ("--exclusive on nodes of different sizes", exclusive_on_mixed_nodes),
@@ -526,6 +538,7 @@ const CHECKS: [(&str, Check); 25] = [
     ("--prefer", prefer),
     ("two nodes under topology/tree", two_nodes_under_topology),
     ("reservation of part of a node's cores", core_reservation),
+    ("cores of a suspended job", cores_of_a_suspended_job),
 ];
 
 /// `LIVE_HETEROGENEOUS_ONLY=name,name` runs only the checks whose names contain one of these
