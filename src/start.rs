@@ -410,6 +410,16 @@ impl SlurmctldLock {
         Ok(cleared)
     }
 
+    /// Burst buffers: starts stage-in for pending jobs expected to start within ten hours (the
+    /// StartTime this cycle set), as sched/backfill does after each of its cycles, so that a
+    /// job's data is in place when its nodes free up. Needs the job write lock.
+    pub fn try_stage_in_burst_buffers(&mut self) -> Result<(), NotLocked> {
+        self.require("burst buffer stage-in", |l| l.job, LockLevel::Write)?;
+        // SAFETY: slurmctld's own call, made with the job lock held as backfill makes it.
+        unsafe { sys::energy_bb_try_stage_in() };
+        Ok(())
+    }
+
     /// Stamps `LastSchedEval` (scontrol show job) on each pending job of `job_ids` with `now`, as
     /// sched/backfill does for every job it evaluates. Needs the job write lock. Returns how
     /// many it stamped.

@@ -395,6 +395,10 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
                 Ok(_) => NODES_PLANNED.store(!planned.is_empty(), std::sync::atomic::Ordering::Relaxed),
                 Err(e) => slurm_log!(LOG, debug, "planned nodes not set: {e}"),
             }
+            // Stage-in ahead for jobs this plan expects to start (their StartTime is set).
+            if let Err(e) = lock.try_stage_in_burst_buffers() {
+                slurm_log!(LOG, debug, "burst buffer stage-in not tried: {e}");
+            }
         }
         stats.locked += held_since.elapsed();
         // The starts kept back: the job state file first, then their launches.

@@ -1315,5 +1315,13 @@ bool energy_job_acct_policy_runnable(job_record_t *job)
 
 bool energy_refusal_is_about_nodes(int rc)
 {
-	return rc != ESLURM_ACCOUNTING_POLICY;
+	/* A limit, or a burst buffer still staging in (select_nodes started the stage-in and set
+	 * the reason): about the job, not the nodes it was given. */
+	return (rc != ESLURM_ACCOUNTING_POLICY) && (rc != ESLURM_BURST_BUFFER_WAIT);
+}
+
+void energy_bb_try_stage_in(void)
+{
+	if (resolved_ok)
+		(void) resolved.bb_g_job_try_stage_in();
 }

@@ -53,6 +53,11 @@
 #include "src/slurmctld/node_scheduler.h"
 #include "src/slurmctld/acct_policy.h"
 #include "src/slurmctld/fed_mgr.h"
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+#include "src/interfaces/burst_buffer.h"
+#else
+#include "src/slurmctld/burst_buffer.h"
+#endif
 #include "src/slurmctld/state_save.h"
 #include "src/slurmctld/reservation.h"
 #include "src/slurmctld/licenses.h"
@@ -157,6 +162,7 @@ typedef __typeof__(*((job_record_t *) 0)->details) energy_job_details_t;
 	X(part_policy_valid_acct)            \
 	X(part_policy_valid_qos)             \
 	X(job_fail_qos)                      \
+	X(bb_g_job_try_stage_in)             \
 	ENERGY_SLURM_FUNCTIONS_RELEASE(X)
 
 /*
@@ -367,6 +373,10 @@ extern uint32_t energy_job_limit_to_deadline(job_record_t *job, time_t now);
  * has them (returns true), else its required ones (returns false); Slurm's schedulers set these
  * before each test, the preferred ones first. */
 extern bool energy_job_features_use(job_record_t *job, bool prefer);
+/* Starts burst-buffer stage-in for pending jobs expected to start within ten hours (their
+ * StartTime, which the cycle has just set), as sched/backfill does after each cycle. Needs the
+ * job read lock at least. A no-op without BurstBufferType. */
+extern void energy_bb_try_stage_in(void);
 extern bool energy_job_is_finished(const job_record_t *job);
 
 /* Node state macros: the node can take no new work (down, drained or draining, fail, future,
