@@ -36,6 +36,9 @@ pub struct Route {
     /// Slurm's node filter could not judge the job's features exactly (XOR, counts): the
     /// planner should leave the choice of nodes to Slurm.
     pub filter_inexact: bool,
+    /// The record's partition's DefaultTime, else MaxTime (a job without `--time` gets it
+    /// there): `Unset` without either.
+    pub partition_time_limit: crate::job::TimeLimit,
 }
 
 /// One of Slurm's advanced reservations that hold whole nodes.
@@ -104,7 +107,12 @@ impl SlurmctldLock {
         };
         // SAFETY: names borrowed from partition/reservation records, valid under the locks.
         let (partition, reservation) = unsafe { (owned(out.part_name), opt_str(out.resv_name).map(str::to_string)) };
-        Route { status, nodes, partition, reservation, magnetic: out.magnetic, filter_inexact: out.filter_inexact }
+        let partition_time_limit = match out.part_time_min {
+            crate::NO_VAL => crate::job::TimeLimit::Unset,
+            crate::INFINITE => crate::job::TimeLimit::Unlimited,
+            m => crate::job::TimeLimit::Minutes(m),
+        };
+        Route { status, nodes, partition, reservation, magnetic: out.magnetic, filter_inexact: out.filter_inexact, partition_time_limit }
     }
 
     /// Slurm's advanced reservations that hold whole nodes (not FLEX, not core-only). Needs the

@@ -260,6 +260,9 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
             } else {
                 let mut alternative = pending[i].clone();
                 alternative.eligible = vec![eligibility];
+                // Its own partition's default limit when the job gave none.
+                let limit_s = time_limit_s(&job, route.partition_time_limit);
+                alternative.time_limit_s = job.deadline().map_or(limit_s, |d| limit_s.min((d as f64 - now_s).max(60.0)));
                 alternative.priority = queued.priority;
                 alternative.alternative = true;
                 pending.push(alternative);
@@ -272,7 +275,8 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
             shards.add(job.id(), hints.share_allowed);
         }
         // `--deadline`: Slurm gives it at most the time left (see slurm_bindings::start).
-        let limit_s = job.deadline().map_or(time_limit_s(&job), |d| time_limit_s(&job).min((d as f64 - now_s).max(60.0)));
+        let own_limit_s = time_limit_s(&job, route.partition_time_limit);
+        let limit_s = job.deadline().map_or(own_limit_s, |d| own_limit_s.min((d as f64 - now_s).max(60.0)));
         // The clock may slow the job only as far as Slurm lets its limit grow to make up for
         // it (partition MaxTime, QOS and association MaxWall, deadline, an admin's limit): a
         // job already at its cap keeps its full clock instead of being killed at its limit.
@@ -361,10 +365,13 @@ fn array_copies(job: &JobRef<'_>, request: &Request, free_gpus: u32, free_nodes:
 /// At most this many tasks of one array are planned per cycle.
 const MAX_ARRAY_TASKS_PER_CYCLE: u32 = 256;
 
-fn time_limit_s(job: &JobRef<'_>) -> f64 {
-    let limit = match job.time_limit() {
-        TimeLimit::Unset => job.partition_time_limit(),
-        other => other,
+/// The job's time limit (s) through a queue record whose partition gives `partition_default`
+/// to a job without `--time` (a multi-partition job's default differs by partition).
+fn time_limit_s(job: &JobRef<'_>, partition_default: TimeLimit) -> f64 {
+    let limit = match (job.time_limit(), partition_default) {
+        (TimeLimit::Unset, TimeLimit::Unset) => job.partition_time_limit(),
+        (TimeLimit::Unset, route) => route,
+        (own, _) => own,
     };
     match limit {
         TimeLimit::Minutes(m) => m as f64 * 60.0,
@@ -483,7 +490,7 @@ fn will_run_window(lock: &SlurmctldLock, job: &JobRef<'_>, route: &slurm_binding
     if nodes.is_empty() {
         return None;
     }
-    Some(AdvanceReservation { name: format!("will-run JobId={}", job.id()), node_set: sets.intern(nodes), start_s, end_s: start_s + time_limit_s(job), held_for: Some(JobId(job.id())) })
+    Some(AdvanceReservation { name: format!("will-run JobId={}", job.id()), node_set: sets.intern(nodes), start_s, end_s: start_s + time_limit_s(job, route.partition_time_limit), held_for: Some(JobId(job.id())) })
 }
 
 #[cfg(test)]

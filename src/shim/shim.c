@@ -753,6 +753,12 @@ void energy_route_test(void *item, time_t now, energy_route_t *out)
 		return;
 	}
 	out->part_name = part->name;
+	out->part_time_min = (part->default_time != NO_VAL) ? part->default_time : part->max_time;
+	/* This record's partition, not the job's first one: OverSubscribe=EXCLUSIVE and
+	 * ExclusiveUser=YES hand the layout to Slurm, as energy_job_layout_by_slurm does for the
+	 * job's own partition. */
+	if ((part->max_share == 0) || (part->flags & PART_FLAG_EXCLUSIVE_USER))
+		out->filter_inexact = true;
 	if (rec->resv_ptr) {
 		out->resv_name = rec->resv_ptr->name;
 		out->magnetic = !(job->resv_list || job->resv_name);

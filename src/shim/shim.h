@@ -416,7 +416,10 @@ typedef struct energy_route {
 	const char *part_name;  /* borrowed from the partition record */
 	const char *resv_name;  /* borrowed from the reservation record, NULL without one */
 	bool magnetic;          /* the reservation attracts the job without its asking */
-	bool filter_inexact;    /* features Slurm's node filter cannot judge (XOR, counts) */
+	bool filter_inexact;    /* features Slurm's node filter cannot judge (XOR, counts), or
+				 * the record's partition gives whole nodes or one user's nodes */
+	uint32_t part_time_min; /* the record's partition's DefaultTime, else MaxTime (minutes;
+				 * NO_VAL without either): a job without --time gets it there */
 } energy_route_t;
 
 /* One queue record (`item` of build_job_queue's list): applies the record's partition and
