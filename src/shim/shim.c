@@ -902,6 +902,14 @@ const char *energy_route_apply(job_record_t *job, const char *part_name, const c
 			return "reservation gone";
 		if (magnetic && job->resv_name)
 			return "job now names a reservation";
+		/* The job named this reservation when planned and no longer does (scontrol update
+		 * ReservationName= meanwhile): applying the record now would bind it as if the
+		 * reservation were magnetic. */
+		if (!magnetic && !(job->resv_list || job->resv_name))
+			return "job no longer names the reservation";
+	} else if (job->resv_name && !magnetic) {
+		/* Planned without a reservation, and the job names one now. */
+		return "job now names a reservation";
 	}
 	job->part_ptr = part;
 	if (resv)
