@@ -257,3 +257,15 @@ fn the_benchmark_cycle_all_tested() {
     let digest = vec![format!("lines {} fnv1a64 {:016x}", lines.len(), fnv1a_64(&lines)), lines[0].clone()];
     check_lines("bench_1000x10000_all_tested_digest", &digest);
 }
+
+/// The benchmark's large case (10,000 nodes, 50,000 jobs, every one tested and every blocked
+/// one reserved), pinned as a digest like the one above. Its file was recorded at commit
+/// 7208fcb, before the reservation search was made fast for this scale.
+#[test]
+fn the_large_benchmark_cycle_all_tested() {
+    let s = bench_snapshot::snapshot(10_000, 50_000, 42);
+    let cfg = PlannerConfig { max_jobs_tested: 50_000, reservation_depth: 50_000, ..PlannerConfig::default() };
+    let lines = render(&plan_snapshot(&s, &cfg, predictor()));
+    let digest = vec![format!("lines {} fnv1a64 {:016x}", lines.len(), fnv1a_64(&lines)), lines[0].clone()];
+    check_lines("bench_10000x50000_all_tested_digest", &digest);
+}
