@@ -13,6 +13,7 @@ pub mod decision;
 pub mod duration;
 pub mod elastic;
 pub mod eligibility;
+mod fit_index;
 pub mod gpu_use;
 pub mod gpu_use_learning;
 pub mod history;

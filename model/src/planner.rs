@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use crate::config::PlannerConfig;
 use crate::decision::{CycleEnd, CycleStats, Decision, Deferral, PlanOutcome, Reclock, Reservation, ScoreBreakdown, StartDecision};
-use crate::min_tree::MinTree;
+use crate::fit_index::{FitIndex, FitKey};
 use crate::predictor::Predictor;
 use crate::ranking;
 use crate::state::{Amount, Claim, ClusterView, GpuTenant, NodeView};
@@ -83,18 +83,6 @@ fn running_power_w(s: &Snapshot, pred: &Predictor, tag: Option<&str>, gpu_type: 
 struct SlurmLimits<'a> {
     node_sets: &'a [crate::eligibility::NodeSet],
     reservations: &'a [crate::eligibility::AdvanceReservation],
-}
-
-/// What the earliest fits of a reservation search depend on: the amount per node, the
-/// duration, the earliest start and the route (node set, own reservation); f64s as bits.
-type FitKey = (i64, i64, i64, u64, u64, Option<(u32, Option<u32>)>);
-
-/// Every node's earliest fit for one [`FitKey`] in a [`MinTree`] (times are non-negative, so
-/// their bits order as they do), and each node's change count when its fit was computed.
-struct FitEntry {
-    by_time: MinTree,
-    /// A node whose change count moved on since has a fit that is only a lower bound now.
-    seen: Vec<u32>,
 }
 
 /// The first `k` of `nodes` (in order) that can hold `need` over `[start, start + duration)`.
@@ -181,10 +169,9 @@ struct Cycle<'a> {
     /// other jobs of the same shape, so it is not cached.
     filtered_out: std::cell::Cell<bool>,
     slurm: SlurmLimits<'a>,
-    /// Reservation search: earliest fits per (shape, duration, route), and per node how often
-    /// its free resources, releases or claims changed in this cycle (see `FitEntry`).
-    fit_cache: std::cell::RefCell<HashMap<FitKey, FitEntry>>,
-    changes: std::cell::RefCell<Vec<u32>>,
+    /// Reservation search: earliest fits per (shape, duration, route), and which nodes changed
+    /// in this cycle (see `fit_index`).
+    fit_index: std::cell::RefCell<FitIndex>,
     /// Free profiles of nodes (for jobs outside any Slurm reservation; per own reservation in
     /// `profiles`), until the node changes.
     plain_profiles: std::cell::RefCell<Vec<Option<crate::state::FreeProfile>>>,
@@ -231,8 +218,7 @@ fn plan_inner<'a>(view: &mut ClusterView, now_s: f64, pending: &'a [PendingJob],
         filter,
         filtered_out: std::cell::Cell::new(false),
         slurm,
-        fit_cache: std::cell::RefCell::new(HashMap::new()),
-        changes: std::cell::RefCell::new(vec![0; view.nodes.len()]),
+        fit_index: std::cell::RefCell::new(FitIndex::new(view.nodes.len())),
         plain_profiles: std::cell::RefCell::new(Vec::new()),
         profiles: std::cell::RefCell::new(std::collections::BTreeMap::new()),
         settled: std::collections::HashSet::new(),
@@ -509,46 +495,14 @@ impl<'a> Cycle<'a> {
             return common_start(view, fits.iter().copied(), k, &need, duration, own);
         }
         // Earliest fits per request shape, duration and route, kept across the cycle's
-        // reservations and starts. Within a cycle a node's free amount only shrinks (starts and
-        // claims), so a stale fit is a lower bound: a node that changed is only marked, and
-        // computed again when it comes first in the search (lazily, like a priority queue).
+        // reservations and starts (see `fit_index`).
         let key: FitKey = (need.gpus, need.cpus, need.mem_mb, duration.to_bits(), route_not_before.to_bits(), alt.map(|a| (a.node_set, a.reservation)));
-        let mut cache = self.fit_cache.borrow_mut();
-        let changes = self.changes.borrow();
-        let fit = |i: usize| self.node_fit(view, job, alt, &need, duration, route_not_before, i).map(f64::to_bits);
-        let entry = cache.entry(key).or_insert_with(|| FitEntry { by_time: MinTree::new((0..view.nodes.len()).map(fit)), seen: changes.clone() });
-        if entry.by_time.len() < k {
-            return None;
-        }
-        // Nodes in order of their (clean) earliest fit; each one taken is a candidate common
-        // start for it and the ones before it.
-        let mut taken: Vec<(u64, usize)> = Vec::new();
-        let mut found = None;
-        while let Some((bits, i)) = entry.by_time.first() {
-            if entry.seen[i] != changes[i] {
-                entry.seen[i] = changes[i];
-                entry.by_time.set(i, fit(i));
-                continue;
-            }
-            let start = f64::from_bits(bits);
-            if k == 1 {
-                // Its earliest fit is a start for it alone.
-                found = Some((start, vec![i]));
-                break;
-            }
-            entry.by_time.set(i, None);
-            taken.push((bits, i));
-            let together: Vec<usize> =
-                taken.iter().map(|&(_, n)| n).filter(|&n| self.covers_over(view, n, own, &need, start, start + duration)).take(k).collect();
-            if together.len() == k {
-                found = Some((start, together));
-                break;
-            }
-        }
-        for (bits, i) in taken {
-            entry.by_time.set(i, Some(bits));
-        }
-        found
+        self.fit_index.borrow_mut().earliest(
+            key,
+            k,
+            |i| self.node_fit(view, job, alt, &need, duration, route_not_before, i).map(f64::to_bits),
+            |n, start| self.covers_over(view, n, own, &need, start, start + duration),
+        )
     }
 
     /// The earliest moment node `i` can hold `need` for `duration_s` from `not_before_s` on (or
@@ -594,9 +548,7 @@ impl<'a> Cycle<'a> {
 
     /// Node `i`'s free resources, releases or claims changed: forget what was derived from them.
     fn node_changed(&self, i: usize) {
-        if let Some(c) = self.changes.borrow_mut().get_mut(i) {
-            *c += 1;
-        }
+        self.fit_index.borrow_mut().node_changed(i);
         if let Some(p) = self.plain_profiles.borrow_mut().get_mut(i) {
             *p = None;
         }
