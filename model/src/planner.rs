@@ -254,10 +254,7 @@ fn plan_inner<'a>(view: &mut ClusterView, now_s: f64, pending: &'a [PendingJob],
             continue;
         }
         if job.placed_by_slurm {
-            cycle.hand_to_slurm(view, job);
-            if !job.no_reservation {
-                cycle.hold_will_run_window(view, job);
-            }
+            cycle.leave_to_slurm(view, job);
             continue;
         }
         if cycle.try_start(view, job) {
@@ -265,10 +262,7 @@ fn plan_inner<'a>(view: &mut ClusterView, now_s: f64, pending: &'a [PendingJob],
             continue;
         }
         if job.slurm_may_spread {
-            cycle.hand_to_slurm(view, job);
-            if !job.no_reservation {
-                cycle.hold_will_run_window(view, job);
-            }
+            cycle.leave_to_slurm(view, job);
             continue;
         }
         if job.alternative || job.no_reservation {
@@ -562,6 +556,16 @@ impl<'a> Cycle<'a> {
     /// Is node `n` one the route allows (always, without a route)?
     fn in_route(&self, alt: Option<&crate::eligibility::Eligibility>, n: usize) -> bool {
         alt.is_none_or(|a| self.slurm.node_sets.get(a.node_set as usize).is_some_and(|set| set.contains(n)))
+    }
+
+    /// Slurm places `job` ([`Cycle::hand_to_slurm`]), and unless the job takes no reservation,
+    /// the window Slurm's will-run test gave it holds against the jobs after it
+    /// ([`Cycle::hold_will_run_window`]).
+    fn leave_to_slurm(&mut self, view: &mut ClusterView, job: &PendingJob) {
+        self.hand_to_slurm(view, job);
+        if !job.no_reservation {
+            self.hold_will_run_window(view, job);
+        }
     }
 
     /// A job whose request the planner cannot express (or whose feasibility is Slurm's to
