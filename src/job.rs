@@ -178,6 +178,12 @@ impl<'a> JobRef<'a> {
         // SAFETY: the shim reads the record and, under the QOS read lock it takes, its QOS.
         unsafe { sys::energy_job_reserves(self.rec as *const sys::job_record_t as *mut sys::job_record_t, min_prio_reserve, min_age_reserve_s, now as sys::time_t) }
     }
+    /// `--time-min` (minutes), if given: Slurm may start the job with any limit from it up to
+    /// its `--time` to fit it before a reservation.
+    pub fn time_min(&self) -> Option<u32> {
+        let m = self.rec.time_min;
+        (m != 0 && m != NO_VAL && m != INFINITE).then_some(m)
+    }
     /// `--deadline` (Unix time), if given.
     pub fn deadline(&self) -> Option<i64> {
         let d = self.rec.deadline as i64;

@@ -93,6 +93,21 @@ impl SlurmctldLock {
     /// the same name (also ones the user set) are replaced, `None` only removes them. A job that
     /// does not start keeps none of them.
     pub fn start_job(&mut self, job_id: u32, only_nodes: &[usize], route: Option<&crate::routes::RouteApply>, admin_comment: Option<CommentFn<'_>>, spank_env: &[(&str, Option<&str>)]) -> Result<Started, StartError> {
+        self.start_job_within(job_id, only_nodes, route, admin_comment, spank_env, None)
+    }
+
+    /// [`Self::start_job`] with a time limit of at most `limit_min` minutes (a `--time-min` job
+    /// started with the room it has before a later job's reservation, as sched/backfill starts
+    /// one); the limit is put back if the job does not start.
+    pub fn start_job_within(
+        &mut self,
+        job_id: u32,
+        only_nodes: &[usize],
+        route: Option<&crate::routes::RouteApply>,
+        admin_comment: Option<CommentFn<'_>>,
+        spank_env: &[(&str, Option<&str>)],
+        limit_min: Option<u32>,
+    ) -> Result<Started, StartError> {
         self.require("starting a job", |l| l.job, LockLevel::Write)?;
         self.require("starting a job", |l| l.node, LockLevel::Write)?;
         let api = self.api();
@@ -171,9 +186,16 @@ impl SlurmctldLock {
         let is_array_head = !job_rec.array_recs.is_null();
 
         // --deadline: at most the time left, as slurmctld's schedulers set it before
-        // select_nodes; put back if the job does not start.
+        // select_nodes; and a --time-min job's room (`limit_min`). Put back if the job does not
+        // start.
+        let limit_before = job_rec.time_limit;
         // SAFETY: a job record under the job write lock.
-        let limit_before_deadline = unsafe { sys::energy_job_limit_to_deadline(job, now()) };
+        unsafe { sys::energy_job_limit_to_deadline(job, now()) };
+        if let Some(cap) = limit_min
+            && (job_rec.time_limit == crate::NO_VAL || job_rec.time_limit == crate::INFINITE || job_rec.time_limit > cap)
+        {
+            job_rec.time_limit = cap;
+        }
         // SAFETY: as the main scheduler does before select_nodes; unlocked below on failure.
         let fed_rc = unsafe { call!(api, fed_mgr_job_lock(job)) };
         let rc = if fed_rc != 0 {
@@ -227,9 +249,7 @@ impl SlurmctldLock {
         }
 
         let put_back_limit = |job_rec: &mut sys::job_record_t| {
-            if limit_before_deadline != crate::NO_VAL {
-                job_rec.time_limit = limit_before_deadline;
-            }
+            job_rec.time_limit = limit_before;
         };
         let Some(rc) = rc else {
             put_back_limit(job_rec);

@@ -323,7 +323,8 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
                         // The clock travels with the job to its nodes (see DECISION_CLOCK_ENV).
                         let clock = start.clock_mhz.to_string();
                         let env = [(model::decision::DECISION_CLOCK_ENV, Some(clock.as_str()))];
-                        match lock.start_job(start.job.0, &table_nodes, route, Some(&merge), &env) {
+                        let limit_min = time_min_room(&built, &outcome, start.job.0, start.allocations.iter().map(|a| a.node));
+                        match lock.start_job_within(start.job.0, &table_nodes, route, Some(&merge), &env, limit_min) {
                             Ok(s) => {
                                 stats.jobs_started += 1;
                                 slurm_log!(LOG, info, "started JobId={} on {}: {}", s.job_id, s.nodes, record);
@@ -356,7 +357,8 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
                         let merge = |site: Option<&str>| model::decision::merge_record(site, &record);
                         // No clock chosen here: the nodes follow the job's hints.
                         let env = [(model::decision::DECISION_CLOCK_ENV, None)];
-                        match lock.start_job(x.job.0, &table_nodes, route, Some(&merge), &env) {
+                        let limit_min = time_min_room(&built, &outcome, x.job.0, x.nodes.iter().copied());
+                        match lock.start_job_within(x.job.0, &table_nodes, route, Some(&merge), &env, limit_min) {
                             Ok(s) => {
                                 stats.jobs_started += 1;
                                 slurm_log!(LOG, info, "started JobId={} on {} (nodes chosen by Slurm among {} the plan leaves free)", s.job_id, s.nodes, names.len());
@@ -408,6 +410,30 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
     stats.apply = apply_start.elapsed();
     stats.duration = started.elapsed();
     Ok((stats, refused))
+}
+
+/// A `--time-min` job's time limit (minutes) when started on `nodes`: the room before the
+/// first window another job holds there (this plan's reservations and Slurm's reservations and
+/// will-run windows), at least its minimum and at most the limit it asked for, as sched/backfill
+/// cuts such a job's limit to fit. `None` for other jobs, and when nothing is held there.
+fn time_min_room(built: &snapshot::Built, outcome: &model::decision::PlanOutcome, job: u32, nodes: impl Iterator<Item = model::types::NodeIdx>) -> Option<u32> {
+    let &asked_s = built.time_min_jobs.get(&job)?;
+    let snap = &built.snapshot;
+    let nodes: std::collections::HashSet<usize> = nodes.map(|n| n.0 as usize).collect();
+    let planned = outcome.reservations().filter(|r| r.job.0 != job && r.nodes.iter().any(|n| nodes.contains(&(n.0 as usize)))).map(|r| r.start_s);
+    let held = snap
+        .reservations
+        .iter()
+        .filter(|w| w.held_for.is_none_or(|h| h.0 != job) && w.end_s > snap.now_s)
+        .filter(|w| snap.node_sets.get(w.node_set as usize).is_some_and(|set| nodes.iter().any(|&n| set.contains(n))))
+        .map(|w| w.start_s);
+    let first_s = planned.chain(held).filter(|&t| t > snap.now_s).fold(f64::INFINITY, f64::min);
+    if !first_s.is_finite() {
+        return None; // nothing held on its nodes: the limit it asked for
+    }
+    let room_s = (first_s - snap.now_s).min(asked_s);
+    let min_s = snap.pending.iter().find(|p| p.id.0 == job).map_or(60.0, |p| p.time_limit_s);
+    Some((room_s.max(min_s) / 60.0).floor().max(1.0).min(f64::from(u32::MAX - 2)) as u32)
 }
 
 /// Time the state file took; a file that could not be written is logged (the jobs were

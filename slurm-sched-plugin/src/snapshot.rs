@@ -47,6 +47,9 @@ pub struct Built {
     /// at submission, but a site that switches schedulers may have some queued).
     pub hetjobs: Vec<u32>,
     pub shards: ShardJobs,
+    /// `--time-min` jobs planned with their minimum (job id -> the limit they asked for, s):
+    /// started, each gets the room its nodes have before the next held window, up to that.
+    pub time_min_jobs: BTreeMap<u32, f64>,
 }
 
 /// Placements `select_nodes` refused, per job: nodes kept out of the job's routes for a while
@@ -106,6 +109,7 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
 
     let mut running = Vec::new();
     let mut shards = ShardJobs::default();
+    let mut time_min_jobs: BTreeMap<u32, f64> = BTreeMap::new();
     for job in lock.jobs()? {
         let completing = job.is_completing();
         if !(job.is_running() || job.is_suspended() || completing) {
@@ -283,6 +287,17 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
         if let Some(cap_min) = job.limit_cap_min(now_s as i64) {
             hints.max_slowdown = hints.max_slowdown.min((f64::from(cap_min) * 60.0 / limit_s.max(1.0)).max(1.0));
         }
+        // `--time-min`: planned with its minimum, so that it fits the holes sched/backfill
+        // would fit it in; started with the room it has (cycle.rs). Never slowed: its limit is
+        // cut to fit, not extended.
+        let limit_s = match job.time_min().map(|m| f64::from(m) * 60.0) {
+            Some(min_s) if min_s < limit_s => {
+                time_min_jobs.insert(job.id(), limit_s);
+                hints.max_slowdown = 1.0;
+                min_s
+            }
+            _ => limit_s,
+        };
         let placed_by_slurm = !expressible || route.filter_inexact || typed_on_mixed_node || whole_node || no_node_holds_it || job.layout_by_slurm();
         if placed_by_slurm && let Some(window) = will_run_window(lock, &job, route, now_s, &table_to_snap, &mut sets) {
             will_run.insert(job.id(), reservations.len() as u32);
@@ -346,6 +361,7 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
         shards,
         routes,
         not_runnable,
+        time_min_jobs,
     })
 }
 

@@ -512,7 +512,27 @@ fn cores_of_a_suspended_job(c: &LocalCluster) -> Result<String, String> {
     result.map(|_| "-c 4 on n3 beside the suspended job".to_string())
 }
 
-const CHECKS: [(&str, Check); 26] = [
+/// `--time-min`: a job whose `--time` would overlap a higher-priority job's reservation, but
+/// whose `--time-min` fits in the hole before it, starts at once with a limit cut to the hole
+/// (at least its minimum, less than its `--time`).
+fn time_min_fits_the_hole(c: &LocalCluster) -> Result<String, String> {
+    let busy = submit(c, &["-p", "a100", "-w", "n3", "--gres=gpu:4", "-t", "4"])?;
+    running_on(c, busy, "the job holding n3")?;
+    let big = submit(c, &["-p", "a100", "-N", "2", "--gres=gpu:4", "-t", "5"])?;
+    let small = submit(c, &["-p", "a100", "-w", "n4", "--gres=gpu:1", "-t", "30", "--time-min=2"])?;
+    running_on(c, small, "--time-min=2 -t 30 before a two-node reservation")?;
+    let limit = run(c, "squeue", &["-h", "-j", &small.to_string(), "-o", "%l"]);
+    let minutes: u32 = limit.split(':').next().and_then(|m| m.trim().parse().ok()).unwrap_or(0);
+    if !(2..=4).contains(&minutes) || limit.contains('-') {
+        return Err(format!("--time-min=2 -t 30 started with limit {limit:?}, not cut to the 2-4 minutes before job {big}'s reservation"));
+    }
+    if squeue_field(c, big, "%T") != "PENDING" {
+        return Err(format!("job {big} should still wait for n3: {}", squeue_field(c, big, "%T %r")));
+    }
+    Ok("--time-min job started in the hole before the reservation, its limit cut to it".into())
+}
+
+const CHECKS: [(&str, Check); 27] = [
     ("--gpus over two nodes", gpus_over_two_nodes),
     ("--gpus-per-task", gpus_per_task),
     ("--exclusive on nodes of different sizes", exclusive_on_mixed_nodes),
@@ -539,6 +559,7 @@ const CHECKS: [(&str, Check); 26] = [
     ("two nodes under topology/tree", two_nodes_under_topology),
     ("reservation of part of a node's cores", core_reservation),
     ("cores of a suspended job", cores_of_a_suspended_job),
+    ("--time-min in a hole before a reservation", time_min_fits_the_hole),
 ];
 
 /// `LIVE_HETEROGENEOUS_ONLY=name,name` runs only the checks whose names contain one of these
