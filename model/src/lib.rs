@@ -26,6 +26,7 @@ pub mod ranking;
 pub mod sensitivity;
 pub mod shard_placement;
 pub mod state;
+pub mod time_min;
 pub mod tag;
 pub mod types;
 pub mod workloads;

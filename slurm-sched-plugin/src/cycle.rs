@@ -427,13 +427,8 @@ fn time_min_room(built: &snapshot::Built, outcome: &model::decision::PlanOutcome
         .filter(|w| w.held_for.is_none_or(|h| h.0 != job) && w.end_s > snap.now_s)
         .filter(|w| snap.node_sets.get(w.node_set as usize).is_some_and(|set| nodes.iter().any(|&n| set.contains(n))))
         .map(|w| w.start_s);
-    let first_s = planned.chain(held).filter(|&t| t > snap.now_s).fold(f64::INFINITY, f64::min);
-    if !first_s.is_finite() {
-        return None; // nothing held on its nodes: the limit it asked for
-    }
-    let room_s = (first_s - snap.now_s).min(asked_s);
     let min_s = snap.pending.iter().find(|p| p.id.0 == job).map_or(60.0, |p| p.time_limit_s);
-    Some((room_s.max(min_s) / 60.0).floor().max(1.0).min(f64::from(u32::MAX - 2)) as u32)
+    model::time_min::limit_min(snap.now_s, asked_s, min_s, planned.chain(held))
 }
 
 /// Time the state file took; a file that could not be written is logged (the jobs were
