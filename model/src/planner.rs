@@ -59,6 +59,14 @@ pub fn plan_snapshot_filtered(s: &Snapshot, cfg: &PlannerConfig, pred: &Predicto
     plan_inner(&mut view, s.now_s, &s.pending, cfg, pred, filter, slurm)
 }
 
+/// Free profiles of nodes for jobs outside any Slurm reservation, each valid until its node
+/// changes; a profile built again reuses its memory.
+#[derive(Default)]
+struct PlainProfiles {
+    profiles: Vec<crate::state::FreeProfile>,
+    valid: Vec<bool>,
+}
+
 /// A predicted power per GPU (W) of running jobs with one (tag, GPU type, clock MHz).
 type KnownPower = (Option<String>, usize, u32, f64);
 
@@ -174,7 +182,7 @@ struct Cycle<'a> {
     fit_index: std::cell::RefCell<FitIndex>,
     /// Free profiles of nodes (for jobs outside any Slurm reservation; per own reservation in
     /// `profiles`), until the node changes.
-    plain_profiles: std::cell::RefCell<Vec<Option<crate::state::FreeProfile>>>,
+    plain_profiles: std::cell::RefCell<PlainProfiles>,
     profiles: std::cell::RefCell<std::collections::BTreeMap<(usize, Option<u32>), crate::state::FreeProfile>>,
     /// Jobs started, handed to Slurm or deferred in this cycle: their alternative queue
     /// records are skipped.
@@ -219,7 +227,7 @@ fn plan_inner<'a>(view: &mut ClusterView, now_s: f64, pending: &'a [PendingJob],
         filtered_out: std::cell::Cell::new(false),
         slurm,
         fit_index: std::cell::RefCell::new(FitIndex::new(view.nodes.len())),
-        plain_profiles: std::cell::RefCell::new(Vec::new()),
+        plain_profiles: std::cell::RefCell::new(PlainProfiles::default()),
         profiles: std::cell::RefCell::new(std::collections::BTreeMap::new()),
         settled: std::collections::HashSet::new(),
     };
@@ -531,10 +539,16 @@ impl<'a> Cycle<'a> {
         let nv = &view.nodes[i];
         if own.is_none() {
             let mut plain = self.plain_profiles.borrow_mut();
-            if plain.len() < view.nodes.len() {
-                plain.resize(view.nodes.len(), None);
+            if plain.profiles.len() < view.nodes.len() {
+                plain.profiles.resize(view.nodes.len(), crate::state::FreeProfile::default());
+                plain.valid.resize(view.nodes.len(), false);
             }
-            return f(plain[i].get_or_insert_with(|| nv.free_profile(None)));
+            let PlainProfiles { profiles, valid } = &mut *plain;
+            if !valid[i] {
+                nv.free_profile_into(None, &mut profiles[i]);
+                valid[i] = true;
+            }
+            return f(&profiles[i]);
         }
         let mut profiles = self.profiles.borrow_mut();
         f(profiles.entry((i, own)).or_insert_with(|| nv.free_profile(own)))
@@ -543,8 +557,8 @@ impl<'a> Cycle<'a> {
     /// Node `i`'s free resources, releases or claims changed: forget what was derived from them.
     fn node_changed(&self, i: usize) {
         self.fit_index.borrow_mut().node_changed(i);
-        if let Some(p) = self.plain_profiles.borrow_mut().get_mut(i) {
-            *p = None;
+        if let Some(v) = self.plain_profiles.borrow_mut().valid.get_mut(i) {
+            *v = false;
         }
         let mut profiles = self.profiles.borrow_mut();
         let stale: Vec<(usize, Option<u32>)> = profiles.range((i, None)..=(i, Some(u32::MAX))).map(|(k, _)| *k).collect();

@@ -157,9 +157,18 @@ impl NodeView {
     /// The free amount as a step function of time, for a job inside Slurm reservation `own`:
     /// releases raise it, claims lower it while they last.
     pub fn free_profile(&self, own: Option<u32>) -> FreeProfile {
-        // The changes go into the profile's own vector and become levels in place: one
-        // allocation per profile (profiles are built again after every change to the node).
-        let mut segments: Vec<(f64, Amount)> = Vec::with_capacity(1 + self.releases.len() + 2 * self.claims.len());
+        let mut p = FreeProfile::default();
+        self.free_profile_into(own, &mut p);
+        p
+    }
+
+    /// [`NodeView::free_profile`] written over `profile`, whose memory it reuses (the planner
+    /// builds a node's profile again after every change to the node).
+    pub fn free_profile_into(&self, own: Option<u32>, profile: &mut FreeProfile) {
+        // The changes go into the profile's own vector and become levels in place.
+        let segments = &mut profile.segments;
+        segments.clear();
+        segments.reserve(1 + self.releases.len() + 2 * self.claims.len());
         segments.push((f64::NEG_INFINITY, self.free));
         for r in &self.releases {
             segments.push((r.at_s, r.amount));
@@ -183,7 +192,6 @@ impl NodeView {
             write += 1;
         }
         segments.truncate(write);
-        FreeProfile { segments }
     }
 
     /// Does a Slurm reservation other than `own` hold this node at some moment of
@@ -195,7 +203,7 @@ impl NodeView {
 
 /// A node's free amount over time: `(from, level)` segments in time order, each lasting until
 /// the next one's start (the first from -inf, the last to +inf).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct FreeProfile {
     segments: Vec<(f64, Amount)>,
 }
