@@ -1046,7 +1046,7 @@ impl<'a> Cycle<'a> {
             job: job.id,
             share_allowed: job.hints.share_allowed && self.cfg.sharing && c.allocations.len() == 1 && job.request.gpus_per_node == 1,
             max_slowdown: job.hints.max_slowdown,
-            family: Self::family(job),
+            family: Self::family(job).map(std::sync::Arc::from),
             clock_mhz: c.clock_mhz,
             power_w: c.power_w / job.request.total_gpus().max(1) as f64,
         };

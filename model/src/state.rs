@@ -42,7 +42,8 @@ pub struct GpuTenant {
     pub job: JobId,
     pub share_allowed: bool,
     pub max_slowdown: f64,
-    pub family: Option<String>,
+    /// Shared by the tenant's GPUs (a clone per GPU costs no allocation).
+    pub family: Option<std::sync::Arc<str>>,
     pub clock_mhz: u32,
     /// Predicted power of this job alone at its clock (W).
     pub power_w: f64,
@@ -283,7 +284,7 @@ impl ClusterView {
                 job: r.id,
                 share_allowed: r.shared || r.hints.share_allowed,
                 max_slowdown: r.hints.max_slowdown,
-                family: family_of(&r.hints),
+                family: family_of(&r.hints).map(std::sync::Arc::from),
                 clock_mhz: r.clock_mhz,
                 power_w: power_of(r),
             };
