@@ -187,6 +187,8 @@ struct Cycle<'a> {
     /// Jobs started, handed to Slurm or deferred in this cycle: their alternative queue
     /// records are skipped.
     settled: std::collections::HashSet<JobId>,
+    /// Workload family per job tag (see `Cycle::family`).
+    families: std::cell::RefCell<HashMap<String, Option<std::sync::Arc<str>>>>,
 }
 
 /// Plan one cycle on a view the caller keeps (the simulator). Started jobs are added to the
@@ -230,6 +232,7 @@ fn plan_inner<'a>(view: &mut ClusterView, now_s: f64, pending: &'a [PendingJob],
         plain_profiles: std::cell::RefCell::new(PlainProfiles::default()),
         profiles: std::cell::RefCell::new(std::collections::BTreeMap::new()),
         settled: std::collections::HashSet::new(),
+        families: std::cell::RefCell::new(HashMap::new()),
     };
     if cfg.boost_when_congested && cycle.congested() {
         cycle.boost_running(view);
@@ -354,8 +357,16 @@ impl<'a> Cycle<'a> {
         })
     }
 
-    fn family(job: &PendingJob) -> Option<String> {
-        Predictor::family(job.hints.tag.as_deref())
+    /// The job's workload family (from its tag), worked out once per tag in a cycle.
+    fn family(&self, job: &PendingJob) -> Option<std::sync::Arc<str>> {
+        let tag = job.hints.tag.as_deref()?;
+        let mut known = self.families.borrow_mut();
+        if let Some(f) = known.get(tag) {
+            return f.clone();
+        }
+        let f: Option<std::sync::Arc<str>> = Predictor::family(Some(tag)).map(std::sync::Arc::from);
+        known.insert(tag.to_owned(), f.clone());
+        f
     }
 
     /// Time limit the job would get, extended by its slowdown bound when it may be slowed.
@@ -729,7 +740,7 @@ impl<'a> Cycle<'a> {
         if (!exclusive_possible || known_failure) && (!can_share || share_known_failure) {
             return false;
         }
-        let family = Self::family(job);
+        let family = self.family(job);
         // What history taught about this user's (and tag's) jobs: how much of the limit they
         // run, and how their measured power compares with the model's (model::history).
         let learnt = self.pred.runtime.predict(job.user, job.hints.tag.as_deref());
@@ -924,7 +935,7 @@ impl<'a> Cycle<'a> {
         let spare = (nv.free.cpus.max(0) as u32).saturating_sub(request).saturating_sub(free_gpus_after * per_gpu);
         let hi = hi.min(request + spare).max(request);
         let lo = lo.min(request);
-        let family = Self::family(job);
+        let family = self.family(job);
         model.choose_cpus(family.as_deref(), job.request.gpus_per_node, lo, hi, request).0
     }
 
@@ -1014,7 +1025,7 @@ impl<'a> Cycle<'a> {
             return true;
         }
         let Some(curves) = self.pred.curves(&gt.name) else { return false };
-        let family = Self::family(job);
+        let family = self.family(job);
         for step in (0..c.clock_step).rev() {
             let p = self.pred.predict_clock(&gt.name, gt.max_power_w, family.as_deref(), step);
             let power = p.power_w * gpus;
@@ -1046,7 +1057,7 @@ impl<'a> Cycle<'a> {
             job: job.id,
             share_allowed: job.hints.share_allowed && self.cfg.sharing && c.allocations.len() == 1 && job.request.gpus_per_node == 1,
             max_slowdown: job.hints.max_slowdown,
-            family: Self::family(job).map(std::sync::Arc::from),
+            family: self.family(job),
             clock_mhz: c.clock_mhz,
             power_w: c.power_w / job.request.total_gpus().max(1) as f64,
         };
