@@ -1,10 +1,11 @@
-//! A start `select_nodes` refuses is learnt from. Partition `capped` lets its jobs use at most
-//! two CPUs of a node (`MaxCPUsPerNode=2`), a limit sched/energy's planner does not model; n2 is
-//! busy. Two 2-CPU jobs of `capped` are planned side by side on n1 and Slurm refuses the
-//! second there: sched/energy re-plans the cycle without that placement and keeps n1 out of
-//! that job's plans for the next cycles, so a job of another partition behind it gets n1's
-//! free CPUs instead of n1 being held idle for a start that never happens; the refused job
-//! starts on n2 once that is free. Live: 2 nodes x 4 CPUs x 4 fake GPUs.
+//! A partition limit the planner does not model holds no node idle. Partition `capped` lets its
+//! jobs use at most two CPUs of a node (`MaxCPUsPerNode=2`); n2 is busy. Two 2-CPU jobs of
+//! `capped` want n1, where only the first fits under the cap. Before issue 20 the planner placed
+//! both there and learnt from `select_nodes`' refusal (the node kept out of that job's plans for
+//! 10 cycles); now a `MaxCPUsPerNode` partition's jobs are laid out by Slurm's own selection
+//! over the nodes the plan leaves free, so nothing is refused: the second waits, a job of
+//! another partition behind it gets n1's free CPUs at once instead of n1 being held idle, and
+//! the waiting job starts on n2 once that is free. Live: 2 nodes x 4 CPUs x 4 fake GPUs.
 
 use std::time::{Duration, Instant};
 
@@ -68,16 +69,12 @@ fn a_refused_start_is_planned_around_and_holds_no_node_idle() {
     assert_eq!(state_and_nodes(&cluster, busy).0, "RUNNING");
     assert_eq!(state_and_nodes(&cluster, first), ("RUNNING".to_string(), "n1".to_string()));
     assert_eq!(state_and_nodes(&cluster, big).0, "PENDING");
+    // Slurm's selection judged the cap: no start of the capped job was tried on n1 and refused.
+    std::thread::sleep(Duration::from_secs(4));
     let log = cluster.slurmctld_log();
     let refused = format!("JobId={big} not started on n1:");
-    let refusals = log.lines().filter(|l| l.contains(&refused)).count();
-    assert!(refusals >= 1, "Slurm never refused the big job on n1: the test did not test anything\n{log}");
-    assert!(log.lines().any(|l| l.contains(&refused) && l.contains("planned elsewhere for the next 10 cycles")), "{log}");
-
-    // A few more cycles: the refused placement is not tried again every cycle.
-    std::thread::sleep(Duration::from_secs(4));
-    let again = cluster.slurmctld_log().lines().filter(|l| l.contains(&refused)).count();
-    assert_eq!(again, refusals, "the refused placement was tried again within the learning period");
+    assert!(!log.lines().any(|l| l.contains(&refused)), "the capped job was planned on n1 and refused:\n{log}");
+    assert_eq!(state_and_nodes(&cluster, big).0, "PENDING");
 
     // n2 frees up: the big job starts there.
     run(&cluster, "scancel", &[&busy.to_string()]);
