@@ -19,6 +19,10 @@ const TEST: &str = "report_totals_match_sacct_and_the_page_renders";
 /// The flat grid intensity of the test's carbon file (gCO2/kWh).
 const INTENSITY_G_PER_KWH: f64 = 180.0;
 
+/// nobody's job name: a forged sacct row (user alice, account physics, 1 PJ) after a `|`, and a
+/// newline that would start a row of its own.
+const FORGED_NAME: &str = "x|alice|physics|gpu|COMPLETED|1700000000|1700003600|3600|gres/gpu=8|999999999999|n1|energy:policy=performance \n42|alice|physics";
+
 fn data_dir() -> PathBuf {
     model::data::default_data_dir()
 }
@@ -130,7 +134,9 @@ fn report_totals_match_sacct_and_the_page_renders() {
     let array = demo.cluster.sbatch(&["-J", "arr", "--array=0-1", "--gres=gpu:1", "--energy-policy=efficiency"], &script).expect("sbatch array");
     let other_user = demo
         .cluster
-        .sbatch(&["-J", "other", "--uid=nobody", "--gres=gpu:1", "-o", "/dev/null", "--chdir=/tmp", "--wrap", "sleep 3"], "")
+        // A hostile name (security review #2): sacct's separator, a newline and the fields of a
+        // forged row naming user alice with a petajoule; it must change no other field.
+        .sbatch(&["-J", FORGED_NAME, "--uid=nobody", "--gres=gpu:1", "-o", "/dev/null", "--chdir=/tmp", "--wrap", "sleep 3"], "")
         .expect("sbatch as nobody");
     assert!(wait_ended(&demo.cluster, array, 2).iter().all(|s| s == "COMPLETED"));
     assert_eq!(wait_ended(&demo.cluster, other_user, 1), ["COMPLETED"]);
@@ -169,6 +175,7 @@ fn report_totals_match_sacct_and_the_page_renders() {
     let users = report["users"].as_array().expect("users");
     let names: Vec<&str> = users.iter().filter_map(|u| u["name"].as_str()).collect();
     assert!(names.contains(&"root") && names.contains(&"nobody"), "{names:?}");
+    assert_eq!(names.len(), 2, "the forged job name added a user: {names:?}");
     let mut user_sum = 0.0;
     for u in users {
         let energy_j = u["energy_j"].as_f64().expect("energy_j");
