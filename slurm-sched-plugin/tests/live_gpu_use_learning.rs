@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use slurm_testcluster::{ClusterConfig, LocalCluster, require_built, skip_live_test};
 
 mod common;
-use common::{admin_comment, data_dir, plugin_dir, spank_plugin, squeue_field as squeue, wait_running_on};
+use common::{admin_comment, data_dir, plugin_dir, spank_plugin, wait_running_on};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
