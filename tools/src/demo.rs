@@ -273,6 +273,9 @@ pub struct DemoSetup {
     pub sched_type: Option<String>,
     /// `SchedulerParameters` (default `sched_interval=-1,defer`, what sched/energy wants).
     pub scheduler_parameters: Option<String>,
+    /// How slurmctld and slurmd run: in the foreground (the default), or as sites run them
+    /// from their systemd units (daemonised, `--systemd` where the release has it).
+    pub daemon_mode: slurm_testcluster::DaemonMode,
 }
 
 /// Product name of the demo's simulated GPUs (the fake NVML's V100 model).
@@ -500,6 +503,7 @@ impl DemoCluster {
             gpu_type,
             with_accounting: true,
             cpus_per_node: setup.cpus_per_node.unwrap_or(ClusterConfig::default().cpus_per_node),
+            daemon_mode: setup.daemon_mode,
             ..ClusterConfig::default()
         };
         let cluster = LocalCluster::start(cfg).map_err(|e| format!("the local cluster did not start: {e}"))?;

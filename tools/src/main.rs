@@ -174,6 +174,11 @@ struct SoakArgs {
     /// Write the report (states, faults, memory samples, problems) as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Run slurmctld and slurmd as sites run them from systemd (daemonised, `--systemd` with a
+    /// notify socket where the release has it; a reconfigure re-executes slurmctld on 24.11),
+    /// and add log rotation (SIGHUP) to the faults.
+    #[arg(long)]
+    site_mode: bool,
     /// The project's source tree (see `demo`).
     #[arg(long)]
     project_dir: Option<PathBuf>,
@@ -207,6 +212,7 @@ fn soak(a: SoakArgs) -> Result<(), String> {
         data_dir: data.join("zeus").is_dir().then(|| std::fs::canonicalize(&data).unwrap_or(data)),
         progress: std::io::stderr().is_terminal(),
         sched_type: a.sched,
+        site_mode: a.site_mode,
     };
     eprintln!(
         "slurm-energy soak: {} jobs, a fault every {} jobs, at most {} queued, seed {}, at most {} min",

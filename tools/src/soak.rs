@@ -50,6 +50,9 @@ pub struct SoakOptions {
     /// `SchedulerType` of the cluster: `sched/energy`, or `sched/backfill` to run the same soak
     /// on Slurm's own scheduler (a yardstick for what the faults do to stock Slurm).
     pub sched_type: String,
+    /// Run slurmctld and slurmd as sites run them from systemd (daemonised; `--systemd` with a
+    /// notify socket where the release has it), and add log rotation (SIGHUP) to the faults.
+    pub site_mode: bool,
 }
 
 /// The kinds of fault, in the order they are injected.
@@ -62,10 +65,16 @@ pub enum Fault {
     Reconfigure,
     SlurmdRestart,
     SlurmctldKill,
+    /// Log rotation: slurmctld's and one slurmd's log renamed, then SIGHUP (site mode).
+    Sighup,
 }
 
 pub const FAULT_ORDER: [Fault; 6] =
     [Fault::NvmlFailures, Fault::SlurmctldRestart, Fault::SlurmstepdKill, Fault::Reconfigure, Fault::SlurmdRestart, Fault::SlurmctldKill];
+
+/// The faults in site mode: every kind, log rotation (SIGHUP) among them.
+pub const SITE_FAULT_ORDER: [Fault; 7] =
+    [Fault::NvmlFailures, Fault::SlurmctldRestart, Fault::Sighup, Fault::SlurmstepdKill, Fault::Reconfigure, Fault::SlurmdRestart, Fault::SlurmctldKill];
 
 /// One fault as it happened.
 #[derive(Clone, Debug, Serialize)]
@@ -496,6 +505,13 @@ impl Soak<'_> {
                 }
                 self.event(fault, format!("bad energy.toml rejected: {rejected}; good one ({lock_budget}) taken: {taken}"));
             }
+            Fault::Sighup => {
+                let nodes = self.nodes();
+                let node = nodes[self.rng.below(nodes.len())].clone();
+                let ctld = self.demo.cluster.rotate_log("slurmctld").map_err(|e| format!("rotate slurmctld's log: {e}"))?;
+                let slurmd = self.demo.cluster.rotate_log(&format!("slurmd {node}")).map_err(|e| format!("rotate slurmd {node}'s log: {e}"))?;
+                self.event(fault, format!("logs rotated, SIGHUP to slurmctld (now pid {ctld}) and slurmd {node} (now pid {slurmd})"));
+            }
             Fault::SlurmdRestart => {
                 let nodes = self.nodes();
                 let node = nodes[self.rng.below(nodes.len())].clone();
@@ -591,6 +607,7 @@ pub fn run_soak(opts: &SoakOptions) -> Result<SoakReport, String> {
         sched_type: Some(opts.sched_type.clone()),
         // sched/backfill as a site runs it, but every second like sched/energy here.
         scheduler_parameters: (opts.sched_type != "sched/energy").then(|| "bf_interval=1,bf_continue".to_string()),
+        daemon_mode: if opts.site_mode { slurm_testcluster::DaemonMode::Systemd } else { slurm_testcluster::DaemonMode::Attached },
         extra_slurm_conf: vec![
             // Room for every job of a long soak; finished jobs leave slurmctld's memory after
             // two minutes (sacct keeps them).
@@ -699,7 +716,11 @@ impl Soak<'_> {
             // Faults come by jobs done, up to the last fifth of the run, so that jobs are
             // running when they strike and the end state is reached with the faults behind.
             if self.opts.faults_every > 0 && done >= next_fault_at && done < total - total / 5 {
-                let kinds: &[Fault] = if self.opts.fault_kinds.is_empty() { &FAULT_ORDER } else { &self.opts.fault_kinds };
+                let kinds: &[Fault] = match (self.opts.fault_kinds.is_empty(), self.opts.site_mode) {
+                    (false, _) => &self.opts.fault_kinds,
+                    (true, true) => &SITE_FAULT_ORDER,
+                    (true, false) => &FAULT_ORDER,
+                };
                 let fault = kinds[fault_index % kinds.len()];
                 fault_index += 1;
                 next_fault_at = done + self.opts.faults_every;

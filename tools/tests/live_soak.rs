@@ -38,6 +38,7 @@ fn a_short_soak_with_every_fault_loses_no_job() {
         data_dir: Some(std::fs::canonicalize(&data).unwrap_or(data)),
         progress: false,
         sched_type: "sched/energy".into(),
+        site_mode: false,
     };
     let report = run_soak(&opts).unwrap_or_else(|e| panic!("the soak could not run: {e}"));
     println!("{}", report.summary());
