@@ -16,13 +16,12 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
 
 mod common;
-use common::{plugin_dir, run, squeue_field};
+use common::{as_nobody, plugin_dir, run, squeue_field};
 
 /// A burst-buffer script: every function Slurm's lua plugin requires; stage-in marks its start
 /// in `<marks>/data_in-<job>` and takes two seconds.
@@ -63,15 +62,8 @@ fn sbatch_as_nobody(cluster: &LocalCluster, dir: &Path, args: &[&str], script: &
     let path = dir.join("bb-job.sh");
     std::fs::write(&path, script).map_err(|e| format!("write {}: {e}", path.display()))?;
     chmod(&path, 0o755);
-    let own = cluster.command("sbatch");
-    let mut cmd = Command::new("runuser");
-    cmd.args(["-u", "nobody", "--", "env"]);
-    for (k, v) in own.get_envs() {
-        if let Some(v) = v {
-            cmd.arg(format!("{}={}", k.to_string_lossy(), v.to_string_lossy()));
-        }
-    }
-    cmd.arg(own.get_program()).arg("--parsable").args(args).arg(&path).current_dir(dir);
+    let mut cmd = as_nobody(cluster, "sbatch");
+    cmd.arg("--parsable").args(args).arg(&path).current_dir(dir);
     let out = cmd.output().map_err(|e| format!("runuser sbatch: {e}"))?;
     if !out.status.success() {
         return Err(format!("sbatch as nobody: {}", String::from_utf8_lossy(&out.stderr).trim()));

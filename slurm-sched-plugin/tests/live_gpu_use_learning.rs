@@ -19,13 +19,13 @@
 //! Skipped (with a printed reason) when not root, Slurm is missing, `libspank_energy.so` is not
 //! built, or the measured data is not found; fails instead under `CI=true`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use slurm_testcluster::{ClusterConfig, LocalCluster, require_built, skip_live_test};
 
 mod common;
-use common::{admin_comment, data_dir, plugin_dir, spank_plugin, wait_running_on};
+use common::{admin_comment, data_dir, free_udp_port, mknod_gpu, plugin_dir, set_load, spank_plugin, wait_learnt, wait_running_on};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -66,37 +66,7 @@ fn end(cluster: &LocalCluster, job: &Job) {
     assert_eq!(cluster.wait_job_done(job.id, TIMEOUT).expect("job done"), "COMPLETED");
 }
 
-/// What the fake GPU reports: these PIDs at these SM utilisations.
-fn set_load(fake: &fake_nvml::FakeNvml, loads: &[(u32, u32)]) {
-    let processes = loads.iter().map(|&(pid, pct)| fake_nvml::GpuProcess { pid, used_memory_bytes: 1 << 30, sm_util_pct: Some(pct) }).collect();
-    let busy = loads.iter().map(|l| l.1).sum::<u32>().min(100);
-    fake.update(|s| {
-        s.gpus[0].util_gpu_pct = busy;
-        s.gpus[0].processes = processes;
-    })
-    .expect("fake load");
-}
 
-/// Polls `energy-learning.json` until `pick` finds something in it.
-fn wait_learnt<T>(cluster: &LocalCluster, what: &str, pick: impl Fn(&serde_json::Value) -> Option<T>) -> T {
-    let path = cluster.base_dir().join("state").join("energy-learning.json");
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        if let Some(v) = std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            && let Some(x) = pick(&v)
-        {
-            return x;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} not learnt in {TIMEOUT:?}: {}\nslurmctld:\n{}\nslurmd:\n{}",
-            std::fs::read_to_string(&path).unwrap_or_default(),
-            cluster.slurmctld_log(),
-            cluster.slurmd_log("n1")
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
 
 /// The first slurmctld log line after byte `from` that holds `what`, waited for.
 fn wait_log_line(cluster: &LocalCluster, from: usize, what: &str) -> String {
@@ -111,16 +81,7 @@ fn wait_log_line(cluster: &LocalCluster, from: usize, what: &str) -> String {
     }
 }
 
-fn mknod_gpu(dir: &Path) {
-    std::fs::create_dir_all(dir).expect("dev dir");
-    let path = dir.join("nvidia0");
-    let status = std::process::Command::new("mknod").arg(&path).args(["c", "195", "0"]).status().expect("run mknod");
-    assert!(status.success(), "mknod {}", path.display());
-}
 
-fn free_udp_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0").and_then(|s| s.local_addr()).expect("a free UDP port").port()
-}
 
 #[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
 #[test]

@@ -80,3 +80,72 @@ pub fn admin_comment(cluster: &LocalCluster, job: u32) -> String {
     let text = String::from_utf8_lossy(&out.stdout);
     text.lines().find_map(|l| l.trim().strip_prefix("AdminComment=")).unwrap_or("").to_string()
 }
+
+/// How long the learning tests wait for what they poll.
+#[allow(dead_code)]
+pub const LEARNING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What the fake GPU reports: these PIDs at these SM utilisations.
+#[allow(dead_code)] // not every test binary of this crate uses it
+pub fn set_load(fake: &fake_nvml::FakeNvml, loads: &[(u32, u32)]) {
+    let processes = loads.iter().map(|&(pid, pct)| fake_nvml::GpuProcess { pid, used_memory_bytes: 1 << 30, sm_util_pct: Some(pct) }).collect();
+    let busy = loads.iter().map(|l| l.1).sum::<u32>().min(100);
+    fake.update(|s| {
+        s.gpus[0].util_gpu_pct = busy;
+        s.gpus[0].processes = processes;
+    })
+    .expect("fake load");
+}
+
+/// Polls `energy-learning.json` until `pick` finds something in it.
+#[allow(dead_code)] // not every test binary of this crate uses it
+pub fn wait_learnt<T>(cluster: &LocalCluster, what: &str, pick: impl Fn(&serde_json::Value) -> Option<T>) -> T {
+    let path = cluster.base_dir().join("state").join("energy-learning.json");
+    let deadline = std::time::Instant::now() + LEARNING_TIMEOUT;
+    loop {
+        if let Some(v) = std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            && let Some(x) = pick(&v)
+        {
+            return x;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} not learnt in {LEARNING_TIMEOUT:?}: {}\nslurmctld:\n{}\nslurmd:\n{}",
+            std::fs::read_to_string(&path).unwrap_or_default(),
+            cluster.slurmctld_log(),
+            cluster.slurmd_log("n1")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+}
+
+/// A character device like an NVIDIA GPU's (`nvidia0`, major 195) in `dir`.
+#[allow(dead_code)] // not every test binary of this crate uses it
+pub fn mknod_gpu(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("dev dir");
+    let path = dir.join("nvidia0");
+    let status = std::process::Command::new("mknod").arg(&path).args(["c", "195", "0"]).status().expect("run mknod");
+    assert!(status.success(), "mknod {}", path.display());
+}
+
+/// A UDP port free on loopback now.
+#[allow(dead_code)] // not every test binary of this crate uses it
+pub fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0").and_then(|s| s.local_addr()).expect("a free UDP port").port()
+}
+
+/// `prog` of the cluster (its environment, its binary) run as the unprivileged user `nobody`
+/// through runuser, as any user would run it.
+#[allow(dead_code)]
+pub fn as_nobody(cluster: &LocalCluster, prog: &str) -> std::process::Command {
+    let own = cluster.command(prog);
+    let mut cmd = std::process::Command::new("runuser");
+    cmd.args(["-u", "nobody", "--", "env"]);
+    for (k, v) in own.get_envs() {
+        if let Some(v) = v {
+            cmd.arg(format!("{}={}", k.to_string_lossy(), v.to_string_lossy()));
+        }
+    }
+    cmd.arg(own.get_program());
+    cmd
+}
