@@ -535,6 +535,14 @@ mod tests {
     #[test]
     fn a_process_of_another_environment_is_not_adopted() {
         let mut child = Command::new("sleep").arg("30").env("SLURM_CONF", "/elsewhere/slurm.conf").spawn().expect("spawn sleep");
+        // spawn() returns after fork; until the child has exec'd, /proc shows the test's own
+        // command and environment (seen in CI), so wait for the exec first.
+        let comm_path = format!("/proc/{}/comm", child.id());
+        let exec_deadline = Instant::now() + Duration::from_secs(10);
+        while fs::read_to_string(&comm_path).map(|c| c.trim() != "sleep").unwrap_or(true) {
+            assert!(Instant::now() < exec_deadline, "sleep did not exec within 10 s");
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let watch = |mark: &str, comm: &str| SiteWatch { notify: None, pid_file: None, env_mark: mark.into(), comm: comm.into() };
         assert!(adopt(child.id(), &watch("SLURM_CONF=/ours/slurm.conf", "sleep")).is_err());
         assert!(adopt(child.id(), &watch("SLURM_CONF=/elsewhere/slurm.conf", "slurmctld")).is_err());
