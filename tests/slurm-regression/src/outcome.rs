@@ -52,6 +52,9 @@ pub struct TestRun {
     pub subtests: Option<Subtests>,
     /// slurmctld's log lines written while the test ran that mention an error or our plugin.
     pub slurmctld_excerpt: String,
+    /// The queue as `squeue` showed it when a test that did not pass ended (for a timeout: just
+    /// before it was killed), so a failure seen only in CI says what its jobs were waiting for.
+    pub queue_at_end: Option<String>,
 }
 
 /// The last `lines` lines of `text`.

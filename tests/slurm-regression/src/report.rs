@@ -21,11 +21,14 @@ impl Disagreement<'_> {
     /// Both outputs' tails and sched/energy's slurmctld lines during the test, for a failure
     /// message.
     pub fn describe(&self) -> String {
+        // sched/energy's side first: a long failure message is often cut from the end.
         format!(
             "{test}: backfill {b}, sched/energy {e}{why}\n\
-             --- output under sched/backfill (tail) ---\n{bt}\n\
+             --- queue under sched/energy when the test ended ---\n{q}\n\
+             --- slurmctld (sched/energy) during the test: errors and plugin lines ---\n{ex}\n\
              --- output under sched/energy (tail) ---\n{et}\n\
-             --- slurmctld (sched/energy) during the test: errors and plugin lines ---\n{ex}\n",
+             --- output under sched/backfill (tail) ---\n{bt}\n",
+            q = self.energy.queue_at_end.as_deref().unwrap_or("(not taken)"),
             test = self.energy.test,
             b = self.backfill.verdict.label(),
             e = self.energy.verdict.label(),
@@ -175,6 +178,7 @@ mod tests {
             reason: reason.map(str::to_string),
             subtests: None,
             slurmctld_excerpt: String::new(),
+            queue_at_end: None,
         }
     }
 
@@ -186,6 +190,15 @@ mod tests {
             elapsed: Duration::from_secs(60),
             slurm_version: "slurm 22.05.8".into(),
         }
+    }
+
+    #[test]
+    fn a_disagreement_shows_sched_energys_queue_before_the_outputs() {
+        let b = run("test15.10", Verdict::Pass, None);
+        let e = TestRun { queue_at_end: Some("12 sh PENDING Resources".into()), ..run("test15.10", Verdict::Timeout, None) };
+        let text = Disagreement { backfill: &b, energy: &e }.describe();
+        let queue = text.find("12 sh PENDING Resources").expect("the queue is shown");
+        assert!(queue < text.find("test15.10 output").expect("the outputs are shown"));
     }
 
     #[test]

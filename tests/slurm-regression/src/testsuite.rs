@@ -129,7 +129,8 @@ impl Workspace {
             // Its own process group, so that a timeout can end what the test started too.
             .process_group(0);
         let child = cmd.spawn().map_err(|e| format!("start expect {test}: {e}"))?;
-        let exit = wait_bounded(child, limit)?;
+        let mut queue_at_timeout = None;
+        let exit = wait_bounded(child, limit, || queue_at_timeout = Some(queue_now(cluster)))?;
         let elapsed = started.elapsed();
 
         let output = String::from_utf8_lossy(&fs::read(&log_path).unwrap_or_default()).into_owned();
@@ -139,6 +140,11 @@ impl Workspace {
         };
         let ctld_log = cluster.slurmctld_log();
         let excerpt = notable_lines(ctld_log.get(ctld_log_before..).unwrap_or_default());
+        let queue_at_end = match verdict {
+            Verdict::Pass | Verdict::Skip => None,
+            Verdict::Timeout => queue_at_timeout,
+            Verdict::Fail => Some(queue_now(cluster)),
+        };
         Ok(TestRun {
             test: test.to_string(),
             cluster: which,
@@ -148,7 +154,21 @@ impl Workspace {
             subtests: subtests_of(&output),
             output_tail: tail(&output, OUTPUT_TAIL_LINES),
             slurmctld_excerpt: excerpt,
+            queue_at_end,
         })
+    }
+}
+
+/// Every job slurmctld knows, one line each: id, name, state, reason, expected start, nodes,
+/// time limit, CPUs, GRES; or why squeue could not say.
+fn queue_now(cluster: &LocalCluster) -> String {
+    match cluster.command("squeue").args(["-h", "-a", "-o", "%i %j %T %r start=%S nodes=%N limit=%l cpus=%C gres=%b"]).output() {
+        Ok(out) if out.status.success() => {
+            let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            if text.is_empty() { "(no jobs)".into() } else { text }
+        }
+        Ok(out) => format!("squeue failed: {}", String::from_utf8_lossy(&out.stderr).trim()),
+        Err(e) => format!("squeue could not run: {e}"),
     }
 }
 
@@ -168,7 +188,7 @@ enum Exit {
 /// Waits for `child` at most `limit`. Either way, before the child is reaped (so its pid, which
 /// is also its process group's id, cannot have been reused), whatever is left of its process
 /// group is killed: processes the test started and left behind, or all of them on a timeout.
-fn wait_bounded(mut child: Child, limit: Duration) -> Result<Exit, String> {
+fn wait_bounded(mut child: Child, limit: Duration, before_timeout_kill: impl FnOnce()) -> Result<Exit, String> {
     let pid = child.id() as libc::pid_t;
     let started = Instant::now();
     let timed_out = loop {
@@ -180,6 +200,9 @@ fn wait_bounded(mut child: Child, limit: Duration) -> Result<Exit, String> {
         }
         std::thread::sleep(POLL);
     };
+    if timed_out {
+        before_timeout_kill();
+    }
     // SAFETY: kill(2) of the process group our own, not yet reaped child leads; no memory is
     // touched.
     unsafe { libc::kill(-pid, libc::SIGKILL) };
