@@ -77,6 +77,9 @@ pub struct RecoveryWatch {
     started_s: i64,
     armed: bool,
     watched: Vec<u32>,
+    /// Batch jobs picked with the watched ones that were also waiting for their prolog
+    /// (`PrologFlags=Alloc`): judged by `model::lost_prolog` until settled.
+    prolog_waits: Vec<u32>,
 }
 
 /// A job the watch ended.
@@ -90,7 +93,7 @@ pub struct MissingJob {
 
 impl RecoveryWatch {
     pub fn new(started_s: i64) -> RecoveryWatch {
-        RecoveryWatch { started_s, armed: false, watched: Vec::new() }
+        RecoveryWatch { started_s, armed: false, watched: Vec::new(), prolog_waits: Vec::new() }
     }
 
     /// Jobs still watched (their first node has not registered yet).
@@ -100,7 +103,12 @@ impl RecoveryWatch {
 
     /// Nothing left to do: armed, and every watched job settled.
     pub fn done(&self) -> bool {
-        self.armed && self.watched.is_empty()
+        self.armed && self.watched.is_empty() && self.prolog_waits.is_empty()
+    }
+
+    /// Recovered jobs still waiting for their prolog that are judged.
+    pub fn prolog_waits(&self) -> usize {
+        self.prolog_waits.len()
     }
 
     /// How soon to look again: often while picking jobs (slurmctld reads its state after the
@@ -136,6 +144,10 @@ impl SlurmctldLock {
                 if let Some(rec) = unsafe { call!(api, find_job_record(id)).as_mut() } {
                     rec.time_last_active = 0;
                     watch.watched.push(id);
+                    // SAFETY: reads the job's state reason and prolog bitmap under the job lock.
+                    if unsafe { sys::energy_job_waits_for_prolog(rec) } && !watch.prolog_waits.contains(&id) {
+                        watch.prolog_waits.push(id);
+                    }
                 }
             }
             // SAFETY: reads the node table under the job lock (nodes' version strings only).
@@ -171,4 +183,86 @@ impl SlurmctldLock {
         watch.watched = still;
         Ok(ended)
     }
+}
+
+/// A recovered job whose prolog completion the previous slurmctld answered and never wrote:
+/// finished the way slurmctld finishes it when the completion arrives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostProlog {
+    pub job_id: u32,
+    /// prolog_complete()'s return code (0: done).
+    pub rc: i32,
+}
+
+impl SlurmctldLock {
+    /// One look at the recovered jobs still waiting for their prolog (see [`RecoveryWatch`] and
+    /// `model::lost_prolog`): `finish` says, for each job's facts, whether to complete its
+    /// prolog now (`Some(true)`), to look again later (`Some(false)`) or to stop watching it
+    /// (`None`). Returns the jobs whose prolog it completed. Needs the job and node write locks
+    /// and the configuration read lock.
+    pub fn judge_recovered_prolog_waits(
+        &mut self,
+        watch: &mut RecoveryWatch,
+        mut finish: impl FnMut(&RecoveredPrologFacts) -> Option<bool>,
+    ) -> Result<Vec<LostProlog>, NotLocked> {
+        self.require("recovered prolog waits", |l| l.job, LockLevel::Write)?;
+        self.require("recovered prolog waits", |l| l.node, LockLevel::Read)?;
+        self.require("recovered prolog waits", |l| l.conf, LockLevel::Read)?;
+        if !watch.armed {
+            return Ok(Vec::new());
+        }
+        let api = self.api();
+        // SAFETY: slurm_conf's address (non-NULL after resolve); the configuration lock is held.
+        let msg_timeout_s = i64::from(unsafe { (*api.raw().slurm_conf).msg_timeout });
+        let since_restart_s = now_s() - watch.started_s;
+        let mut finished = Vec::new();
+        let mut still = Vec::new();
+        for id in std::mem::take(&mut watch.prolog_waits) {
+            // SAFETY: lookup under the job write lock.
+            let job = unsafe { call!(api, find_job_record(id)) };
+            // SAFETY: NULL or a record under the job write lock.
+            let Some(rec) = (unsafe { job.as_mut() }) else { continue };
+            // SAFETY: the shim reads the record's state, bitmaps and the node table under the
+            // job and node locks.
+            let facts = unsafe {
+                RecoveredPrologFacts {
+                    running: sys::energy_job_is_running(rec),
+                    configuring: sys::energy_job_is_configuring(rec),
+                    batch: rec.batch_flag != 0 && rec.het_job_id == 0,
+                    waits_for_prolog: sys::energy_job_waits_for_prolog(rec),
+                    prolog_nodes_registered: sys::energy_job_prolog_nodes_registered(rec),
+                    // Zeroed when picked, before its first node registered; that node's
+                    // registration sets it when it reports the job.
+                    reported_since_restart: sys::energy_job_first_node_registered(rec) && rec.time_last_active != 0,
+                    since_restart_s,
+                    msg_timeout_s,
+                }
+            };
+            match finish(&facts) {
+                None => {}
+                Some(false) => still.push(id),
+                Some(true) => {
+                    // SAFETY: a running job under the job write lock; prolog_complete() is what
+                    // slurmctld runs for REQUEST_COMPLETE_PROLOG under that lock.
+                    let rc = unsafe { sys::energy_job_finish_lost_prolog(rec) };
+                    finished.push(LostProlog { job_id: id, rc });
+                }
+            }
+        }
+        watch.prolog_waits = still;
+        Ok(finished)
+    }
+}
+
+/// What [`SlurmctldLock::judge_recovered_prolog_waits`] read of one job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecoveredPrologFacts {
+    pub running: bool,
+    pub configuring: bool,
+    pub batch: bool,
+    pub waits_for_prolog: bool,
+    pub prolog_nodes_registered: bool,
+    pub reported_since_restart: bool,
+    pub since_restart_s: i64,
+    pub msg_timeout_s: i64,
 }

@@ -43,6 +43,10 @@ pub struct SchedSettings {
     /// slurm_bindings::launch): a slurmctld killed right after a cycle then never runs a job
     /// twice. Off: launches go out at once, as sched/backfill sends them.
     pub save_before_launch: bool,
+    /// After a slurmctld restart, complete the prolog of a recovered batch job whose prolog
+    /// completion died with the previous slurmctld (see model::lost_prolog). Off: such a job
+    /// keeps waiting for its prolog until it ends, as under stock Slurm.
+    pub finish_lost_prologs: bool,
     /// Directory with the measured data the predictor is fitted to (zeus/, gavel/, synergy/);
     /// none: GPUs are predicted at their default clock at 75 % of maximum power.
     pub data_dir: Option<PathBuf>,
@@ -60,6 +64,7 @@ impl Default for SchedSettings {
             max_lock_ms: 500,
             yield_ms: 20,
             save_before_launch: true,
+            finish_lost_prologs: true,
             data_dir: None,
             interference_gpu: "v100".into(),
             stats_kept: 100,

@@ -265,7 +265,7 @@ fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut pre
             continue;
         }
         if !recovery.done() {
-            LOG.guarded("recovered jobs", (), || watch_recovery(&mut recovery));
+            LOG.guarded("recovered jobs", (), || watch_recovery(&mut recovery, cfg.sched.finish_lost_prologs));
         }
         if Instant::now() < next_cycle {
             continue;
@@ -313,8 +313,9 @@ fn post_node_addresses(observer: &learning::Observer) {
 
 /// Ends the batch jobs a previous slurmctld started whose node does not have them (their launch
 /// never left): see slurm_bindings::launch::RecoveryWatch.
-fn watch_recovery(watch: &mut slurm_bindings::launch::RecoveryWatch) {
+fn watch_recovery(watch: &mut slurm_bindings::launch::RecoveryWatch, finish_lost_prologs: bool) {
     let Ok(mut lock) = slurm_bindings::locks::SlurmctldLock::acquire(slurm_bindings::locks::LockLevels::SCHEDULER) else { return };
+    finish_lost_prologs_of(&mut lock, watch, finish_lost_prologs);
     match lock.watch_recovered_starts(watch) {
         Ok(ended) => {
             for m in ended {
@@ -329,6 +330,42 @@ fn watch_recovery(watch: &mut slurm_bindings::launch::RecoveryWatch) {
             }
         }
         Err(e) => LOG.error(&format!("recovered jobs not checked: {e}")),
+    }
+}
+
+/// Recovered batch jobs still waiting for a prolog whose completion died with the previous
+/// slurmctld: completed as the completion RPC would have (the rule: model::lost_prolog).
+fn finish_lost_prologs_of(lock: &mut slurm_bindings::locks::SlurmctldLock, watch: &mut slurm_bindings::launch::RecoveryWatch, on: bool) {
+    use model::lost_prolog::{RecoveredJob, Verdict, judge};
+    let judged = lock.judge_recovered_prolog_waits(watch, |f| {
+        let job = RecoveredJob {
+            running: f.running,
+            configuring: f.configuring,
+            batch: f.batch,
+            waits_for_prolog: f.waits_for_prolog,
+            prolog_nodes_registered: f.prolog_nodes_registered,
+            reported_since_restart: f.reported_since_restart,
+        };
+        match judge(&job, f.since_restart_s, f.msg_timeout_s) {
+            Verdict::Settled => None,
+            Verdict::KeepWaiting => Some(false),
+            // Switched off: left waiting as stock Slurm leaves it.
+            Verdict::FinishProlog => on.then_some(true),
+        }
+    });
+    match judged {
+        Ok(finished) => {
+            for p in finished {
+                slurm_log!(
+                    LOG,
+                    info,
+                    "job {}: prolog completion lost with the previous slurmctld; its node reported the job since the restart and no completion came within slurmd's resend period: prolog completed as slurmd's RPC would have (rc {})",
+                    p.job_id,
+                    p.rc
+                );
+            }
+        }
+        Err(e) => LOG.error(&format!("recovered prolog waits not checked: {e}")),
     }
 }
 

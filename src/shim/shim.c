@@ -186,6 +186,7 @@ bitstr_t *energy_job_gres_bitmap(const energy_node_api_t *api, energy_list_t job
 	X(find_step_record)                  \
 	X(delete_step_record)                \
 	X(job_complete)                      \
+	X(prolog_complete)                   \
 	X(bit_ffs)
 
 static struct {
@@ -1005,6 +1006,40 @@ int energy_job_complete_missing(job_record_t *job)
 	job->exit_code = 1;
 	return shim_fns.job_complete(job->job_id, (*resolved.slurm_conf).slurm_user_id,
 				     requeue, true, NO_VAL);
+}
+
+bool energy_job_waits_for_prolog(const job_record_t *job)
+{
+	if (!resolved_ok || job->state_reason != WAIT_PROLOG || !job->node_bitmap_pr)
+		return false;
+	return shim_fns.bit_ffs(job->node_bitmap_pr) >= 0;
+}
+
+bool energy_job_prolog_nodes_registered(const job_record_t *job)
+{
+	int n;
+
+	if (!resolved_ok || !job->node_bitmap_pr)
+		return false;
+	n = MIN((int) resolved.bit_size(job->node_bitmap_pr), *resolved.node_record_count);
+	for (int i = 0; i < n; i++) {
+		node_record_t *node;
+
+		if (!ENERGY_BIT_TEST_CALL(job->node_bitmap_pr, i))
+			continue;
+		node = (*resolved.node_record_table_ptr)[i];
+		if (!node || !node->version)
+			return false;
+	}
+	return true;
+}
+
+int energy_job_finish_lost_prolog(job_record_t *job)
+{
+	if (!resolved_ok)
+		return -1;
+	/* No node name: prolog_complete() clears every node the job still waits for. */
+	return shim_fns.prolog_complete(job->job_id, 0, NULL);
 }
 
 void energy_drop_batch_step(job_record_t *job)

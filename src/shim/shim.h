@@ -536,6 +536,15 @@ extern bool energy_any_node_registered(void);
  * code 1, job_complete() as a node failure, requeued when the job allows it). Needs the job
  * write lock. Returns job_complete()'s code. */
 extern int energy_job_complete_missing(job_record_t *job);
+/* Whether a job is marked as waiting for its prolog (PrologFlags=Alloc: state_reason WAIT_PROLOG
+ * with nodes left in node_bitmap_pr). Needs the job lock. */
+extern bool energy_job_waits_for_prolog(const job_record_t *job);
+/* Whether every node the job waits for a prolog completion from has registered with this
+ * slurmctld. Needs the job and node locks. */
+extern bool energy_job_prolog_nodes_registered(const job_record_t *job);
+/* What slurmctld does when REQUEST_COMPLETE_PROLOG arrives (prolog_complete(), return code 0),
+ * for every node the job still waits for. Needs the job write lock. Returns its code. */
+extern int energy_job_finish_lost_prolog(job_record_t *job);
 extern bool energy_shutting_down(void);
 
 #endif /* SLURM_ENERGY_SHIM_H */
