@@ -58,6 +58,14 @@ pub struct StartDecision {
 }
 
 impl StartDecision {
+    /// The power limit the planner chose for each of the job's GPUs (mW, as NVML takes it):
+    /// the measured limit of the ladder step whose clock it picked, carried to the nodes with
+    /// the clock ([`DECISION_POWER_LIMIT_ENV`]) so that a GPU controlled by its power limit
+    /// gets exactly that limit. `None` when the planner had no ladder (no limit to apply).
+    pub fn power_limit_mw(&self) -> Option<u32> {
+        power_limit_mw_of_w(self.power_limit_w)
+    }
+
     /// One-line decision record for the job's admin comment; short and `key=value` so that
     /// `sacct` output stays greppable. Node names are resolved by the caller.
     pub fn record(&self, node_names: &[&str]) -> String {
@@ -66,8 +74,9 @@ impl StartDecision {
         } else {
             self.shares_with.iter().map(|j| j.to_string()).collect::<Vec<_>>().join("+")
         };
+        let limit = self.power_limit_mw().map_or(String::new(), |mw| format!(" limit={}W", f64::from(mw) / 1000.0));
         format!(
-            "energy:policy={} nodes={} clock={}MHz share={} slow={:.3} pred_w={:.0} pred_kwh={:.3} score=e{:.2}/i{:.2}/f{:.2}/c{:.2}/o{:.2}",
+            "energy:policy={} nodes={} clock={}MHz{limit} share={} slow={:.3} pred_w={:.0} pred_kwh={:.3} score=e{:.2}/i{:.2}/f{:.2}/c{:.2}/o{:.2}",
             self.policy.as_str(),
             node_names.join(","),
             self.clock_mhz,
@@ -155,6 +164,27 @@ pub fn set_recorded_field(comment: &str, key: &str, value: &str) -> String {
 /// with the prolog and the batch launch, where the SPANK plugin keeps it for the job's steps.
 /// sched/energy sets it right before the start and removes any value the user put there.
 pub const DECISION_CLOCK_ENV: &str = "SLURM_ENERGY_CLOCK_MHZ";
+
+/// The entry of a job's SPANK environment that carries the power limit sched/energy chose for
+/// each of the job's GPUs (`SLURM_ENERGY_POWER_LIMIT_MW=<mW>`, [`StartDecision::power_limit_mw`])
+/// beside [`DECISION_CLOCK_ENV`]: a GPU controlled by its power limit (no application or locked
+/// clocks, as an H100) gets this limit, the others the clock. Set or removed with the clock.
+pub const DECISION_POWER_LIMIT_ENV: &str = "SLURM_ENERGY_POWER_LIMIT_MW";
+
+/// Largest power limit a decision may carry (mW): 10 kW, above any GPU's.
+pub const MAX_POWER_LIMIT_MW: u32 = 10_000_000;
+
+/// A limit in watts as NVML's milliwatts; `None` for anything not a positive limit a GPU may have.
+fn power_limit_mw_of_w(w: f64) -> Option<u32> {
+    let mw = (w * 1000.0).round();
+    (mw.is_finite() && mw >= 1.0 && mw <= f64::from(MAX_POWER_LIMIT_MW)).then_some(mw as u32)
+}
+
+/// The power limit (mW) a value of [`DECISION_POWER_LIMIT_ENV`] names (`150000`); `None` for
+/// anything else. The single parser of the value: the nodes read it through this.
+pub fn parse_power_limit_mw(value: &str) -> Option<u32> {
+    value.trim().parse::<u32>().ok().filter(|&mw| mw > 0 && mw <= MAX_POWER_LIMIT_MW)
+}
 
 /// Between the decision record and whatever the site keeps in the admin comment.
 pub const RECORD_SEPARATOR: &str = "; ";
@@ -316,6 +346,9 @@ mod tests {
         let shared = StartDecision { shares_with: vec![JobId(3)], ..d.clone() };
         assert_eq!(recorded_field(&shared.record(&["n1"]), "ipred"), Some("history:n=2"));
         assert_eq!(recorded_clock_mhz(&d.record(&["n1"])), Some(1085));
+        assert_eq!(recorded_field(&d.record(&["n1"]), "limit"), Some("200W"));
+        let no_ladder = StartDecision { power_limit_w: 0.0, ..d.clone() };
+        assert_eq!(recorded_field(&no_ladder.record(&["n1"]), "limit"), None);
         assert_eq!(recorded_clock_mhz("note: clock=900MHz"), None);
         assert_eq!(recorded_clock_mhz("energy:policy=x clock=1.2GHz"), None);
         assert_eq!(recorded_clock_mhz("energy:policy=x clock=0MHz"), None);
@@ -337,6 +370,37 @@ mod tests {
         assert_eq!(recorded_carbon_g("energy:x; carbon_g=5"), None, "the site's part is not ours");
         // `carbon_g_x=` is not `carbon_g=`.
         assert_eq!(recorded_field("energy:carbon_gx=5", "carbon_g"), None);
+    }
+
+    #[test]
+    fn the_power_limit_travels_in_milliwatts_and_reads_back() {
+        let d = |w: f64| StartDecision {
+            job: JobId(1),
+            policy: EnergyPolicy::Efficiency,
+            allocations: Vec::new(),
+            clock_mhz: 1085,
+            power_limit_w: w,
+            shares_with: Vec::new(),
+            time_limit_s: 600.0,
+            predicted_slowdown: 1.0,
+            predicted_power_w: 0.0,
+            predicted_energy_j: 0.0,
+            wakes: Vec::new(),
+            score: ScoreBreakdown::default(),
+            route: None,
+            prediction: String::new(),
+            tag: None,
+            interference: None,
+        };
+        assert_eq!(d(437.5).power_limit_mw(), Some(437_500));
+        assert_eq!(parse_power_limit_mw(&d(437.5).power_limit_mw().unwrap().to_string()), Some(437_500));
+        for w in [0.0, -5.0, f64::NAN, f64::INFINITY, 20_000.0] {
+            assert_eq!(d(w).power_limit_mw(), None, "{w} W is no limit");
+        }
+        for v in ["", "0", "-1", "150W", "1.5e5", "10000001", "99999999999"] {
+            assert_eq!(parse_power_limit_mw(v), None, "{v:?}");
+        }
+        assert_eq!(parse_power_limit_mw(" 150000 "), Some(150_000));
     }
 
     #[test]

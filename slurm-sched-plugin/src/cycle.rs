@@ -320,9 +320,11 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
                         let record = start.record(&names);
                         let route = start.route.and_then(|r| built.routes.get(r as usize));
                         let merge = |site: Option<&str>| model::decision::merge_record(site, &record);
-                        // The clock travels with the job to its nodes (see DECISION_CLOCK_ENV).
+                        // The clock and the ladder step's power limit travel with the job to
+                        // its nodes (see DECISION_CLOCK_ENV); a user's values are replaced.
                         let clock = start.clock_mhz.to_string();
-                        let env = [(model::decision::DECISION_CLOCK_ENV, Some(clock.as_str()))];
+                        let limit = start.power_limit_mw().map(|mw| mw.to_string());
+                        let env = [(model::decision::DECISION_CLOCK_ENV, Some(clock.as_str())), (model::decision::DECISION_POWER_LIMIT_ENV, limit.as_deref())];
                         let limit_min = time_min_room(&built, &outcome, start.job.0, start.allocations.iter().map(|a| a.node));
                         match lock.start_job_within(start.job.0, &table_nodes, route, Some(&merge), &env, limit_min) {
                             Ok(s) => {
@@ -356,7 +358,7 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
                         let record = format!("energy:placed_by=slurm candidates={}", names.len());
                         let merge = |site: Option<&str>| model::decision::merge_record(site, &record);
                         // No clock chosen here: the nodes follow the job's hints.
-                        let env = [(model::decision::DECISION_CLOCK_ENV, None)];
+                        let env = [(model::decision::DECISION_CLOCK_ENV, None), (model::decision::DECISION_POWER_LIMIT_ENV, None)];
                         let limit_min = time_min_room(&built, &outcome, x.job.0, x.nodes.iter().copied());
                         match lock.start_job_within(x.job.0, &table_nodes, route, Some(&merge), &env, limit_min) {
                             Ok(s) => {

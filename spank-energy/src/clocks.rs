@@ -28,6 +28,7 @@
 //!
 //! Nothing here may fail a step: every problem is returned for the caller to log.
 
+use crate::job_clock::JobDecision;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -363,8 +364,9 @@ pub fn explicit_clocks(gpu: &dyn GpuControl, index: u32, request: &GpuFreqReques
 pub enum Choice {
     /// `--gpu-freq=<spec>`.
     Explicit(GpuFreqRequest, String),
-    /// sched/energy's recorded clock.
-    Decision(u32),
+    /// sched/energy's recorded decision: its clock, and the power limit of the ladder step it
+    /// chose (applied as it is by a GPU controlled by its power limit).
+    Decision(JobDecision),
     /// The job's hints through the model.
     Hints(Hints),
 }
@@ -373,17 +375,20 @@ impl Choice {
     pub fn describe(&self) -> String {
         match self {
             Choice::Explicit(_, spec) => format!("--gpu-freq={spec}"),
-            Choice::Decision(mhz) => format!("sched/energy decision {mhz} MHz"),
+            Choice::Decision(JobDecision { clock_mhz, power_limit_mw: None }) => format!("sched/energy decision {clock_mhz} MHz"),
+            Choice::Decision(JobDecision { clock_mhz, power_limit_mw: Some(mw) }) => {
+                format!("sched/energy decision {clock_mhz} MHz, power limit {} W", f64::from(*mw) / 1000.0)
+            }
             Choice::Hints(h) => format!("policy {} (max slowdown {:.2})", h.policy.as_str(), h.max_slowdown),
         }
     }
 }
 
-/// The step's choice from its environment and sched/energy's clock for the job (`decision_mhz`,
+/// The step's choice from its environment and sched/energy's decision for the job (`decision`,
 /// from the node's record, never from the environment the user controls); a `--gpu-freq` that
 /// does not parse (srun checks it, so only a hand-made environment has one) is reported and the
 /// policy used instead.
-pub fn choose(env: &StepEnv, decision_mhz: Option<u32>, defaults: &HintDefaults) -> (Choice, Option<String>) {
+pub fn choose(env: &StepEnv, decision: Option<JobDecision>, defaults: &HintDefaults) -> (Choice, Option<String>) {
     let mut problem = None;
     if let Some(spec) = env.explicit_gpu_freq() {
         match parse_gpu_freq(&spec) {
@@ -392,8 +397,8 @@ pub fn choose(env: &StepEnv, decision_mhz: Option<u32>, defaults: &HintDefaults)
             Err(e) => problem = Some(e.to_string()),
         }
     }
-    if let Some(mhz) = decision_mhz {
-        return (Choice::Decision(mhz), problem);
+    if let Some(decision) = decision {
+        return (Choice::Decision(decision), problem);
     }
     (Choice::Hints(hints_from_values(&env.hint_values(), defaults)), problem)
 }
@@ -415,7 +420,9 @@ pub fn step_settings(gpu: &dyn GpuControl, gpus: &[u32], choice: &Choice, model:
     for &index in gpus {
         let result = match choice {
             Choice::Explicit(req, _) => explicit_clocks(gpu, index, req).map(Setting::clocks),
-            Choice::Decision(mhz) => policy_clocks(gpu, index, *mhz).map(Setting::clocks),
+            // The planner's limit, where it chose one, as it is: the arbiter applies it on a GPU
+            // controlled by its power limit (clamped to the GPU's range), the clock elsewhere.
+            Choice::Decision(d) => policy_clocks(gpu, index, d.clock_mhz).map(|c| Setting { clocks_mhz: c, power_limit_mw: d.power_limit_mw }),
             Choice::Hints(hints) => gpu.name(index).and_then(|name| {
                 let (c, frac) = match by_name.get(&name) {
                     Some(c) => *c,
@@ -464,16 +471,17 @@ mod tests {
     #[test]
     fn explicit_beats_decision_beats_hints() {
         let d = HintDefaults::default();
+        let decided = JobDecision { clock_mhz: 945, power_limit_mw: None };
         let e = env(&["SLURM_GPU_FREQ=low", "SLURM_SPANK__SLURM_SPANK_OPTION_energy_energy_policy=efficiency"]);
-        assert!(matches!(choose(&e, Some(945), &d).0, Choice::Explicit(..)));
+        assert!(matches!(choose(&e, Some(decided), &d).0, Choice::Explicit(..)));
         let e = env(&["SLURM_SPANK__SLURM_SPANK_OPTION_energy_energy_policy=efficiency"]);
-        assert_eq!(choose(&e, Some(945), &d).0, Choice::Decision(945));
+        assert_eq!(choose(&e, Some(decided), &d).0, Choice::Decision(decided));
         let e = env(&["SLURM_SPANK__SLURM_SPANK_OPTION_energy_energy_policy=efficiency", "_SLURM_SPANK_OPTION_energy_energy_max_slowdown=2"]);
         let Choice::Hints(h) = choose(&e, None, &d).0 else { panic!("hints expected") };
         assert_eq!(h.policy, EnergyPolicy::Efficiency);
         assert_eq!(h.max_slowdown, 2.0);
         let e = env(&["SLURM_SPANK__SLURM_SPANK_OPTION_energy_energy_gpu_freq=1200", "SLURM_SPANK__SLURM_SPANK_OPTION_energy_energy_policy=efficiency"]);
-        assert!(matches!(choose(&e, Some(945), &d).0, Choice::Explicit(_, ref spec) if spec == "1200"), "--energy-gpu-freq is explicit");
+        assert!(matches!(choose(&e, Some(decided), &d).0, Choice::Explicit(_, ref spec) if spec == "1200"), "--energy-gpu-freq is explicit");
         let (c, problem) = choose(&env(&["SLURM_GPU_FREQ=turbo"]), None, &d);
         assert!(matches!(c, Choice::Hints(ref h) if h.policy == d.policy));
         assert!(problem.is_some_and(|p| p.contains("turbo")));
@@ -545,9 +553,13 @@ mod tests {
         assert!(errors.is_empty(), "{errors:?}");
         let limit_mw = settings[0].1.power_limit_mw.expect("a limit");
         assert_eq!(limit_mw, (700_000.0 * frac).round() as u32, "the step's fraction of the H100's default limit");
-        // An explicit --gpu-freq or sched/energy's clock carry only a clock.
-        let (settings, _) = step_settings(&gpus, &[0], &Choice::Decision(1500), Some(&m));
+        // sched/energy's decision without a limit carries only a clock (the arbiter maps it
+        // linearly); with one, exactly that limit, whatever the model's fraction says.
+        let (settings, _) = step_settings(&gpus, &[0], &Choice::Decision(JobDecision { clock_mhz: 1500, power_limit_mw: None }), Some(&m));
         assert_eq!(settings[0].1.power_limit_mw, None);
+        let planned = JobDecision { clock_mhz: 1500, power_limit_mw: Some(437_500) };
+        let (settings, _) = step_settings(&gpus, &[0], &Choice::Decision(planned), Some(&m));
+        assert_eq!(settings[0].1.power_limit_mw, Some(437_500));
     }
 
     #[test]

@@ -120,8 +120,9 @@ pub(crate) fn job_prolog(spank: *mut c_void, args: &ClockArgs) {
     };
     let dir = job_clock::records_dir(&args.ledger_dir);
     let value = std::env::var(job_clock::PROLOG_ENV).ok();
+    let limit = std::env::var(job_clock::PROLOG_POWER_ENV).ok();
     let at_allocation = slurm_bindings::node_api::node_api().ok().and_then(|api| api.prolog_flags_alloc());
-    match keep_decision(&dir, job_id, value.as_deref(), at_allocation) {
+    match keep_decision(&dir, job_id, value.as_deref(), limit.as_deref(), at_allocation) {
         Ok(()) => {}
         Err(Refused::NotFromSlurmctld(why)) => {
             // Once per node (a marker in the root-only records directory), not per job.
@@ -154,21 +155,30 @@ fn mark_once(dir: &Path, name: &str) -> bool {
     std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(dir.join(name)).is_ok()
 }
 
-/// Keeps `value` (the prolog's [`job_clock::PROLOG_ENV`]) as job `job_id`'s decision clock, or
-/// removes the job's record. The value is taken only when the prolog runs at allocation
+/// Keeps `value` (the prolog's [`job_clock::PROLOG_ENV`]) as job `job_id`'s decision clock, with
+/// `limit` ([`job_clock::PROLOG_POWER_ENV`], the ladder step's power limit) if sched/energy sent
+/// one, or removes the job's record. A limit that is not one refuses the whole decision. The value is taken only when the prolog runs at allocation
 /// (`prolog_at_allocation`: slurm.conf's `PrologFlags` has `Alloc`, which `Contain` sets):
 /// then slurmctld sent the prolog with the job's SPANK environment, where sched/energy replaced
 /// any value of the user's. Without it slurmd runs the prolog at the first step it launches on
 /// the node, with the SPANK environment of that launch request, which `srun` fills from the
 /// user's own `SLURM_SPANK_*` variables (22.05 `slurmd/req.c`, `_rpc_launch_tasks`): the value
 /// may be the user's, and is refused. An unknown configuration (`None`) is refused too.
-fn keep_decision(dir: &Path, job_id: u32, value: Option<&str>, prolog_at_allocation: Option<bool>) -> Result<(), Refused> {
+fn keep_decision(dir: &Path, job_id: u32, value: Option<&str>, limit: Option<&str>, prolog_at_allocation: Option<bool>) -> Result<(), Refused> {
+    let power_limit_mw = match limit.map(|l| (l, model::decision::parse_power_limit_mw(l))) {
+        None => Ok(None),
+        Some((_, Some(mw))) => Ok(Some(mw)),
+        Some((l, None)) => Err(Refused::Other(format!("{}={l:?} is not a power limit in mW", job_clock::PROLOG_POWER_ENV))),
+    };
     let kept = match value.map(|v| (v, job_clock::parse_clock_mhz(v))) {
         Some(_) if prolog_at_allocation != Some(true) => Err(Refused::NotFromSlurmctld(format!(
             "{} not taken: without PrologFlags=Alloc (or Contain) in slurm.conf the prolog runs with the environment of the first step's launch, which the user sets",
             job_clock::PROLOG_ENV
         ))),
-        Some((_, Some(mhz))) => job_clock::write(dir, job_id, mhz).map_err(|e| Refused::Other(format!("cannot keep sched/energy's clock {mhz} MHz in {}: {e}", dir.display()))),
+        Some((_, Some(mhz))) => power_limit_mw.and_then(|power_limit_mw| {
+            job_clock::write(dir, job_id, job_clock::JobDecision { clock_mhz: mhz, power_limit_mw })
+                .map_err(|e| Refused::Other(format!("cannot keep sched/energy's clock {mhz} MHz in {}: {e}", dir.display())))
+        }),
         Some((v, None)) => Err(Refused::Other(format!("{}={v:?} is not a clock in MHz", job_clock::PROLOG_ENV))),
         // Not started by sched/energy (or without a clock): the job's hints decide. A record
         // left by an earlier run of a requeued job must not.
@@ -263,9 +273,9 @@ pub(crate) fn step_start(spank: *mut c_void, args: &ClockArgs) {
     };
     // sched/energy's decision (kept on this node by the job prolog), unless the user set the
     // clock.
-    let decision_mhz = if args.sched_decision && env.explicit_gpu_freq().is_none() {
+    let decision = if args.sched_decision && env.explicit_gpu_freq().is_none() {
         match job_clock::read(&job_clock::records_dir(&args.ledger_dir), job_id) {
-            Ok(mhz) => mhz,
+            Ok(decision) => decision,
             Err(e) => {
                 log_once(None, "job record", &format!("{label}: sched/energy's clock for the job: {e}; the job's hints decide"));
                 None
@@ -277,11 +287,11 @@ pub(crate) fn step_start(spank: *mut c_void, args: &ClockArgs) {
     // energy.toml's hint defaults decide the choice only when the job gave no explicit clock;
     // the model (a fit over the measured data) is loaded only when the hints need it.
     let (choice, choice_problem) = {
-        let quick = clocks::choose(&env, decision_mhz, &model::config::HintDefaults::default());
+        let quick = clocks::choose(&env, decision, &model::config::HintDefaults::default());
         match quick.0 {
             Choice::Hints(_) => match PolicyModel::load(args) {
                 Ok(model) => {
-                    let (choice, problem) = clocks::choose(&env, decision_mhz, &model.planner.hints);
+                    let (choice, problem) = clocks::choose(&env, decision, &model.planner.hints);
                     request(&arbiter, &gpu, &key, &label, &gpus, &choice, Some(&model));
                     (choice, problem)
                 }
@@ -419,14 +429,14 @@ mod tests {
     fn a_decision_clock_is_kept_only_from_a_prolog_at_allocation() {
         let dir = tmp_dir("prolog").join("jobs");
         // PrologFlags=Alloc/Contain: slurmctld's value is kept.
-        keep_decision(&dir, 7, Some("1057"), Some(true)).unwrap();
-        assert_eq!(job_clock::read(&dir, 7).unwrap(), Some(1057));
+        keep_decision(&dir, 7, Some("1057"), None, Some(true)).unwrap();
+        assert_eq!(job_clock::read(&dir, 7).unwrap(), Some(job_clock::JobDecision { clock_mhz: 1057, power_limit_mw: None }));
         // Without Alloc, the value (perhaps the user's, through srun) is refused, and an old
         // record of the job removed.
-        let e = keep_decision(&dir, 7, Some("600"), Some(false)).unwrap_err();
+        let e = keep_decision(&dir, 7, Some("600"), None, Some(false)).unwrap_err();
         assert!(matches!(&e, Refused::NotFromSlurmctld(why) if why.contains("PrologFlags=Alloc")), "{e:?}");
         assert_eq!(job_clock::read(&dir, 7).unwrap(), None);
-        assert!(matches!(keep_decision(&dir, 8, Some("600"), None), Err(Refused::NotFromSlurmctld(_))), "unknown configuration");
+        assert!(matches!(keep_decision(&dir, 8, Some("600"), None, None), Err(Refused::NotFromSlurmctld(_))), "unknown configuration");
         assert_eq!(job_clock::read(&dir, 8).unwrap(), None);
         // Logged once per node (also before the records directory exists), and again after
         // Alloc came back and went.
@@ -435,10 +445,24 @@ mod tests {
         assert!(!mark_once(&fresh, NOT_FROM_SLURMCTLD_MARK));
         assert!(mark_once(&dir, NOT_FROM_SLURMCTLD_MARK));
         assert!(!mark_once(&dir, NOT_FROM_SLURMCTLD_MARK));
-        keep_decision(&dir, 9, None, Some(true)).unwrap();
+        keep_decision(&dir, 9, None, None, Some(true)).unwrap();
         assert!(mark_once(&dir, NOT_FROM_SLURMCTLD_MARK));
         // No value: nothing to refuse, whatever the flags.
-        keep_decision(&dir, 9, None, Some(false)).unwrap();
+        keep_decision(&dir, 9, None, None, Some(false)).unwrap();
+    }
+
+    #[test]
+    fn the_planners_power_limit_is_kept_with_its_clock() {
+        let dir = tmp_dir("prolog-limit").join("jobs");
+        keep_decision(&dir, 7, Some("1057"), Some("437500"), Some(true)).unwrap();
+        assert_eq!(job_clock::read(&dir, 7).unwrap(), Some(job_clock::JobDecision { clock_mhz: 1057, power_limit_mw: Some(437_500) }));
+        // A limit that is not one refuses the decision (the hints decide), and drops the old one.
+        let e = keep_decision(&dir, 7, Some("1057"), Some("437.5W"), Some(true)).unwrap_err();
+        assert!(matches!(&e, Refused::Other(why) if why.contains("not a power limit")), "{e:?}");
+        assert_eq!(job_clock::read(&dir, 7).unwrap(), None);
+        // A limit without Alloc is refused with the clock.
+        assert!(matches!(keep_decision(&dir, 8, Some("1057"), Some("437500"), Some(false)), Err(Refused::NotFromSlurmctld(_))));
+        assert_eq!(job_clock::read(&dir, 8).unwrap(), None);
     }
 
     #[test]

@@ -1,0 +1,127 @@
+//! The power limit sched/energy chose reaches a GPU controlled by its power limit, live.
+//!
+//! An H100 (fake NVML: locked clocks `NO_PERMISSION`, application clocks `NOT_SUPPORTED`) is
+//! controlled by its power limit. sched/energy picks a step of the measured ladder for an
+//! `--energy-policy=efficiency` job: a clock and the limit that step was measured at. Both
+//! travel with the job (`SLURM_ENERGY_CLOCK_MHZ`, `SLURM_ENERGY_POWER_LIMIT_MW` in the job's
+//! SPANK environment, kept by spank_energy's job prolog under `PrologFlags=Contain`), and the
+//! GPU must get exactly the limit of the decision record, not the clock's linear mapping
+//! (`700 W x clock / 1980 MHz`) that the node used when only the clock travelled. After the
+//! job the GPU is back at its default limit. A limit and a clock the user put into the
+//! environment at submission are not taken.
+//!
+//! Skipped (printed) when not root, when Slurm or the measured data is missing; fails under
+//! `CI=true` instead.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{admin_comment, data_dir, mknod_gpu, plugin_dir};
+use slurm_testcluster::{ClusterConfig, LocalCluster, require_built, skip_live_test};
+
+/// The H100's default power limit in the fake (mW) and its default graphics clock (MHz).
+const H100_DEFAULT_LIMIT_MW: u32 = 700_000;
+const H100_DEFAULT_CLOCK_MHZ: u32 = 1980;
+
+fn power_limit_mw(fake: &fake_nvml::FakeNvml) -> u32 {
+    fake.state().expect("fake state").gpus[0].power_limit_mw
+}
+
+fn wait_limit(fake: &fake_nvml::FakeNvml, cluster: &LocalCluster, what: &str, done: impl Fn(u32) -> bool) -> u32 {
+    let start = Instant::now();
+    loop {
+        let now = power_limit_mw(fake);
+        if done(now) {
+            println!("  {what}: {now} mW after {:.1} s", start.elapsed().as_secs_f64());
+            return now;
+        }
+        assert!(start.elapsed() < Duration::from_secs(90), "{what}: the H100's limit is {now} mW\n{}", cluster.slurmd_log("n1"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
+#[test]
+fn the_planners_power_limit_reaches_an_h100() {
+    const NAME: &str = "the_planners_power_limit_reaches_an_h100";
+    if skip_live_test(NAME) {
+        return;
+    }
+    let Some(data) = data_dir() else {
+        return slurm_testcluster::skip_for(NAME, "measured data not found (set SLURM_ENERGY_DATA)");
+    };
+    let spank = require_built("libspank_energy.so");
+    let plugins = plugin_dir();
+    for lib in ["gpu_nvml", "acct_gather_energy_nvml"] {
+        std::fs::copy(require_built(&format!("lib{lib}.so")), plugins.path().join(format!("{lib}.so"))).expect("copy a GPU plugin");
+    }
+    let work = tempfile::Builder::new().prefix("decision-power-limit-").tempdir().expect("temp dir");
+    let nvml_dir = work.path().join("nvml");
+    fake_nvml::install_library(&require_built(fake_nvml::BUILT_LIBRARY_NAME), &nvml_dir).expect("install the fake NVML");
+    std::fs::write(nvml_dir.join("fake-nvml.conf"), "gpu_count = 1\nmodel = H100\nlocked_clocks.0 = no_permission\ncpu_count = 2\nnuma_nodes = 1\n").expect("fake conf");
+    let fake = fake_nvml::FakeNvml::for_library_dir(&nvml_dir).expect("fake NVML state");
+    assert_eq!(power_limit_mw(&fake), H100_DEFAULT_LIMIT_MW, "the fake H100's default limit");
+    let dev = work.path().join("dev");
+    mknod_gpu(&dev);
+    let gpu_type = gpu_control::gres_type::slurm_type_name(&fake.config.gpus[0].name);
+    let toml = format!(
+        "[sched]\ninterval_s = 1\ndebug = true\ndata_dir = \"{}\"\n\n[gpu_types.\"{gpu_type}\"]\nmodel = \"h100\"\ndefault_clock_mhz = {H100_DEFAULT_CLOCK_MHZ}\nmin_clock_mhz = 210\nmax_clock_mhz = {H100_DEFAULT_CLOCK_MHZ}\nidle_power_w = 70\nmax_power_w = 700\n",
+        data.display()
+    );
+    let cluster = LocalCluster::start(ClusterConfig {
+        nodes: 1,
+        gpus_per_node: 1,
+        gpu_autodetect: Some("nvml".into()),
+        gpu_type: Some(gpu_type.clone()),
+        plugin_dir: Some(plugins.path().to_path_buf()),
+        sched_type: "sched/energy".into(),
+        scheduler_parameters: Some("sched_interval=-1,defer".into()),
+        extra_files: vec![("energy.toml".into(), toml), ("plugstack.conf".into(), format!("required {}\n", spank.display()))],
+        extra_slurm_conf: vec!["PrologFlags=Contain".into()],
+        daemon_env: vec![
+            ("LD_LIBRARY_PATH".into(), nvml_dir.display().to_string()),
+            ("SLURM_ENERGY_NVIDIA_DEV_DIR".into(), dev.display().to_string()),
+            ("SLURM_ENERGY_CLOCK_LEDGER".into(), work.path().join("ledger").display().to_string()),
+        ],
+        with_accounting: false,
+        ..ClusterConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+    let t0 = Instant::now();
+
+    // The user's own values of both entries (sbatch passes SLURM_SPANK_* on in the job's SPANK
+    // environment) are replaced by sched/energy's.
+    let out = cluster
+        .command("sbatch")
+        .env("SLURM_SPANK_SLURM_ENERGY_POWER_LIMIT_MW", "250000")
+        .env("SLURM_SPANK_SLURM_ENERGY_CLOCK_MHZ", "600")
+        .args(["-G", "1", "-t", "5", "--energy-policy=efficiency", "--energy-max-slowdown=2.0", "--parsable", "--wrap", "sleep 15"])
+        .output()
+        .expect("run sbatch");
+    assert!(out.status.success(), "sbatch: {}", String::from_utf8_lossy(&out.stderr));
+    let job: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().expect("job id");
+    let applied = wait_limit(&fake, &cluster, "the job's limit on the H100", |mw| mw != H100_DEFAULT_LIMIT_MW);
+    let record = admin_comment(&cluster, job);
+    println!("  decision record: {record}");
+    let clock_mhz = model::decision::recorded_clock_mhz(&record).unwrap_or_else(|| panic!("no clock in the record: {record}"));
+    let planned_w: f64 = model::decision::recorded_field(&record, "limit")
+        .and_then(|v| v.strip_suffix('W'))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no power limit in the decision record: {record}"));
+    let planned_mw = (planned_w * 1000.0).round() as u32;
+    let linear_mw = (u64::from(H100_DEFAULT_LIMIT_MW) * u64::from(clock_mhz) / u64::from(H100_DEFAULT_CLOCK_MHZ)) as u32;
+    println!("  planned {planned_mw} mW at {clock_mhz} MHz; the clock's linear limit would be {linear_mw} mW; applied {applied} mW");
+    assert!(clock_mhz < H100_DEFAULT_CLOCK_MHZ, "efficiency at a 2.0 bound lowers the H100: {record}");
+    // The test can tell the two apart only if they differ.
+    assert!(planned_mw.abs_diff(linear_mw) > 10_000, "the ladder's limit {planned_mw} mW is within 10 W of the linear {linear_mw} mW");
+    assert_eq!(applied, planned_mw, "the H100 got {applied} mW, the planner chose {planned_mw} mW (linear mapping: {linear_mw} mW)");
+
+    let state = cluster.wait_job_done(job, Duration::from_secs(120)).expect("job done");
+    assert_eq!(state, "COMPLETED");
+    wait_limit(&fake, &cluster, "job over: the default limit back", |mw| mw == H100_DEFAULT_LIMIT_MW);
+    let log = cluster.slurmd_log("n1");
+    assert!(log.contains("power limit"), "{log}");
+    println!("{NAME}: {:.1} s", t0.elapsed().as_secs_f64());
+    cluster.stop().expect("stop");
+}
