@@ -152,7 +152,7 @@ fn a_prolog_completion_lost_with_slurmctld_does_not_hold_the_job() {
     let mut failures = Vec::new();
     for kill_at in [KillAt::PrologRunning, KillAt::PrologAnswered] {
         let seen = round(&mut cluster, marks.path(), kill_at);
-        println!("{sched} (fix {}): {kill_at:?}: {seen:?}", if fix { "on" } else { "off" });
+        println!("{sched} ({}): {kill_at:?}: {seen:?}", if !under_energy { "stock" } else if fix { "fix on" } else { "fix off" });
         let ok = seen.prolog_wait_after_restart_s.is_some() && seen.signal_delivered && seen.final_state == "COMPLETED" && seen.ended_after_restart_s < SETTLED.as_secs_f64() + SCRIPT_S as f64;
         if !ok {
             failures.push(format!("{kill_at:?}: {seen:?}"));
