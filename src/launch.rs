@@ -61,7 +61,9 @@ impl SlurmctldLock {
 /// From slurmctld's start until its first node registration, each such job whose first node has
 /// not registered yet gets `time_last_active = 0`; that node's registration sets
 /// it to the registration time for every job it reports. A watched job still at 0 once its first
-/// node has registered is missing there, and is ended as slurmctld ends missing batch jobs.
+/// node has registered is missing there, and is ended as slurmctld ends missing batch jobs,
+/// unless it still waits for its prolog (`PrologFlags=Alloc`): a prolog that still runs leaves
+/// slurmd nothing to report, so such a job is looked at until the wait ends.
 /// Jobs are picked for watching until the first node registers, at most this long after the
 /// plugin started.
 const ARMING_LIMIT_S: i64 = 30;
@@ -80,6 +82,9 @@ pub struct RecoveryWatch {
     /// Batch jobs picked with the watched ones that were also waiting for their prolog
     /// (`PrologFlags=Alloc`): judged by `model::lost_prolog` until settled.
     prolog_waits: Vec<u32>,
+    /// Watched jobs whose first node registered without them while they waited for their
+    /// prolog (which may still have been running): never ended as missing.
+    held_for_prolog: Vec<u32>,
 }
 
 /// A job the watch ended.
@@ -93,7 +98,7 @@ pub struct MissingJob {
 
 impl RecoveryWatch {
     pub fn new(started_s: i64) -> RecoveryWatch {
-        RecoveryWatch { started_s, armed: false, watched: Vec::new(), prolog_waits: Vec::new() }
+        RecoveryWatch { started_s, armed: false, watched: Vec::new(), prolog_waits: Vec::new(), held_for_prolog: Vec::new() }
     }
 
     /// Jobs still watched (their first node has not registered yet).
@@ -171,6 +176,26 @@ impl SlurmctldLock {
             }
             if rec.time_last_active != 0 {
                 // Reported by its node: alive.
+                continue;
+            }
+            // SAFETY: reads the job's state reason and prolog bitmap under the job lock.
+            if unsafe { sys::energy_job_waits_for_prolog(rec) } {
+                // Its prolog may still run: slurmd has no step of the job to report before the
+                // prolog ends (Slurm's own check of missing batch jobs skips nothing here, but
+                // waits BatchStartTimeout). Looked at again until the wait ends.
+                if !watch.held_for_prolog.contains(&id) {
+                    watch.held_for_prolog.push(id);
+                }
+                still.push(id);
+                continue;
+            }
+            if watch.held_for_prolog.contains(&id) {
+                // The wait ended while watched: slurmd sent the prolog's completion, so its
+                // prolog ran and it launches the script. Alive, as far as this watch can tell;
+                // Slurm's own check of missing batch jobs (BatchStartTimeout) takes over, from
+                // the time slurmctld would have set.
+                rec.time_last_active = now_s();
+                watch.held_for_prolog.retain(|&j| j != id);
                 continue;
             }
             // SAFETY: batch host string owned by the record.
