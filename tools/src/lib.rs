@@ -8,6 +8,7 @@ pub mod package_cli;
 pub mod package_deb;
 pub mod package_lintian;
 pub mod package_man;
+pub mod package_rpm;
 pub mod plots;
 pub mod replay;
 pub mod report;

@@ -487,3 +487,50 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// `hypot` and `hypotf` for the plotting code (plotters' `f32::hypot`), defined in the binary so
+/// that it does not bind glibc 2.35's new versions (`hypot@GLIBC_2.35`, `hypotf@GLIBC_2.35`) and
+/// loads on RHEL 9 (glibc 2.34; see `tools::package_rpm`). `hypotf` squares in f64, where no f32
+/// overflows or loses a digit, and rounds once; `hypot` scales by the larger magnitude first.
+#[unsafe(no_mangle)]
+pub extern "C" fn hypotf(x: f32, y: f32) -> f32 {
+    let (x, y) = (f64::from(x), f64::from(y));
+    if x.is_infinite() || y.is_infinite() {
+        return f32::INFINITY;
+    }
+    (x * x + y * y).sqrt() as f32
+}
+
+/// See [`hypotf`].
+#[unsafe(no_mangle)]
+pub extern "C" fn hypot(x: f64, y: f64) -> f64 {
+    let (x, y) = (x.abs(), y.abs());
+    if x.is_infinite() || y.is_infinite() {
+        return f64::INFINITY;
+    }
+    if x.is_nan() || y.is_nan() {
+        return f64::NAN;
+    }
+    let (big, small) = if x >= y { (x, y) } else { (y, x) };
+    if big == 0.0 {
+        return 0.0;
+    }
+    let r = small / big;
+    big * (1.0 + r * r).sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn hypot_and_hypotf_agree_with_the_definition() {
+        // Where x*x + y*y would overflow or underflow, the values are written out.
+        for (x, y, want) in [(3.0, 4.0, 5.0), (0.0, 0.0, 0.0), (-5.0, 12.0, 13.0), (1e300, 1e300, 1.4142135623730951e300), (1e-300, 3e-300, 3.1622776601683795e-300), (0.1, 0.2, 0.223606797749979)] {
+            let got = super::hypot(x, y);
+            assert!((got - want).abs() <= want * 4.0 * f64::EPSILON, "hypot({x:e}, {y:e}) = {got:e}, want {want:e}");
+        }
+        assert_eq!(super::hypotf(3.0, 4.0), 5.0);
+        assert_eq!(super::hypotf(f32::MAX, f32::MAX), f32::INFINITY, "rounds to f32 once");
+        assert_eq!(super::hypot(f64::NEG_INFINITY, f64::NAN), f64::INFINITY, "C: an infinity wins over a NaN");
+        assert!(super::hypot(1.0, f64::NAN).is_nan());
+    }
+}

@@ -85,11 +85,32 @@ impl SlurmRelease {
     }
 }
 
+/// Which kind of package `slurm-energy package` makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PackageFormat {
+    /// A `.deb` for Debian's Slurm packages ([`crate::package_deb`]).
+    #[default]
+    Deb,
+    /// An RPM for SchedMD's Slurm RPMs on RHEL-family systems ([`crate::package_rpm`]).
+    Rpm,
+}
+
+impl PackageFormat {
+    pub fn parse(name: &str) -> Result<PackageFormat, String> {
+        match name {
+            "deb" => Ok(PackageFormat::Deb),
+            "rpm" => Ok(PackageFormat::Rpm),
+            other => Err(format!("--format {other:?}: expected deb or rpm")),
+        }
+    }
+}
+
 /// What `slurm-energy package` was asked for.
 #[derive(Clone, Debug)]
 pub struct PackageOptions {
     pub project_dir: PathBuf,
     pub release: SlurmRelease,
+    pub format: PackageFormat,
     /// Where the `.deb` goes (default `<project>/target/packages`).
     pub out_dir: PathBuf,
     /// The configured Slurm tree; default: the one `tools/slurm-env.sh` (22.05) or
@@ -108,6 +129,7 @@ impl PackageOptions {
             out_dir: project_dir.join("target").join("packages"),
             project_dir: project_dir.to_path_buf(),
             release,
+            format: PackageFormat::Deb,
             slurm_src: None,
             target_dir: None,
             maintainer: None,
@@ -320,17 +342,39 @@ fn cli_help_texts(cli: &Path) -> Result<Vec<(String, String)>, String> {
     Ok(texts)
 }
 
-/// Builds the package; returns the `.deb`'s path.
+/// Builds the package; returns the `.deb`'s (or `.rpm`'s) path.
 pub fn package(opts: &PackageOptions) -> Result<PathBuf, String> {
-    for tool in ["dpkg-deb", "dpkg-shlibdeps", "dpkg-buildflags", "strip", "md5sum", "gzip"] {
+    let tools: &[&str] = match opts.format {
+        PackageFormat::Deb => &["dpkg-deb", "dpkg-shlibdeps", "dpkg-buildflags", "strip", "md5sum", "gzip"],
+        PackageFormat::Rpm => &["rpmbuild", "dpkg-buildflags", "strip", "gzip", "objdump"],
+    };
+    for tool in tools {
         if which(tool).is_none() {
-            return Err(format!("{tool} is not installed (apt-get install dpkg-dev binutils)"));
+            return Err(format!("{tool} is not installed (apt-get install dpkg-dev binutils rpm)"));
         }
     }
     let src = slurm_tree(opts)?;
     let source_note = source_note(&src, &opts.release);
     let built = build(opts, &src)?;
     let packaging = opts.project_dir.join("packaging");
+    if opts.format == PackageFormat::Rpm {
+        let (version, rpm_release) = crate::package_rpm::split_version(&package_deb::package_version(&packaging)?);
+        let inputs = crate::package_rpm::RpmInputs {
+            release: opts.release,
+            version,
+            rpm_release,
+            arch: crate::package_rpm::host_arch()?,
+            packager: match &opts.maintainer {
+                Some(m) => m.clone(),
+                None => package_deb::read_packaging_file(&packaging, "debian/maintainer")?.trim().to_string(),
+            },
+            packaging,
+            energy_toml: opts.project_dir.join("etc").join("energy.toml"),
+            source_note: rpm_source_note(&src, &opts.release),
+            built,
+        };
+        return crate::package_rpm::assemble(&inputs, &opts.out_dir);
+    }
     let inputs = DebInputs {
         release: opts.release,
         version: package_deb::package_version(&packaging)?,
@@ -359,6 +403,17 @@ pub fn source_note(src: &Path, release: &SlurmRelease) -> String {
             "Built against the upstream Slurm {} source without Debian's patches (the archive served no Debian diff of slurm-wlm {}).",
             release.upstream, release.debian_version
         )
+    }
+}
+
+/// What the RPM's plugins were built against: the same tree as the `.deb`'s, which for the
+/// release of SchedMD's RPMs is upstream's code of that release (with Debian's patches where
+/// the tree has them, which the RPM says).
+pub fn rpm_source_note(src: &Path, release: &SlurmRelease) -> String {
+    if src.join("debian").join("patches").join("series").is_file() {
+        format!("Built on Debian against Slurm {}'s source as Debian's slurm-wlm {} patches it; the plugin interface is upstream's.", release.upstream, release.debian_version)
+    } else {
+        format!("Built against the upstream Slurm {} source.", release.upstream)
     }
 }
 

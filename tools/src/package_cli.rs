@@ -4,15 +4,20 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::package::{PackageOptions, SlurmRelease, package};
-use crate::package_lintian;
+use crate::package::{PackageFormat, PackageOptions, SlurmRelease, package};
+use crate::{package_lintian, package_rpm};
 
 #[derive(Args, Debug)]
 pub struct PackageArgs {
     /// Slurm release: 22.05, 24.11 or 26.05.
     #[arg(long)]
     pub slurm: String,
-    /// Directory for the .deb (default: target/packages in the project).
+    /// deb: for Debian's Slurm packages (plugins in /usr/lib/<triplet>/slurm-wlm); rpm: for
+    /// SchedMD's Slurm RPMs on RHEL-family systems (plugins in /usr/lib64/slurm, requires their
+    /// `slurm` package of exactly that release; built with rpmbuild from Debian's rpm package).
+    #[arg(long, default_value = "deb")]
+    pub format: String,
+    /// Directory for the package (default: target/packages in the project).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// The release's configured Slurm source tree (default: prepared by tools/slurm-env.sh for
@@ -29,6 +34,11 @@ pub struct PackageArgs {
     /// Run lintian on the package and print its findings (fails on errors).
     #[arg(long)]
     pub lintian: bool,
+    /// Run rpmlint on the RPM (with packaging/rpm/slurm-energy-plugins.rpmlintrc, every filter
+    /// there with its reason) and print its findings (fails on errors); also print the newest
+    /// GLIBC symbol version each ELF file needs against RHEL 9's 2.34 and RHEL 8's 2.28.
+    #[arg(long)]
+    pub rpmlint: bool,
     /// The project's source tree (default: found from the program's location or the current
     /// directory, as for `demo`).
     #[arg(long)]
@@ -39,6 +49,7 @@ pub fn run(a: PackageArgs) -> Result<(), String> {
     let release = SlurmRelease::find(&a.slurm)?;
     let project = a.project_dir.unwrap_or_else(crate::demo::default_project_dir);
     let mut opts = PackageOptions::new(&project, release);
+    opts.format = PackageFormat::parse(&a.format)?;
     if let Some(out) = a.out {
         opts.out_dir = out;
     }
@@ -47,6 +58,16 @@ pub fn run(a: PackageArgs) -> Result<(), String> {
     opts.maintainer = a.maintainer;
     let deb = package(&opts)?;
     println!("{}", deb.display());
+    if a.rpmlint {
+        let report = package_rpm::rpmlint(&deb, &project.join("packaging/rpm/slurm-energy-plugins.rpmlintrc"))?;
+        print!("{}", report.output);
+        for (file, newest) in package_rpm::glibc_report(&deb)? {
+            println!("{file}: needs GLIBC_{}.{} (RHEL 9 has 2.34, RHEL 8 2.28)", newest.0, newest.1);
+        }
+        if report.errors > 0 {
+            return Err(format!("rpmlint reports {} error(s) on {}", report.errors, deb.display()));
+        }
+    }
     if a.lintian {
         let findings = package_lintian::run(&deb)?;
         print!("{}", package_lintian::format(&findings));

@@ -102,11 +102,11 @@ pub fn host_multiarch() -> Result<String, String> {
     query("dpkg-architecture", &["-qDEB_HOST_MULTIARCH"])
 }
 
-fn mkdir(p: &Path) -> Result<(), String> {
+pub(crate) fn mkdir(p: &Path) -> Result<(), String> {
     fs::create_dir_all(p).map_err(|e| format!("create {}: {e}", p.display()))
 }
 
-fn write(p: &Path, text: &[u8], mode: u32) -> Result<(), String> {
+pub(crate) fn write(p: &Path, text: &[u8], mode: u32) -> Result<(), String> {
     if let Some(parent) = p.parent() {
         mkdir(parent)?;
     }
@@ -116,7 +116,7 @@ fn write(p: &Path, text: &[u8], mode: u32) -> Result<(), String> {
 
 /// Copies `src` to `dst` with `mode` and strips it as dh_strip does (`.so`: unneeded symbols
 /// only, so that Slurm still finds the plugin's entry points).
-fn install_elf(src: &Path, dst: &Path, mode: u32, shared: bool) -> Result<(), String> {
+pub(crate) fn install_elf(src: &Path, dst: &Path, mode: u32, shared: bool) -> Result<(), String> {
     if let Some(parent) = dst.parent() {
         mkdir(parent)?;
     }
@@ -135,7 +135,7 @@ fn install_elf(src: &Path, dst: &Path, mode: u32, shared: bool) -> Result<(), St
 }
 
 /// `gzip -9n` of `text` into `dst` (no name or time stamp: the same input gives the same file).
-fn write_gz(dst: &Path, text: &str) -> Result<(), String> {
+pub(crate) fn write_gz(dst: &Path, text: &str) -> Result<(), String> {
     if let Some(parent) = dst.parent() {
         mkdir(parent)?;
     }
@@ -158,7 +158,7 @@ fn write_gz(dst: &Path, text: &str) -> Result<(), String> {
 }
 
 /// Every regular file under `root` (relative paths, sorted), skipping `DEBIAN/`.
-fn files_under(root: &Path) -> Result<Vec<PathBuf>, String> {
+pub(crate) fn files_under(root: &Path) -> Result<Vec<PathBuf>, String> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
         let entries = fs::read_dir(dir).map_err(|e| format!("read {}: {e}", dir.display()))?;
         for entry in entries {
@@ -335,7 +335,7 @@ pub fn wrap(text: &str, width: usize, indent: &str) -> String {
     lines.iter().enumerate().map(|(n, l)| if n == 0 { l.clone() } else { format!("{indent}{l}") }).collect::<Vec<_>>().join("\n")
 }
 
-fn set_dir_modes(dir: &Path) -> Result<(), String> {
+pub(crate) fn set_dir_modes(dir: &Path) -> Result<(), String> {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).map_err(|e| format!("chmod {}: {e}", dir.display()))?;
     for entry in fs::read_dir(dir).map_err(|e| format!("read {}: {e}", dir.display()))? {
         let entry = entry.map_err(|e| format!("read {}: {e}", dir.display()))?;
