@@ -97,6 +97,16 @@ pub struct RssSample {
     pub rss_kib: u64,
 }
 
+/// The nodes srun names in a job's output as ones it could not launch a step on
+/// (`srun: error: Task launch for StepId=5173.0 failed on node n3: Connection reset by peer`).
+pub fn launch_failed_on_nodes(output: &str) -> Vec<String> {
+    output
+        .lines()
+        .filter_map(|l| l.split_once("Task launch for StepId=")?.1.split_once(" failed on node ")?.1.split(':').next().map(|n| n.trim().to_string()))
+        .filter(|n| !n.is_empty())
+        .collect()
+}
+
 /// What the soak found.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct SoakReport {
@@ -126,6 +136,10 @@ pub struct SoakReport {
     /// launch the dying slurmctld never sent: the job is recovered as running, its node reports
     /// it missing, and Slurm ends it). Listed, not counted as problems.
     pub lost_to_crash: Vec<String>,
+    /// Jobs one of whose steps `srun` launched onto a node while the soak restarted that node's
+    /// slurmd (`Task launch for StepId=... failed on node n3`), which fails the step under any
+    /// scheduler: the job script then exits with srun's error. Listed, not counted as problems.
+    pub lost_to_slurmd_restart: Vec<String>,
     /// Array tasks that ran once, as the array's own job record (the last task), starting
     /// around a slurmctld SIGKILL, and that slurmdbd still names by the array's range
     /// (`219_[0-7]`): the message telling it the task id was lost with the dying slurmctld's
@@ -193,6 +207,14 @@ impl SoakReport {
                 "{} job(s) started around a slurmctld SIGKILL ended early: {}",
                 self.lost_to_crash.len(),
                 self.lost_to_crash.join(" ")
+            );
+        }
+        if !self.lost_to_slurmd_restart.is_empty() {
+            let _ = writeln!(
+                s,
+                "{} job(s) whose srun step was launched onto a node while its slurmd restarted failed: {}",
+                self.lost_to_slurmd_restart.len(),
+                self.lost_to_slurmd_restart.join(" ")
             );
         }
         if !self.unnamed_after_crash.is_empty() {
@@ -351,6 +373,8 @@ struct Soak<'a> {
     generation: u32,
     /// Unix times at which slurmctld was killed with SIGKILL.
     crashes_unix_s: Vec<f64>,
+    /// Each slurmd restart: the node, and when it began and ended (Unix s).
+    slurmd_restarts: Vec<(String, f64, f64)>,
     /// Job ids sbatch handed out a second time (the first submission was lost by a crash).
     reissued: BTreeSet<String>,
     /// When sbatch answered each submission (Unix s), by expected job id.
@@ -515,7 +539,9 @@ impl Soak<'_> {
             Fault::SlurmdRestart => {
                 let nodes = self.nodes();
                 let node = nodes[self.rng.below(nodes.len())].clone();
+                let from = unix_now_s();
                 self.demo.cluster.restart_slurmd(&node).map_err(|e| format!("restart slurmd {node}: {e}"))?;
+                self.slurmd_restarts.push((node.clone(), from, unix_now_s()));
                 self.event(fault, format!("slurmd {node} restarted (SIGTERM)"));
             }
         }
@@ -649,6 +675,7 @@ pub fn run_soak(opts: &SoakOptions) -> Result<SoakReport, String> {
         nvml_rules_until: None,
         generation: 0,
         crashes_unix_s: Vec::new(),
+        slurmd_restarts: Vec::new(),
         reissued: BTreeSet::new(),
         submitted_unix_s: BTreeMap::new(),
         energy_toml,
@@ -844,6 +871,8 @@ impl Soak<'_> {
                             self.report.problems.push(format!("job {id}: {state} in sacct after the soak"));
                         } else if state != "COMPLETED" && (self.in_crash_window(id) || starts.get(id).is_some_and(|&t| self.near_crash(t))) {
                             self.report.lost_to_crash.push(id.clone());
+                        } else if state == "FAILED" && self.step_launch_hit_slurmd_restart(id) {
+                            self.report.lost_to_slurmd_restart.push(id.clone());
                         } else if state != "COMPLETED" && !self.report.killed_jobs.iter().any(|k| id == k || self.array_task_of(id, k)) {
                             self.report.problems.push(format!("job {id}: {state}, and no fault of the soak explains it"));
                         }
@@ -906,6 +935,19 @@ impl Soak<'_> {
     fn array_task_of(&self, id: &str, killed_job_id: &str) -> bool {
         let marks = self.dir.path().join("marks").join(id);
         std::fs::read_to_string(marks).is_ok_and(|t| t.lines().any(|l| l.split_whitespace().next() == Some(killed_job_id)))
+    }
+
+    /// Did one of the job's `srun` steps fail to launch on a node while the soak restarted that
+    /// node's slurmd? From the job's output (srun's `Task launch for StepId=<id>.<step> failed on
+    /// node <node>`), written (its mtime) within 60 s after a restart of that node began.
+    fn step_launch_hit_slurmd_restart(&self, id: &str) -> bool {
+        let path = self.dir.path().join("out").join(format!("{id}.out"));
+        let Ok(text) = std::fs::read_to_string(&path) else { return false };
+        let Some(written) = std::fs::metadata(&path).and_then(|m| m.modified()).ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()) else { return false };
+        let written = written.as_secs_f64();
+        launch_failed_on_nodes(&text)
+            .iter()
+            .any(|node| self.slurmd_restarts.iter().any(|(n, from, to)| n == node && written >= *from && written <= to.max(*from) + 60.0))
     }
 
     /// When a job's script first started (Unix s), from its marker.
@@ -1055,6 +1097,16 @@ fn array_record_stands_for(name: &str, expected: &BTreeSet<String>, rows: &BTree
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_nodes_srun_could_not_launch_on_are_read_from_the_output() {
+        let out = "srun: error: slurm_receive_msgs: [(null)] failed: Connection reset by peer\n\
+                   srun: error: Task launch for StepId=5173.0 failed on node n3: Connection reset by peer\n\
+                   srun: error: Application launch failed: Connection reset by peer\n";
+        assert_eq!(launch_failed_on_nodes(out), vec!["n3".to_string()]);
+        assert!(launch_failed_on_nodes("job 12 n1 1700000000\n").is_empty());
+        assert!(launch_failed_on_nodes("Task launch for StepId=1.0 failed on node : x").is_empty());
+    }
 
     #[test]
     fn a_lost_arrays_task_row_stands_for_the_plain_job_that_got_its_id_after_a_crash() {
