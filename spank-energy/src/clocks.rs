@@ -375,10 +375,8 @@ impl Choice {
     pub fn describe(&self) -> String {
         match self {
             Choice::Explicit(_, spec) => format!("--gpu-freq={spec}"),
-            Choice::Decision(JobDecision { clock_mhz, power_limit_mw: None }) => format!("sched/energy decision {clock_mhz} MHz"),
-            Choice::Decision(JobDecision { clock_mhz, power_limit_mw: Some(mw) }) => {
-                format!("sched/energy decision {clock_mhz} MHz, power limit {} W", f64::from(*mw) / 1000.0)
-            }
+            // The limit, where the decision has one, is logged where a GPU applies it.
+            Choice::Decision(JobDecision { clock_mhz, .. }) => format!("sched/energy decision {clock_mhz} MHz"),
             Choice::Hints(h) => format!("policy {} (max slowdown {:.2})", h.policy.as_str(), h.max_slowdown),
         }
     }
