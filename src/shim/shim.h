@@ -71,9 +71,10 @@
 #endif
 
 /*
- * The bundle builds against exactly three releases: 22.05, 24.11 and 26.05 (build.rs refuses
+ * The bundle builds against the release series 22.05, 24.11, 25.11 and 26.05 (build.rs refuses
  * others). Where an interface differs, the newer form is chosen with
- * `SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)` here and `cfg(slurm_ge_24_11)` in Rust.
+ * `SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)` here and `cfg(slurm_ge_24_11)` in Rust
+ * (likewise 25, 11 / slurm_ge_25_11 and 26, 5 / slurm_ge_26_05).
  */
 
 /* slurm_conf.select_type_param flags: the macros CR_* until 24.11, slurm.h's SELECT_* from 25.11
