@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 include!("src/slurm_cfg.rs");
 
 /// The releases (major, minor) the bundle is written and tested for. The shim and the Rust code
-/// choose between their interfaces with `slurm_ge_24_11`/`slurm_ge_26_05`; a release in between
-/// would get one of those forms untested, so the build refuses it.
-const SUPPORTED: &[(u32, u32)] = &[(22, 5), (24, 11), (26, 5)];
+/// choose between their interfaces with `slurm_ge_24_11`/`slurm_ge_25_11`/`slurm_ge_26_05`; a
+/// release in between would get one of those forms untested, so the build refuses it.
+const SUPPORTED: &[(u32, u32)] = &[(22, 5), (24, 11), (25, 11), (26, 5)];
 
 fn main() {
     println!("cargo:rerun-if-env-changed=SLURM_SRC_DIR");

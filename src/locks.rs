@@ -57,6 +57,12 @@ impl LockLevels {
             node: self.node.raw(),
             part: self.part.raw(),
             fed: self.fed.raw(),
+            // 26.05 adds a sixth lock for the select plugin's node statistics
+            // (node_select_stats_array, read by `scontrol show node` packing and backfill's
+            // own accounting). Nothing here reads them, and slurmctld's main scheduler
+            // (`_schedule()` in job_scheduler.c) calls select_nodes() without it: not taken.
+            #[cfg(slurm_ge_26_05)]
+            select_node: sys::NO_LOCK,
         }
     }
 }

@@ -87,17 +87,13 @@ fn cstring(s: &str) -> CString {
 
 impl NodeApi {
     pub fn daemon(&self) -> Daemon {
-        // SAFETY: argument-less libslurmfull predicates.
-        unsafe {
-            if ncall!(self, running_in_slurmstepd()) {
-                Daemon::Slurmstepd
-            } else if ncall!(self, running_in_slurmd()) {
-                Daemon::Slurmd
-            } else if ncall!(self, running_in_slurmctld()) {
-                Daemon::Slurmctld
-            } else {
-                Daemon::Other
-            }
+        // SAFETY: `raw` is the resolved table (every member set); the shim calls only its
+        // argument-less daemon predicates (run_in_daemon() from 25.11 on).
+        match unsafe { sys::energy_node_daemon(&self.raw) } {
+            sys::ENERGY_DAEMON_SLURMSTEPD => Daemon::Slurmstepd,
+            sys::ENERGY_DAEMON_SLURMD => Daemon::Slurmd,
+            sys::ENERGY_DAEMON_SLURMCTLD => Daemon::Slurmctld,
+            _ => Daemon::Other,
         }
     }
 

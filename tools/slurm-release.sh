@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
 # Build and install one Slurm release other than the distribution's own from Debian's source
-# package, into a prefix of its own under the cache, for building the bundle against it and for
-# the live tests. Run `tools/slurm-release.sh --help` for details.
+# package (or, where the archive serves none, from SchedMD's release tarball in
+# ../shared/slurm-src, checked against its SHA256SUMS), into a prefix of its own under the
+# cache, for building the bundle against it and for the live tests. Run
+# `tools/slurm-release.sh --help` for details.
 set -euo pipefail
 
 prog=${0##*/}
@@ -13,9 +15,11 @@ usage() {
 Usage: $prog [--help] RELEASE
 
 RELEASE is an upstream Slurm release that Debian carries as source package slurm-wlm in a
-suite newer than this machine's (24.11.5: trixie; 26.05.5: forky, sid), or the release this
-machine's own slurmctld package is (22.05.8 on Debian 12), for which tools/slurm-env.sh does
-the work and the install is the system's (prefix /usr).
+suite newer than this machine's (24.11.5: trixie; 26.05.5: forky, sid), or one whose SchedMD
+release tarball slurm-RELEASE.tar.xz is listed in \$SLURM_ENERGY_SLURM_SOURCES/SHA256SUMS
+(25.11.7, 26.05.3), or the release this machine's own slurmctld package is (22.05.8 on
+Debian 12), for which tools/slurm-env.sh does the work and the install is the system's
+(prefix /usr).
 
 Must run as root on Debian. For a newer release:
 
@@ -31,8 +35,16 @@ Must run as root on Debian. For a newer release:
      update' then reads only these entries.
   3. Fetches slurm-wlm of that upstream release ('apt-get source', Debian's patches applied) into
        \$SLURM_ENERGY_CACHE/slurm-RELEASE/src
+     If the archive serves only the upstream tarball of it, that alone (without Debian's
+     patches). If the archive serves no source of it at all, SchedMD's release tarball
+       \$SLURM_ENERGY_SLURM_SOURCES/slurm-RELEASE.tar.xz
+     after checking it against the SHA256SUMS file there (a mismatch or a missing entry stops
+     the script). A tree without Debian's patches is configured with CPPFLAGS=-DHAVE_NVML (what
+     Debian's force-nvml patch does). Which source was used is logged on every run and recorded
+     in the marker file.
   4. Configures it with this machine's compilers and libraries, without the optional parts the
-     bundle does not use (see OPTIONAL below), builds it (nice, make -j\$(nproc)) and installs
+     bundle does not use (see OPTIONAL below; from 26.05 on without the --without-lz4 option,
+     which 26.05.3's configure fails on), builds it (nice, make -j\$(nproc)) and installs
      it into
        \$SLURM_ENERGY_CACHE/slurm-RELEASE/prefix
      (daemons, clients, libslurm, plugins incl. accounting_storage/mysql and auth/munge; no
@@ -53,6 +65,9 @@ bundle and its tests use is built.
 Environment:
   SLURM_ENERGY_CACHE   cache directory (default /var/cache/slurm-energy)
   SLURM_ENERGY_SUITES  suites to derive deb-src entries for (default: $SUITES_DEFAULT)
+  SLURM_ENERGY_SLURM_SOURCES
+                       directory of SchedMD release tarballs and their SHA256SUMS (default:
+                       ../shared/slurm-src beside the project)
 EOF
 }
 
@@ -82,6 +97,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/apt-src.sh"
 CACHE=${SLURM_ENERGY_CACHE:-/var/cache/slurm-energy}
 [[ $CACHE == /* ]] || die "SLURM_ENERGY_CACHE must be an absolute path (got '$CACHE')"
+UPSTREAM_DIR=${SLURM_ENERGY_SLURM_SOURCES:-$here/../../shared/slurm-src}
+[[ -d $UPSTREAM_DIR ]] && UPSTREAM_DIR=$(cd "$UPSTREAM_DIR" && pwd)
 read -r -a SUITES <<<"${SLURM_ENERGY_SUITES:-$SUITES_DEFAULT}"
 
 # --- the distribution's own release: tools/slurm-env.sh ------------------------------------------
@@ -153,23 +170,55 @@ CONFIGURE_OPTS=(
     --without-s2n
     CFLAGS=-O2
 )
+# Per-release differences. 26.05 (26.05.3 checked): configure stops with "conditional BUILD_LZ4
+# was never defined" when given --without-lz4, so that option is left out there.
+IFS=. read -r rel_major rel_minor _ <<<"$release"
+if ((10#$rel_major * 100 + 10#$rel_minor >= 2605)); then
+    opts=()
+    for o in "${CONFIGURE_OPTS[@]}"; do [[ $o == --without-lz4 ]] || opts+=("$o"); done
+    CONFIGURE_OPTS=("${opts[@]}")
+fi
 # Added for a tree without Debian's patches (see step 3).
 ORIG_OPTS=(CPPFLAGS=-DHAVE_NVML)
 
-marker_content() { # debian source version, tree kind (an "orig" tree adds ORIG_OPTS)
-    local opts=("${CONFIGURE_OPTS[@]}")
-    [[ $2 == orig ]] && opts+=("${ORIG_OPTS[@]}")
-    printf 'slurm-wlm %s\ntree %s\nconfigure %s\n' "$1" "$2" "${opts[*]}"
+# The source a tree comes from: "debian" (apt-get source), "orig" (the archive's upstream tarball
+# alone) or "upstream" (SchedMD's tarball from $UPSTREAM_DIR). The version is Debian's
+# (1.2.3-1) for the first two, "RELEASE sha256:HASH" of the tarball for the third.
+marker_content() { # version, tree kind (a tree without Debian's patches adds ORIG_OPTS)
+    local opts=("${CONFIGURE_OPTS[@]}") what=slurm-wlm
+    [[ $2 == orig || $2 == upstream ]] && opts+=("${ORIG_OPTS[@]}")
+    [[ $2 == upstream ]] && what=slurm
+    printf '%s %s\ntree %s\nconfigure %s\n' "$what" "$1" "$2" "${opts[*]}"
+}
+
+# Says which source the tree came from (stderr: stdout is the two variables only).
+log_source() { # version, tree kind
+    case $2 in
+        debian) log "source: Debian's source package slurm-wlm $1 (Debian's patches applied)" ;;
+        orig) log "source: the upstream tarball of Debian's slurm-wlm $1 (the archive serves no Debian diff for it: without Debian's patches)" ;;
+        upstream) log "source: SchedMD's release tarball $UPSTREAM_DIR/slurm-$release.tar.xz (${1#* }, checked against SHA256SUMS; the archive serves no source of $release: without Debian's patches)" ;;
+    esac
+}
+
+# The SHA256SUMS entry of SchedMD's tarball of this release, or nothing.
+upstream_sum() {
+    [[ -f $UPSTREAM_DIR/SHA256SUMS && -f $UPSTREAM_DIR/slurm-$release.tar.xz ]] || return 0
+    awk -v f="slurm-$release.tar.xz" '($2 == f || $2 == "*" f) && $1 ~ /^[0-9a-f]{64}$/ { print $1; exit }' "$UPSTREAM_DIR/SHA256SUMS"
 }
 
 installed_ok() {
     [[ -f $MARKER && -x $PREFIX/sbin/slurmctld && -x $PREFIX/sbin/slurmd && -x $PREFIX/sbin/slurmdbd \
         && -x $PREFIX/bin/sbatch && -s $TREE/config.h && -s $TREE/slurm/slurm_version.h ]] || return 1
     local version kind
-    version=$(sed -n 's/^slurm-wlm //p' "$MARKER")
+    version=$(sed -n -e 's/^slurm-wlm //p' -e 's/^slurm //p' "$MARKER" | head -n 1)
     kind=$(sed -n 's/^tree //p' "$MARKER")
     [[ -n $version && $(cat "$MARKER") == "$(marker_content "$version" "$kind")" ]] || return 1
-    [[ -f $PREFIX/lib/slurm/accounting_storage_mysql.so && -f $PREFIX/lib/slurm/auth_munge.so ]]
+    # SchedMD's tarball: still the one SHA256SUMS names (a new tarball rebuilds).
+    if [[ $kind == upstream ]] && [[ -n $(upstream_sum) ]]; then
+        [[ $version == "$release sha256:$(upstream_sum)" ]] || return 1
+    fi
+    [[ -f $PREFIX/lib/slurm/accounting_storage_mysql.so && -f $PREFIX/lib/slurm/auth_munge.so ]] || return 1
+    log_source "$version" "$kind"
 }
 
 report() {
@@ -255,8 +304,13 @@ if [[ -z $version ]] || ((changed)); then
     apt-get update -q "${update_opts[@]}" >&2 || log "warning: apt-get update reported errors"
     version=$(debian_version)
 fi
-[[ -n $version ]] || die "no suite of ${SUITES[*]} offers source package slurm-wlm $release"
-log "slurm-wlm $version"
+if [[ -n $version ]]; then
+    log "slurm-wlm $version"
+elif [[ -n $(upstream_sum) ]]; then
+    log "no suite of ${SUITES[*]} offers source package slurm-wlm $release: using SchedMD's tarball in $UPSTREAM_DIR"
+else
+    die "no suite of ${SUITES[*]} offers source package slurm-wlm $release, and $UPSTREAM_DIR has no slurm-$release.tar.xz listed in its SHA256SUMS"
+fi
 
 # --- 3. source tree -------------------------------------------------------------------------------
 
@@ -268,7 +322,28 @@ tree_kind() {
         echo debian
     elif [[ -f $TREE/.slurm-energy-orig ]] && [[ $(cat "$TREE/.slurm-energy-orig") == "$version" ]]; then
         echo orig
+    elif [[ -f $TREE/.slurm-energy-upstream ]] && [[ -z $version ]] && [[ $(cat "$TREE/.slurm-energy-upstream") == "$release sha256:$(upstream_sum)" ]]; then
+        echo upstream
     fi
+}
+
+# SchedMD's tarball: copied, checked against SHA256SUMS (the copy, so that what is checked is
+# what is unpacked), unpacked; prints the top directory. $1: the work directory.
+fetch_upstream() {
+    local work=$1 sum file=slurm-$release.tar.xz tops
+    sum=$(upstream_sum)
+    [[ -n $sum ]] || die "$UPSTREAM_DIR/SHA256SUMS lists no checksum of $file"
+    cp "$UPSTREAM_DIR/$file" "$work/$file"
+    (cd "$work" && printf '%s  %s\n' "$sum" "$file" | sha256sum -c --status) ||
+        die "$UPSTREAM_DIR/$file does not match its SHA256SUMS entry ($sum): not used"
+    log "$UPSTREAM_DIR/$file: sha256 $sum matches SHA256SUMS"
+    mkdir "$work/x"
+    tar -xf "$work/$file" -C "$work/x"
+    mapfile -t tops < <(find "$work/x" -mindepth 1 -maxdepth 1)
+    [[ ${#tops[@]} -eq 1 && -d ${tops[0]} ]] || die "$file does not hold exactly one top directory"
+    [[ -x ${tops[0]}/configure ]] || die "$file has no configure script"
+    printf '%s\n' "$release sha256:$sum" >"${tops[0]}/.slurm-energy-upstream"
+    echo "${tops[0]}"
 }
 
 mkdir -p "$BASE"
@@ -277,39 +352,55 @@ if [[ ! -s $TREE/configure || -z $(tree_kind) ]] ||
     rm -rf "$TREE" "$PREFIX"
     work=$(mktemp -d "$BASE/.fetch.XXXXXX")
     trap 'rm -rf "$work"' EXIT
-    log "apt-get source slurm-wlm=$version into $TREE"
-    # As root apt warns that its sandbox user cannot write here; the download is verified
-    # against the signed Sources index either way.
-    if (cd "$work" && apt-get source -q -o APT::Sandbox::User=root --only-source "slurm-wlm=$version" >"$work/apt.log" 2>&1); then
-        extracted=$work/slurm-wlm-$release
-        [[ -d $extracted ]] || die "apt-get source did not produce $extracted"
-        touch "$extracted/.slurm-energy-debian"
-    else
-        sed 's/^/  /' "$work/apt.log" | grep -E '^  (Err|E):' >&2 || true
-        log "warning: the archive does not serve all of slurm-wlm $version; trying the upstream tarball alone (without Debian's patches)"
-        rm -rf "${work:?}"/*
-        (cd "$work" && apt-get source -q --download-only --tar-only -o APT::Sandbox::User=root \
-            --only-source "slurm-wlm=$version" >"$work/apt.log" 2>&1) || {
+    # As root apt warns that its sandbox user cannot write here; a download is verified against
+    # the signed Sources index either way.
+    extracted=
+    if [[ -n $version ]]; then
+        log "apt-get source slurm-wlm=$version into $TREE"
+        if (cd "$work" && apt-get source -q -o APT::Sandbox::User=root --only-source "slurm-wlm=$version" >"$work/apt.log" 2>&1); then
+            extracted=$work/slurm-wlm-$release
+            [[ -d $extracted ]] || die "apt-get source did not produce $extracted"
+            touch "$extracted/.slurm-energy-debian"
+        else
             sed 's/^/  /' "$work/apt.log" | grep -E '^  (Err|E):' >&2 || true
-            rm -rf "$work"
-            trap - EXIT
-            rmdir "$BASE" 2>/dev/null || true
-            die "the archive serves no source of slurm-wlm $version (not even slurm-wlm_$release.orig.tar.*)"
-        }
-        orig=$(compgen -G "$work/slurm-wlm_$release.orig.tar.*" | head -n 1)
-        [[ -n $orig ]] || die "apt-get source --tar-only produced no slurm-wlm_$release.orig.tar.*"
-        mkdir "$work/x"
-        tar -xf "$orig" -C "$work/x"
-        mapfile -t tops < <(find "$work/x" -mindepth 1 -maxdepth 1)
-        [[ ${#tops[@]} -eq 1 && -d ${tops[0]} ]] || die "$orig does not hold exactly one top directory"
-        extracted=${tops[0]}
-        printf '%s\n' "$version" >"$extracted/.slurm-energy-orig"
+            log "warning: the archive does not serve all of slurm-wlm $version; trying the upstream tarball alone (without Debian's patches)"
+            rm -rf "${work:?}"/*
+            if (cd "$work" && apt-get source -q --download-only --tar-only -o APT::Sandbox::User=root \
+                --only-source "slurm-wlm=$version" >"$work/apt.log" 2>&1); then
+                orig=$(compgen -G "$work/slurm-wlm_$release.orig.tar.*" | head -n 1)
+                [[ -n $orig ]] || die "apt-get source --tar-only produced no slurm-wlm_$release.orig.tar.*"
+                mkdir "$work/x"
+                tar -xf "$orig" -C "$work/x"
+                mapfile -t tops < <(find "$work/x" -mindepth 1 -maxdepth 1)
+                [[ ${#tops[@]} -eq 1 && -d ${tops[0]} ]] || die "$orig does not hold exactly one top directory"
+                extracted=${tops[0]}
+                printf '%s\n' "$version" >"$extracted/.slurm-energy-orig"
+            else
+                sed 's/^/  /' "$work/apt.log" | grep -E '^  (Err|E):' >&2 || true
+                if [[ -z $(upstream_sum) ]]; then
+                    rm -rf "$work"
+                    trap - EXIT
+                    rmdir "$BASE" 2>/dev/null || true
+                    die "the archive serves no source of slurm-wlm $version (not even slurm-wlm_$release.orig.tar.*), and $UPSTREAM_DIR has no slurm-$release.tar.xz listed in its SHA256SUMS"
+                fi
+                log "the archive serves no source of slurm-wlm $version (not even slurm-wlm_$release.orig.tar.*): using SchedMD's tarball in $UPSTREAM_DIR"
+                rm -rf "${work:?}"/*
+                version=
+            fi
+        fi
+    fi
+    if [[ -z $version ]]; then
+        log "SchedMD's slurm-$release.tar.xz into $TREE"
+        extracted=$(fetch_upstream "$work")
     fi
     mv "$extracted" "$TREE"
     rm -rf "$work"
     trap - EXIT
 fi
 kind=$(tree_kind)
+[[ -n $kind ]] || die "$TREE is not a tree this script fetched; remove it and rerun"
+[[ $kind == upstream ]] && version="$release sha256:$(upstream_sum)"
+log_source "$version" "$kind"
 if [[ $kind == debian && -f $TREE/debian/patches/series ]] && grep -q '^[^#[:space:]]' "$TREE/debian/patches/series"; then
     [[ -s $TREE/.pc/applied-patches ]] || die "$TREE has no applied Debian patches; remove it and rerun"
 fi
@@ -319,8 +410,9 @@ fi
 # from defining HAVE_NVML for the build; --without-nvml still keeps Slurm's own gpu/nvml plugin
 # (which would need NVIDIA's headers) out, and the bundle's gpu_nvml.so takes its place.
 extra_opts=()
-if [[ $kind == orig ]]; then
-    nvml_users=$(grep -rl --include='*.c' --include='*.h' 'HAVE_NVML' "$TREE/src" | sed "s|^$TREE/||" | sort | tr '\n' ' ')
+if [[ $kind == orig || $kind == upstream ]]; then
+    # The macro itself (-w: 26.05's gpu/nvml plugin reads HAVE_NVML_MEMORY_CLOCK, another one).
+    nvml_users=$(grep -rlw --include='*.c' --include='*.h' 'HAVE_NVML' "$TREE/src" | sed "s|^$TREE/||" | sort | tr '\n' ' ')
     [[ $nvml_users == "src/interfaces/gpu.c " || $nvml_users == "src/common/gpu.c " ]] ||
         die "HAVE_NVML is read in more than gpu.c in $release ($nvml_users): check what defining it changes"
     extra_opts=("${ORIG_OPTS[@]}")

@@ -53,6 +53,26 @@ const char *energy_node_api_resolve(energy_node_api_t *api)
 	return NULL;
 }
 
+energy_daemon_t energy_node_daemon(const energy_node_api_t *api)
+{
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+	if (api->run_in_daemon(IS_SLURMSTEPD))
+		return ENERGY_DAEMON_SLURMSTEPD;
+	if (api->run_in_daemon(IS_SLURMD))
+		return ENERGY_DAEMON_SLURMD;
+	if (api->run_in_daemon(IS_SLURMCTLD))
+		return ENERGY_DAEMON_SLURMCTLD;
+#else
+	if (api->running_in_slurmstepd())
+		return ENERGY_DAEMON_SLURMSTEPD;
+	if (api->running_in_slurmd())
+		return ENERGY_DAEMON_SLURMD;
+	if (api->running_in_slurmctld())
+		return ENERGY_DAEMON_SLURMCTLD;
+#endif
+	return ENERGY_DAEMON_OTHER;
+}
+
 uint32_t energy_gres_conf_env_nvml(void)
 {
 	return GRES_CONF_ENV_NVML;
@@ -350,7 +370,7 @@ bool energy_job_layout_by_slurm(const job_record_t *job)
 	/* Whole sockets per job (CR_Socket), and a job's own core layout (--threads-per-core,
 	 * --hint=nomultithread, --ntasks-per-core, --sockets/--cores-per-socket): how many CPUs
 	 * that makes on each node is cons_tres's count. */
-	if (resolved.slurm_conf->select_type_param & CR_SOCKET)
+	if (resolved.slurm_conf->select_type_param & ENERGY_CR_SOCKET)
 		return true;
 	if (job->details->mc_ptr) {
 		const multi_core_data_t *mc = job->details->mc_ptr;
@@ -492,12 +512,12 @@ uint64_t energy_debug_flag_backfill(void)
 
 uint16_t energy_cr_memory_flag(void)
 {
-	return CR_MEMORY;
+	return ENERGY_CR_MEMORY;
 }
 
 uint16_t energy_cr_core_flag(void)
 {
-	return CR_CORE;
+	return ENERGY_CR_CORE;
 }
 
 /* ---- Where a pending job may run (see shim.h). Uses the resolved table only. ---- */
@@ -850,7 +870,7 @@ void energy_route_test(void *item, time_t now, energy_route_t *out)
 	}
 	/* Least-loaded-node selection (LLN=YES, CR_LLN) is the opposite of the planner's packing:
 	 * Slurm places the partition's jobs. */
-	if ((part->flags & PART_FLAG_LLN) || (resolved.slurm_conf->select_type_param & CR_LLN))
+	if ((part->flags & PART_FLAG_LLN) || (resolved.slurm_conf->select_type_param & ENERGY_CR_LLN))
 		out->filter_inexact = true;
 	/* Features, node sizes and memory, as Slurm's own filter judges them. */
 	job->details->features_use = job->details->features;

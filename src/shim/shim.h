@@ -71,10 +71,25 @@
 #endif
 
 /*
- * The bundle builds against exactly three releases: 22.05, 24.11 and 26.05 (build.rs refuses
+ * The bundle builds against the release series 22.05, 24.11, 25.11 and 26.05 (build.rs refuses
  * others). Where an interface differs, the newer form is chosen with
- * `SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)` here and `cfg(slurm_ge_24_11)` in Rust.
+ * `SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)` here and `cfg(slurm_ge_24_11)` in Rust
+ * (likewise 25, 11 / slurm_ge_25_11 and 26, 5 / slurm_ge_26_05).
  */
+
+/* slurm_conf.select_type_param flags: the macros CR_* until 24.11, slurm.h's SELECT_* from 25.11
+ * on (same bits). */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+#define ENERGY_CR_CORE SELECT_CORE
+#define ENERGY_CR_SOCKET SELECT_SOCKET
+#define ENERGY_CR_MEMORY SELECT_MEMORY
+#define ENERGY_CR_LLN SELECT_LLN
+#else
+#define ENERGY_CR_CORE CR_CORE
+#define ENERGY_CR_SOCKET CR_SOCKET
+#define ENERGY_CR_MEMORY CR_MEMORY
+#define ENERGY_CR_LLN CR_LLN
+#endif
 
 /* Slurm's list handles: `List`/`ListIterator` (pointer typedefs) until 23.02, `list_t *` /
  * `list_itr_t *` after; the same types under one name in every release. */
@@ -149,7 +164,6 @@ typedef __typeof__(*((job_record_t *) 0)->details) energy_job_details_t;
 	X(acct_policy_get_prio_thresh)       \
 	X(find_part_record)                  \
 	X(find_resv_name)                    \
-	X(select_g_select_jobinfo_get)       \
 	X(acct_policy_alter_job)             \
 	X(acct_policy_job_runnable_post_select) \
 	X(assoc_mgr_lock)                    \
@@ -181,9 +195,11 @@ typedef __typeof__(*((job_record_t *) 0)->details) energy_job_details_t;
 	X(jobacct_storage_g_job_start)       \
 	X(reservation_delete_resv_exc_parts)
 #else
+/* select_g_select_jobinfo_get(): gone in 25.11; only 22.05 needs it (SELECT_JOBDATA_CLEANING). */
 #define ENERGY_SLURM_FUNCTIONS_RELEASE(X)    \
 	X(acct_policy_job_runnable_state)    \
-	X(jobacct_storage_job_start_direct)
+	X(jobacct_storage_job_start_direct)  \
+	X(select_g_select_jobinfo_get)
 #endif
 
 /*
@@ -209,12 +225,22 @@ typedef __typeof__(*((job_record_t *) 0)->details) energy_job_details_t;
 	X(bit_size)                          \
 	X(bit_set_count)                     \
 	X(slurm_bit_free)                    \
-	X(running_in_slurmctld)              \
-	X(running_in_slurmd)                 \
-	X(running_in_slurmstepd)              \
+	ENERGY_RUNNING_IN(X)                 \
 	X(list_destroy)                      \
 	X(slurm_conf)                        \
 	ENERGY_NODE_FUNCTIONS_RELEASE(X)
+
+/* Which daemon we run in: the functions running_in_slurmctld()/_slurmd()/_slurmstepd() until
+ * 24.11; from 25.11 on those are macros over run_in_daemon(IS_* flags). energy_node_daemon()
+ * answers in every release. */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+#define ENERGY_RUNNING_IN(X) X(run_in_daemon)
+#else
+#define ENERGY_RUNNING_IN(X)                 \
+	X(running_in_slurmctld)              \
+	X(running_in_slurmd)                 \
+	X(running_in_slurmstepd)
+#endif
 
 /* 24.11: gpu_get_tres_pos() tells where gres/gpumem and gres/gpuutil sit in a step's TRES usage
  * record, for gpu_p_usage_read(). */
@@ -232,6 +258,15 @@ typedef struct energy_node_api {
 
 /* Like energy_slurm_api_resolve(), for the node-side table. Also enables energy_log(). */
 extern const char *energy_node_api_resolve(energy_node_api_t *api);
+
+/* The daemon that loaded us, through the resolved table. */
+typedef enum energy_daemon {
+	ENERGY_DAEMON_OTHER = 0,
+	ENERGY_DAEMON_SLURMSTEPD = 1,
+	ENERGY_DAEMON_SLURMD = 2,
+	ENERGY_DAEMON_SLURMCTLD = 3,
+} energy_daemon_t;
+extern energy_daemon_t energy_node_daemon(const energy_node_api_t *api);
 
 /* True once either table is resolved (energy_log() then writes to the daemon's log). */
 extern bool energy_log_ready(void);

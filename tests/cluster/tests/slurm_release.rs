@@ -23,6 +23,8 @@ fn release_script_takes_one_release_and_names_no_host() {
     let help = Command::new("bash").arg(script()).arg("--help").output().expect("bash");
     assert!(help.status.success());
     assert!(String::from_utf8_lossy(&help.stdout).contains("deb-src"));
+    // Where the archive serves no source: SchedMD's tarball, checked against SHA256SUMS.
+    assert!(String::from_utf8_lossy(&help.stdout).contains("SHA256SUMS"), "--help names the checksum file");
     // Entries are derived from the machine's own sources: the project names no repository.
     for name in ["slurm-release.sh", "slurm-env.sh", "apt-src.sh"] {
         let path = script().with_file_name(name);
@@ -82,4 +84,31 @@ fn release_builds_are_cached_and_pinned() {
     let policy = Command::new("apt-cache").args(["policy", "slurmctld"]).output().expect("apt-cache");
     let candidate = String::from_utf8_lossy(&policy.stdout).lines().find_map(|l| l.trim().strip_prefix("Candidate: ").map(str::to_string));
     assert_eq!(candidate.as_deref(), Some(String::from_utf8_lossy(&own.stdout).trim()), "apt would install slurmctld from another suite");
+}
+
+/// SchedMD's tarball is used only when it matches its SHA256SUMS entry: a tampered one stops the
+/// script before anything is unpacked or built (a release no archive serves, in a cache of its own).
+#[test]
+#[cfg_attr(live_skip, ignore = "needs root and a Slurm install (see tests/cluster/live_cfg.rs)")]
+fn a_tarball_that_does_not_match_its_checksum_is_refused() {
+    if slurm_testcluster::skip_live_test("a_tarball_that_does_not_match_its_checksum_is_refused") {
+        return;
+    }
+    let sources = tempfile::tempdir().expect("tempdir");
+    let cache = tempfile::tempdir().expect("tempdir");
+    std::fs::write(sources.path().join("slurm-99.1.1.tar.xz"), b"not the release").expect("write");
+    let other = "0".repeat(64);
+    std::fs::write(sources.path().join("SHA256SUMS"), format!("{other}  slurm-99.1.1.tar.xz\n")).expect("write");
+    let out = Command::new("bash")
+        .arg(script())
+        .arg("99.1.1")
+        .env("SLURM_ENERGY_SLURM_SOURCES", sources.path())
+        .env("SLURM_ENERGY_CACHE", cache.path())
+        .output()
+        .expect("bash");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a tarball that does not match SHA256SUMS was used:\n{stderr}");
+    assert!(stderr.contains("does not match its SHA256SUMS entry"), "{stderr}");
+    assert!(!cache.path().join("slurm-99.1.1/src").exists(), "nothing is unpacked");
+    assert!(String::from_utf8_lossy(&out.stdout).is_empty(), "no SLURM_SRC_DIR printed");
 }
