@@ -741,13 +741,19 @@ impl Soak<'_> {
             let done = self.report.jobs_submitted.saturating_sub(in_queue);
             bar.set_position(u64::from(done));
             // Faults come by jobs done, up to the last fifth of the run, so that jobs are
-            // running when they strike and the end state is reached with the faults behind.
-            if self.opts.faults_every > 0 && done >= next_fault_at && done < total - total / 5 {
-                let kinds: &[Fault] = match (self.opts.fault_kinds.is_empty(), self.opts.site_mode) {
-                    (false, _) => &self.opts.fault_kinds,
-                    (true, true) => &SITE_FAULT_ORDER,
-                    (true, false) => &FAULT_ORDER,
-                };
+            // running when they strike and the end state is reached with the faults behind;
+            // the first round of every kind is completed past that point while jobs are still
+            // queued or running (a fault can take seconds in which many short jobs end, so on a
+            // fast machine the last fifth could come before the round's last kind).
+            let kinds: Vec<Fault> = match (self.opts.fault_kinds.is_empty(), self.opts.site_mode) {
+                (false, _) => self.opts.fault_kinds.clone(),
+                (true, true) => SITE_FAULT_ORDER.to_vec(),
+                (true, false) => FAULT_ORDER.to_vec(),
+            };
+            let last_fifth = done >= total - total / 5;
+            let due = done >= next_fault_at && !last_fifth;
+            let round_left = last_fifth && fault_index < kinds.len() && in_queue > 0;
+            if self.opts.faults_every > 0 && (due || round_left) {
                 let fault = kinds[fault_index % kinds.len()];
                 fault_index += 1;
                 next_fault_at = done + self.opts.faults_every;
