@@ -141,6 +141,11 @@ impl NodeApi {
         self.conf_text(|c| c.authinfo)
     }
 
+    /// slurm.conf `SchedulerType` (`sched/energy`, `sched/backfill`).
+    pub fn scheduler_type(&self) -> Option<String> {
+        self.conf_text(|c| c.schedtype)
+    }
+
     /// The path of the slurm.conf the daemon read.
     pub fn slurm_conf_path(&self) -> Option<String> {
         self.conf_text(|c| c.slurm_conf)

@@ -17,7 +17,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{admin_comment, data_dir, mknod_gpu, plugin_dir};
+use common::{admin_comment, data_dir, mknod_gpu, plugin_dir, users_own_spank_env};
 use slurm_testcluster::{ClusterConfig, LocalCluster, require_built, skip_live_test};
 
 /// The H100's default power limit in the fake (mW) and its default graphics clock (MHz).
@@ -41,16 +41,9 @@ fn wait_limit(fake: &fake_nvml::FakeNvml, cluster: &LocalCluster, what: &str, do
     }
 }
 
-#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
-#[test]
-fn the_planners_power_limit_reaches_an_h100() {
-    const NAME: &str = "the_planners_power_limit_reaches_an_h100";
-    if skip_live_test(NAME) {
-        return;
-    }
-    let Some(data) = data_dir() else {
-        return slurm_testcluster::skip_for(NAME, "measured data not found (set SLURM_ENERGY_DATA)");
-    };
+/// A one-node cluster with a fake H100 (autodetected through the GPU plugin), the SPANK plugin
+/// and `PrologFlags=Contain`, under `sched_type`. The work dir holds the fake NVML's state.
+fn h100_cluster(sched_type: &str, data: &std::path::Path) -> (LocalCluster, fake_nvml::FakeNvml, tempfile::TempDir, tempfile::TempDir) {
     let spank = require_built("libspank_energy.so");
     let plugins = plugin_dir();
     for lib in ["gpu_nvml", "acct_gather_energy_nvml"] {
@@ -75,7 +68,7 @@ fn the_planners_power_limit_reaches_an_h100() {
         gpu_autodetect: Some("nvml".into()),
         gpu_type: Some(gpu_type.clone()),
         plugin_dir: Some(plugins.path().to_path_buf()),
-        sched_type: "sched/energy".into(),
+        sched_type: sched_type.into(),
         scheduler_parameters: Some("sched_interval=-1,defer".into()),
         extra_files: vec![("energy.toml".into(), toml), ("plugstack.conf".into(), format!("required {}\n", spank.display()))],
         extra_slurm_conf: vec!["PrologFlags=Contain".into()],
@@ -88,14 +81,28 @@ fn the_planners_power_limit_reaches_an_h100() {
         ..ClusterConfig::default()
     })
     .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+    (cluster, fake, work, plugins)
+}
+
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
+#[test]
+fn the_planners_power_limit_reaches_an_h100() {
+    const NAME: &str = "the_planners_power_limit_reaches_an_h100";
+    if skip_live_test(NAME) {
+        return;
+    }
+    let Some(data) = data_dir() else {
+        return slurm_testcluster::skip_for(NAME, "measured data not found (set SLURM_ENERGY_DATA)");
+    };
+    let (cluster, fake, work, _plugins) = h100_cluster("sched/energy", &data);
     let t0 = Instant::now();
 
-    // The user's own values of both entries (sbatch passes SLURM_SPANK_* on in the job's SPANK
-    // environment) are replaced by sched/energy's.
+    // The user's own values of both entries (put into the job's SPANK environment by a plugin of
+    // their own in their sbatch) are replaced by sched/energy's.
+    let users_conf = users_own_spank_env(&cluster, &work.path().join("user"), &[("SLURM_ENERGY_POWER_LIMIT_MW", "250000"), ("SLURM_ENERGY_CLOCK_MHZ", "600")], &[&require_built("libspank_energy.so")]);
     let out = cluster
         .command("sbatch")
-        .env("SLURM_SPANK_SLURM_ENERGY_POWER_LIMIT_MW", "250000")
-        .env("SLURM_SPANK_SLURM_ENERGY_CLOCK_MHZ", "600")
+        .env("SLURM_CONF", &users_conf)
         .args(["-G", "1", "-t", "5", "--energy-policy=efficiency", "--energy-max-slowdown=2.0", "--parsable", "--wrap", "sleep 15"])
         .output()
         .expect("run sbatch");
@@ -122,6 +129,58 @@ fn the_planners_power_limit_reaches_an_h100() {
     wait_limit(&fake, &cluster, "job over: the default limit back", |mw| mw == H100_DEFAULT_LIMIT_MW);
     let log = cluster.slurmd_log("n1");
     assert!(log.contains("power limit"), "{log}");
+    println!("{NAME}: {:.1} s", t0.elapsed().as_secs_f64());
+    cluster.stop().expect("stop");
+}
+
+/// Under another scheduler nothing replaces the user's `SLURM_SPANK_SLURM_ENERGY_*` entries: the
+/// node must not take them for a decision (a user could otherwise set any clock or power limit
+/// on a GPU, shared ones included, that the policy would not give). The values come from a SPANK
+/// plugin of the user's own in their sbatch ([`users_own_spank_env`]).
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
+#[test]
+fn a_users_limit_is_not_taken_under_sched_backfill() {
+    const NAME: &str = "a_users_limit_is_not_taken_under_sched_backfill";
+    const USERS_LIMIT_MW: u32 = 250_000;
+    if skip_live_test(NAME) {
+        return;
+    }
+    let Some(data) = data_dir() else {
+        return slurm_testcluster::skip_for(NAME, "measured data not found (set SLURM_ENERGY_DATA)");
+    };
+    let (cluster, fake, work, _plugins) = h100_cluster("sched/backfill", &data);
+    let t0 = Instant::now();
+    let limit = USERS_LIMIT_MW.to_string();
+    let users_conf = users_own_spank_env(&cluster, &work.path().join("user"), &[("SLURM_ENERGY_POWER_LIMIT_MW", &limit), ("SLURM_ENERGY_CLOCK_MHZ", "600")], &[&require_built("libspank_energy.so")]);
+    let out = cluster
+        .command("sbatch")
+        .env("SLURM_CONF", &users_conf)
+        .args(["-G", "1", "-t", "5", "--parsable", "--wrap", "sleep 8"])
+        .output()
+        .expect("run sbatch");
+    assert!(out.status.success(), "sbatch: {}", String::from_utf8_lossy(&out.stderr));
+    let job: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().expect("job id");
+    // Watch the H100 for the whole job: the user's limit must never reach it.
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (state, seen) = std::thread::scope(|scope| {
+        let watcher = scope.spawn(|| {
+            let mut seen = std::collections::BTreeSet::new();
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                seen.insert(power_limit_mw(&fake));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            seen
+        });
+        let state = cluster.wait_job_done(job, Duration::from_secs(120));
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        (state, watcher.join().expect("watcher"))
+    });
+    let state = state.expect("job done");
+    assert!(!seen.contains(&USERS_LIMIT_MW), "the user's {USERS_LIMIT_MW} mW reached the H100 under sched/backfill ({seen:?})\n{}", cluster.slurmd_log("n1"));
+    assert_eq!(state, "COMPLETED");
+    println!("  limits seen on the H100 during the job: {seen:?} mW");
+    let log = cluster.slurmd_log("n1");
+    assert!(log.contains("SchedulerType is sched/backfill"), "the prolog says why it refused the value\n{log}");
     println!("{NAME}: {:.1} s", t0.elapsed().as_secs_f64());
     cluster.stop().expect("stop");
 }

@@ -121,12 +121,21 @@ pub(crate) fn job_prolog(spank: *mut c_void, args: &ClockArgs) {
     let dir = job_clock::records_dir(&args.ledger_dir);
     let value = std::env::var(job_clock::PROLOG_ENV).ok();
     let limit = std::env::var(job_clock::PROLOG_POWER_ENV).ok();
-    let at_allocation = slurm_bindings::node_api::node_api().ok().and_then(|api| api.prolog_flags_alloc());
-    match keep_decision(&dir, job_id, value.as_deref(), limit.as_deref(), at_allocation) {
+    let api = slurm_bindings::node_api::node_api().ok();
+    let origin = PrologOrigin {
+        at_allocation: api.and_then(|api| api.prolog_flags_alloc()),
+        scheduler_type: api.and_then(|api| api.scheduler_type()),
+    };
+    match keep_decision(&dir, job_id, value.as_deref(), limit.as_deref(), &origin) {
         Ok(()) => {}
         Err(Refused::NotFromSlurmctld(why)) => {
             // Once per node (a marker in the root-only records directory), not per job.
             if mark_once(&dir, NOT_FROM_SLURMCTLD_MARK) {
+                log_error(&format!("job {job_id} prolog: {why}; the jobs' steps on this node follow their hints (logged once)"));
+            }
+        }
+        Err(Refused::NotSchedEnergy(why)) => {
+            if mark_once(&dir, NOT_SCHED_ENERGY_MARK) {
                 log_error(&format!("job {job_id} prolog: {why}; the jobs' steps on this node follow their hints (logged once)"));
             }
         }
@@ -139,11 +148,28 @@ pub(crate) fn job_prolog(spank: *mut c_void, args: &ClockArgs) {
 enum Refused {
     /// The prolog's environment may be the user's (module docs of [`keep_decision`]).
     NotFromSlurmctld(String),
+    /// slurm.conf's scheduler is not sched/energy: nothing replaced the user's value.
+    NotSchedEnergy(String),
     Other(String),
 }
 
+/// Where the job prolog's SPANK environment came from, as slurm.conf says.
+#[derive(Debug, Clone, Default)]
+struct PrologOrigin {
+    /// `PrologFlags` has `Alloc` (`None`: configuration not loaded).
+    at_allocation: Option<bool>,
+    /// `SchedulerType` (`None`: configuration not loaded).
+    scheduler_type: Option<String>,
+}
+
+/// The scheduler whose decision the prolog's environment may carry.
+const SCHED_ENERGY: &str = "sched/energy";
+
 /// Marker file (in the records directory) of the "not from slurmctld" error, logged once.
 const NOT_FROM_SLURMCTLD_MARK: &str = ".prolog-not-at-allocation";
+
+/// Marker file of the "not sched/energy" error, logged once.
+const NOT_SCHED_ENERGY_MARK: &str = ".prolog-not-sched-energy";
 
 /// True the first time (creates `dir/name`); false once it exists. True when the directory
 /// cannot be used (better logged each time than never). Never fails the prolog.
@@ -163,8 +189,13 @@ fn mark_once(dir: &Path, name: &str) -> bool {
 /// any value of the user's. Without it slurmd runs the prolog at the first step it launches on
 /// the node, with the SPANK environment of that launch request, which `srun` fills from the
 /// user's own `SLURM_SPANK_*` variables (22.05 `slurmd/req.c`, `_rpc_launch_tasks`): the value
-/// may be the user's, and is refused. An unknown configuration (`None`) is refused too.
-fn keep_decision(dir: &Path, job_id: u32, value: Option<&str>, limit: Option<&str>, prolog_at_allocation: Option<bool>) -> Result<(), Refused> {
+/// may be the user's, and is refused. Nor is it taken under another scheduler than sched/energy
+/// (slurm.conf's `SchedulerType` as this node read it): only sched/energy replaces the user's
+/// `SLURM_SPANK_SLURM_ENERGY_*` entries before the start, so under sched/backfill the value is
+/// whatever the user exported. An unknown configuration (`None`) is refused too.
+fn keep_decision(dir: &Path, job_id: u32, value: Option<&str>, limit: Option<&str>, origin: &PrologOrigin) -> Result<(), Refused> {
+    let prolog_at_allocation = origin.at_allocation;
+    let scheduler_type = origin.scheduler_type.as_deref();
     let power_limit_mw = match limit.map(|l| (l, model::decision::parse_power_limit_mw(l))) {
         None => Ok(None),
         Some((_, Some(mw))) => Ok(Some(mw)),
@@ -174,6 +205,11 @@ fn keep_decision(dir: &Path, job_id: u32, value: Option<&str>, limit: Option<&st
         Some(_) if prolog_at_allocation != Some(true) => Err(Refused::NotFromSlurmctld(format!(
             "{} not taken: without PrologFlags=Alloc (or Contain) in slurm.conf the prolog runs with the environment of the first step's launch, which the user sets",
             job_clock::PROLOG_ENV
+        ))),
+        Some(_) if scheduler_type != Some(SCHED_ENERGY) => Err(Refused::NotSchedEnergy(format!(
+            "{} not taken: slurm.conf's SchedulerType is {}, not {SCHED_ENERGY}, so the value is the user's",
+            job_clock::PROLOG_ENV,
+            scheduler_type.unwrap_or("unknown")
         ))),
         Some((_, Some(mhz))) => power_limit_mw.and_then(|power_limit_mw| {
             job_clock::write(dir, job_id, job_clock::JobDecision { clock_mhz: mhz, power_limit_mw })
@@ -190,6 +226,9 @@ fn keep_decision(dir: &Path, job_id: u32, value: Option<&str>, limit: Option<&st
     if prolog_at_allocation == Some(true) {
         // The error is logged again should the configuration lose Alloc later.
         let _ = std::fs::remove_file(dir.join(NOT_FROM_SLURMCTLD_MARK));
+    }
+    if scheduler_type == Some(SCHED_ENERGY) {
+        let _ = std::fs::remove_file(dir.join(NOT_SCHED_ENERGY_MARK));
     }
     kept
 }
@@ -418,6 +457,11 @@ mod tests {
     use gpu_control::{AppClocksMhz, FakeGpus};
     use std::os::fd::AsRawFd;
 
+    /// A prolog of sched/energy's cluster, with or without `PrologFlags=Alloc` (`None`: unknown).
+    fn origin(at_allocation: Option<bool>) -> PrologOrigin {
+        PrologOrigin { at_allocation, scheduler_type: Some(SCHED_ENERGY.into()) }
+    }
+
     fn tmp_dir(name: &str) -> std::path::PathBuf {
         let d = std::env::temp_dir().join(format!("spank-energy-remote-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
@@ -429,14 +473,14 @@ mod tests {
     fn a_decision_clock_is_kept_only_from_a_prolog_at_allocation() {
         let dir = tmp_dir("prolog").join("jobs");
         // PrologFlags=Alloc/Contain: slurmctld's value is kept.
-        keep_decision(&dir, 7, Some("1057"), None, Some(true)).unwrap();
+        keep_decision(&dir, 7, Some("1057"), None, &origin(Some(true))).unwrap();
         assert_eq!(job_clock::read(&dir, 7).unwrap(), Some(job_clock::JobDecision { clock_mhz: 1057, power_limit_mw: None }));
         // Without Alloc, the value (perhaps the user's, through srun) is refused, and an old
         // record of the job removed.
-        let e = keep_decision(&dir, 7, Some("600"), None, Some(false)).unwrap_err();
+        let e = keep_decision(&dir, 7, Some("600"), None, &origin(Some(false))).unwrap_err();
         assert!(matches!(&e, Refused::NotFromSlurmctld(why) if why.contains("PrologFlags=Alloc")), "{e:?}");
         assert_eq!(job_clock::read(&dir, 7).unwrap(), None);
-        assert!(matches!(keep_decision(&dir, 8, Some("600"), None, None), Err(Refused::NotFromSlurmctld(_))), "unknown configuration");
+        assert!(matches!(keep_decision(&dir, 8, Some("600"), None, &origin(None)), Err(Refused::NotFromSlurmctld(_))), "unknown configuration");
         assert_eq!(job_clock::read(&dir, 8).unwrap(), None);
         // Logged once per node (also before the records directory exists), and again after
         // Alloc came back and went.
@@ -445,23 +489,42 @@ mod tests {
         assert!(!mark_once(&fresh, NOT_FROM_SLURMCTLD_MARK));
         assert!(mark_once(&dir, NOT_FROM_SLURMCTLD_MARK));
         assert!(!mark_once(&dir, NOT_FROM_SLURMCTLD_MARK));
-        keep_decision(&dir, 9, None, None, Some(true)).unwrap();
+        keep_decision(&dir, 9, None, None, &origin(Some(true))).unwrap();
         assert!(mark_once(&dir, NOT_FROM_SLURMCTLD_MARK));
         // No value: nothing to refuse, whatever the flags.
-        keep_decision(&dir, 9, None, None, Some(false)).unwrap();
+        keep_decision(&dir, 9, None, None, &origin(Some(false))).unwrap();
+    }
+
+    #[test]
+    fn a_decision_is_taken_only_under_sched_energy() {
+        // Under sched/backfill nothing replaces what the user exported as
+        // SLURM_SPANK_SLURM_ENERGY_CLOCK_MHZ / _POWER_LIMIT_MW: the prolog must not take it.
+        let dir = tmp_dir("prolog-sched").join("jobs");
+        let backfill = PrologOrigin { at_allocation: Some(true), scheduler_type: Some("sched/backfill".into()) };
+        let e = keep_decision(&dir, 7, Some("300"), Some("100000"), &backfill).unwrap_err();
+        assert!(matches!(&e, Refused::NotSchedEnergy(why) if why.contains("sched/backfill")), "{e:?}");
+        assert_eq!(job_clock::read(&dir, 7).unwrap(), None);
+        let unknown = PrologOrigin { at_allocation: Some(true), scheduler_type: None };
+        assert!(matches!(keep_decision(&dir, 7, Some("300"), None, &unknown), Err(Refused::NotSchedEnergy(_))));
+        // An old record of the job (a requeue after the scheduler changed) goes too.
+        keep_decision(&dir, 8, Some("1057"), None, &origin(Some(true))).unwrap();
+        assert!(keep_decision(&dir, 8, Some("300"), None, &backfill).is_err());
+        assert_eq!(job_clock::read(&dir, 8).unwrap(), None);
+        // No value under sched/backfill: nothing to refuse.
+        keep_decision(&dir, 9, None, None, &backfill).unwrap();
     }
 
     #[test]
     fn the_planners_power_limit_is_kept_with_its_clock() {
         let dir = tmp_dir("prolog-limit").join("jobs");
-        keep_decision(&dir, 7, Some("1057"), Some("437500"), Some(true)).unwrap();
+        keep_decision(&dir, 7, Some("1057"), Some("437500"), &origin(Some(true))).unwrap();
         assert_eq!(job_clock::read(&dir, 7).unwrap(), Some(job_clock::JobDecision { clock_mhz: 1057, power_limit_mw: Some(437_500) }));
         // A limit that is not one refuses the decision (the hints decide), and drops the old one.
-        let e = keep_decision(&dir, 7, Some("1057"), Some("437.5W"), Some(true)).unwrap_err();
+        let e = keep_decision(&dir, 7, Some("1057"), Some("437.5W"), &origin(Some(true))).unwrap_err();
         assert!(matches!(&e, Refused::Other(why) if why.contains("not a power limit")), "{e:?}");
         assert_eq!(job_clock::read(&dir, 7).unwrap(), None);
         // A limit without Alloc is refused with the clock.
-        assert!(matches!(keep_decision(&dir, 8, Some("1057"), Some("437500"), Some(false)), Err(Refused::NotFromSlurmctld(_))));
+        assert!(matches!(keep_decision(&dir, 8, Some("1057"), Some("437500"), &origin(Some(false))), Err(Refused::NotFromSlurmctld(_))));
         assert_eq!(job_clock::read(&dir, 8).unwrap(), None);
     }
 

@@ -149,3 +149,50 @@ pub fn as_nobody(cluster: &LocalCluster, prog: &str) -> std::process::Command {
     cmd.arg(own.get_program());
     cmd
 }
+
+/// A user's own SPANK plugin in their own `sbatch`: clients read the slurm.conf `SLURM_CONF`
+/// names, which the user sets, so a user can copy the cluster's slurm.conf, point its
+/// `PlugStackConfig` at a plugstack of their own and load a plugin that puts any entry into the
+/// job's SPANK environment (`spank_job_control_setenv`), as a program calling libslurm's submit
+/// API directly could. The plugin (C, built here with `cc` against Slurm's `spank.h`) sets each
+/// of `entries`; `also_load` are loaded before it (e.g. the bundle's own SPANK plugin, for its
+/// options). Returns the user's slurm.conf, for `SLURM_CONF`.
+#[allow(dead_code)]
+pub fn users_own_spank_env(cluster: &LocalCluster, dir: &Path, entries: &[(&str, &str)], also_load: &[&Path]) -> PathBuf {
+    std::fs::create_dir_all(dir).expect("user's dir");
+    let sets: String = entries
+        .iter()
+        .map(|(k, v)| format!("    spank_job_control_setenv(sp, \"{k}\", \"{v}\", 1);\n"))
+        .collect();
+    let source = format!(
+        "#include <slurm/spank.h>\nSPANK_PLUGIN(users_own, 1);\nint slurm_spank_init_post_opt(spank_t sp, int ac, char **av)\n{{\n    if (spank_remote(sp))\n        return 0;\n{sets}    return 0;\n}}\n"
+    );
+    let c = dir.join("users_own.c");
+    let so = dir.join("users_own.so");
+    std::fs::write(&c, source).expect("write the user's plugin");
+    let mut cc = std::process::Command::new("cc");
+    cc.args(["-shared", "-fPIC", "-o"]).arg(&so).arg(&c);
+    // The headers of the release the tests were built for; else the installed ones.
+    if let Some(src) = option_env!("SLURM_SRC_DIR") {
+        cc.arg(format!("-I{src}"));
+    }
+    let out = cc.output().expect("run cc");
+    assert!(out.status.success(), "cc users_own.c: {}", String::from_utf8_lossy(&out.stderr));
+    let mut plugstack: String = also_load.iter().map(|p| format!("required {}\n", p.display())).collect();
+    plugstack.push_str(&format!("required {}\n", so.display()));
+    let plugstack_path = dir.join("plugstack.conf");
+    std::fs::write(&plugstack_path, plugstack).expect("write the user's plugstack.conf");
+    let conf = std::fs::read_to_string(cluster.conf_dir().join("slurm.conf")).expect("read slurm.conf");
+    let mut own: String = conf.lines().filter(|l| !l.trim_start().starts_with("PlugStackConfig")).map(|l| format!("{l}\n")).collect();
+    own.push_str(&format!("PlugStackConfig={}\n", plugstack_path.display()));
+    let conf_path = dir.join("slurm.conf");
+    std::fs::write(&conf_path, own).expect("write the user's slurm.conf");
+    // Files next to slurm.conf that clients read (gres.conf, energy.toml, ...): the same.
+    for entry in std::fs::read_dir(cluster.conf_dir()).expect("conf dir").flatten() {
+        let name = entry.file_name();
+        if name != "slurm.conf" && name != "plugstack.conf" && entry.path().is_file() {
+            let _ = std::fs::copy(entry.path(), dir.join(&name));
+        }
+    }
+    conf_path
+}
