@@ -1059,7 +1059,18 @@ int energy_job_finish_lost_prolog(job_record_t *job)
 	if (!resolved_ok)
 		return -1;
 	/* No node name: prolog_complete() clears every node the job still waits for. */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+	/* 25.11 takes the RPC's message; no SLUID: found by job id. */
+	prolog_complete_msg_t msg = {
+		.node_name = NULL,
+		.prolog_rc = 0,
+		.step_id = { .sluid = 0, .job_id = job->job_id,
+			     .step_het_comp = NO_VAL, .step_id = NO_VAL },
+	};
+	return shim_fns.prolog_complete(&msg);
+#else
 	return shim_fns.prolog_complete(job->job_id, 0, NULL);
+#endif
 }
 
 void energy_drop_batch_step(job_record_t *job)
