@@ -340,8 +340,12 @@ fn contained_batch_job_gets_its_gpus_energy() {
 /// of the device files differs from NVML's (PCI) order.
 const PERMUTED_MINORS: [u32; GPUS as usize] = [2, 0, 3, 1];
 
+/// The fake's configuration: the permuted minor numbers, and CPUs that are the test node's four (`CPUs=4`: four one-core sockets to Slurm), all near
+/// every GPU: an affinity of some of them would cross the node's socket boundaries, which 25.11
+/// refuses for autodetected GPUs (`_check_core_range_matches_sock`: the node goes INVAL).
 fn permuted_fake_conf() -> String {
-    PERMUTED_MINORS.iter().enumerate().map(|(i, m)| format!("minor_number.{i} = {m}\n")).collect()
+    let minors: String = PERMUTED_MINORS.iter().enumerate().map(|(i, m)| format!("minor_number.{i} = {m}\n")).collect();
+    format!("cpu_count = 4\nnuma_nodes = 1\n{minors}")
 }
 
 /// A batch job whose srun step on one GPU runs 8 s: (Slurm index, step seconds, the step's
