@@ -30,6 +30,16 @@ fn emit_live_cfg() {
     println!("cargo:rerun-if-env-changed=PATH");
     println!("cargo:rerun-if-env-changed=SLURM_ENERGY_NO_LIVE");
     println!("cargo:rerun-if-env-changed=SLURM_ENERGY_SLURM_PREFIX");
+    // Built again once the install appears (or changes), so that a build made before the
+    // release was installed does not keep its tests ignored: watch slurmctld, or the nearest
+    // directory above it that exists (cargo scans a watched directory for changes; a watched
+    // path that is missing reruns the script at every build).
+    let slurmctld = match std::env::var_os("SLURM_ENERGY_SLURM_PREFIX").filter(|p| !p.is_empty()) {
+        Some(prefix) => std::path::Path::new(&prefix).join("sbin/slurmctld"),
+        None => std::path::PathBuf::from("/usr/sbin/slurmctld"),
+    };
+    let watched = slurmctld.ancestors().find(|p| p.exists() && *p != std::path::Path::new("/")).unwrap_or(&slurmctld);
+    println!("cargo:rerun-if-changed={}", watched.display());
     let left_out = std::env::var("SLURM_ENERGY_NO_LIVE").as_deref() == Ok("1");
     if std::env::var("CI").as_deref() != Ok("true") && (left_out || live_cluster_cannot_run()) {
         println!("cargo:rustc-cfg=live_skip");
