@@ -140,6 +140,12 @@ pub struct SoakReport {
     /// slurmd (`Task launch for StepId=... failed on node n3`), which fails the step under any
     /// scheduler: the job script then exits with srun's error. Listed, not counted as problems.
     pub lost_to_slurmd_restart: Vec<String>,
+    /// Jobs that slurmdbd still had running (or pending) after the soak although slurmctld no
+    /// longer had them: their end record was in the queue of a slurmctld the soak SIGKILLed
+    /// while they ran (stock Slurm keeps that queue in memory). Slurm's own repair after a
+    /// crash, `sacctmgr show runawayjobs`, listed and fixed them; each must have started before
+    /// a SIGKILL and be in a final state afterwards. Listed, not counted as problems.
+    pub runaway_after_crash: Vec<String>,
     /// Array tasks that ran once, as the array's own job record (the last task), starting
     /// around a slurmctld SIGKILL, and that slurmdbd still names by the array's range
     /// (`219_[0-7]`): the message telling it the task id was lost with the dying slurmctld's
@@ -215,6 +221,14 @@ impl SoakReport {
                 "{} job(s) whose srun step was launched onto a node while its slurmd restarted failed: {}",
                 self.lost_to_slurmd_restart.len(),
                 self.lost_to_slurmd_restart.join(" ")
+            );
+        }
+        if !self.runaway_after_crash.is_empty() {
+            let _ = writeln!(
+                s,
+                "{} job(s) left running in slurmdbd by a slurmctld SIGKILL (end record lost with its queue; fixed by `sacctmgr show runawayjobs`, as after any crash): {}",
+                self.runaway_after_crash.len(),
+                self.runaway_after_crash.join(" ")
             );
         }
         if !self.unnamed_after_crash.is_empty() {
@@ -318,6 +332,10 @@ fn gpu_clock_lines(site: &FakeGpuSite, node: &str) -> Result<Vec<String>, String
 /// runs at most about 3 s, so one that started up to 10 s before the crash may have started or
 /// ended in those 5 s.
 const STATE_SAVE_WINDOW_S: f64 = 10.0;
+
+/// Every soak job's time limit (`sbatch -t`), minutes.
+const JOB_TIME_LIMIT_MIN: u32 = 3;
+
 /// How long after a SIGKILL sbatch may hand out ids the dead slurmctld had already given
 /// (the restart, then the first submissions of the restarted slurmctld).
 const REISSUE_WINDOW_S: f64 = 60.0;
@@ -399,7 +417,7 @@ impl Soak<'_> {
             .demo
             .cluster
             .command("sbatch")
-            .args(["--parsable", "-t", "3", "--no-requeue", "-J", shape.name, "-o"])
+            .args(["--parsable", "-t", &JOB_TIME_LIMIT_MIN.to_string(), "--no-requeue", "-J", shape.name, "-o"])
             .arg(&output)
             .args(&shape.args)
             .arg(script)
@@ -819,6 +837,8 @@ impl Soak<'_> {
     /// sacct: every expected job exactly once, in a final state; states counted.
     fn check_accounting(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(180);
+        // Jobs not final in sacct when the wait ran out, before Slurm's runaway-job repair.
+        let mut runaways: Option<Vec<String>> = None;
         loop {
             let out = self
                 .demo
@@ -854,6 +874,22 @@ impl Soak<'_> {
                 std::thread::sleep(Duration::from_secs(3));
                 continue;
             }
+            if !not_final.is_empty() && runaways.is_none() && !self.crashes_unix_s.is_empty() {
+                // What an admin runs after a slurmctld crash: slurmdbd's jobs that slurmctld does
+                // not have are listed and ended (`-i`: without asking).
+                let fixed = self
+                    .demo
+                    .cluster
+                    .command("sacctmgr")
+                    .args(["-i", "show", "runawayjobs"])
+                    .output()
+                    .map_err(|e| format!("sacctmgr show runawayjobs: {e}"))?;
+                let listing = String::from_utf8_lossy(&fixed.stdout);
+                eprintln!("slurm-energy soak: {} job(s) not final in sacct after {} s: {}; sacctmgr show runawayjobs:\n{}", not_final.len(), 180, not_final.join(" "), listing.trim_end());
+                runaways = Some(not_final);
+                std::thread::sleep(Duration::from_secs(2));
+                continue;
+            }
             self.name_unnamed_array_records(&mut rows);
             self.name_array_rows_of_reissued_ids(&mut rows);
             let mut states = BTreeMap::new();
@@ -871,6 +907,18 @@ impl Soak<'_> {
                         *states.entry(s[s.len() - 1].clone()).or_insert(0) += 1;
                     }
                     Some(s) if s.len() > 1 => self.report.problems.push(format!("job {id}: {} records in sacct ({})", s.len(), s.join(", "))),
+                    Some(s) if runaways.as_ref().is_some_and(|r| r.contains(id)) => {
+                        // Ended by Slurm's repair: it must have been running when a SIGKILL struck.
+                        let state = s[s.len() - 1].clone();
+                        if !is_final(&state) {
+                            self.report.problems.push(format!("job {id}: {state} in sacct even after `sacctmgr show runawayjobs`"));
+                        } else if self.first_start_s(id).is_some_and(|t| self.crashes_unix_s.iter().any(|&c| c >= t && c <= t + f64::from(JOB_TIME_LIMIT_MIN) * 60.0 + 60.0)) {
+                            self.report.runaway_after_crash.push(id.clone());
+                        } else {
+                            self.report.problems.push(format!("job {id}: left running in slurmdbd, but no slurmctld SIGKILL struck while it could run"));
+                        }
+                        *states.entry(state).or_insert(0) += 1;
+                    }
                     Some(s) => {
                         let state = s[0].clone();
                         if !is_final(&state) {
