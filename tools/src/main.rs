@@ -52,14 +52,16 @@ enum Command {
     ///
     /// Needs root on Debian 12, like `demo`. Exit status 0 only when every check passed.
     Soak(SoakArgs),
-    /// Build the Debian package of the plugins for one Slurm release:
-    /// target/packages/slurm-energy-plugins-<release>_<version>_<arch>.deb.
+    /// Build the package of the plugins for one Slurm release: a .deb (--format deb, default)
+    /// or an RPM (--format rpm) in target/packages.
     ///
-    /// It depends on Debian's Slurm packages of exactly that release (bookworm's 22.05.8,
-    /// trixie's 24.11.5, forky's 26.05.5) and installs the plugins into their plugin directory,
-    /// this CLI, a man page of the --energy-* options and example configuration under
-    /// /usr/share/doc. Needs root on Debian 12 (it prepares the release's Slurm source tree with
-    /// tools/slurm-env.sh or tools/slurm-release.sh), cargo and dpkg-dev.
+    /// The .deb depends on Debian's Slurm packages of exactly that release (bookworm's 22.05.8,
+    /// trixie's 24.11.5, forky's 26.05.5); the RPM requires SchedMD's `slurm` RPM of exactly
+    /// that release (22.05.8, 24.11.5, 25.11.7, 26.05.3). Either installs the plugins into that
+    /// Slurm's plugin directory, this CLI, a man page of the --energy-* options and example
+    /// configuration under /usr/share/doc. Needs root on Debian 12 (it prepares the release's
+    /// Slurm source tree with tools/slurm-env.sh or tools/slurm-release.sh), cargo and dpkg-dev
+    /// (and rpm for an RPM).
     Package(tools::package_cli::PackageArgs),
     /// Energy and carbon report of the cluster's jobs over a time window, from the accounting
     /// records of the cluster SLURM_CONF names (`sacct`): per user, account, partition, tag

@@ -1,12 +1,14 @@
-//! `slurm-energy package --slurm 22.05|24.11|26.05`: one Debian package per Slurm release,
-//! `slurm-energy-plugins-<series>_<version>_<arch>.deb`, for Debian's own Slurm packages of that
-//! release (bookworm's 22.05.8, trixie's 24.11.5, forky's 26.05.5).
+//! `slurm-energy package --format deb|rpm --slurm <release>`: one package per Slurm release,
+//! `slurm-energy-plugins-<series>`, either a `.deb` for Debian's own Slurm packages of that
+//! release (bookworm's 22.05.8, trixie's 24.11.5, forky's 26.05.5) or an RPM for SchedMD's Slurm
+//! RPMs (22.05.8, 24.11.5, 25.11.7, 26.05.3). Which micro release each format builds for is
+//! [`RELEASES`]; [`SlurmRelease::find`] picks it and says why when a format has none.
 //!
 //! Steps: find the release's configured Slurm tree (`tools/slurm-env.sh` for the system's
 //! 22.05.8, `tools/slurm-release.sh` for the others, or `--slurm-src`), check that it is exactly
 //! that release, build the plugins in release mode against it (a target dir of their own per
 //! release), the `slurm-energy` CLI and the man pages, then lay out the package
-//! ([`crate::package_deb`]) and build it with `dpkg-deb`.
+//! ([`crate::package_deb`], [`crate::package_rpm`]) and build it with `dpkg-deb` or `rpmbuild`.
 //!
 //! Which Debian packages the result depends on, and why a range pinned to the micro release:
 //! see [`SlurmRelease::depends`].
@@ -17,26 +19,46 @@ use std::process::{Command, Stdio};
 
 use crate::package_deb::{self, DebInputs};
 
-/// A Slurm release the bundle is packaged for, and Debian's package of it.
+/// Debian's `slurm-wlm` of one Slurm micro release.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DebianSlurm {
+    /// Version of Debian's `slurm-wlm` source package.
+    pub version: &'static str,
+    /// The Debian suite that ships it.
+    pub suite: &'static str,
+}
+
+/// A Slurm micro release the bundle is packaged for, and which packages of it: Debian's (a
+/// `.deb`), SchedMD's RPMs (an RPM), or both. One series may have a different micro release per
+/// format (26.05: Debian ships 26.05.5, the bundle builds SchedMD's 26.05.3 for the RPMs), and
+/// Slurm loads a plugin only when it was built for its exact micro release.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SlurmRelease {
     /// `major.minor`, as given to `--slurm` and in the package name.
     pub series: &'static str,
     /// The micro release the plugins are built for (Slurm checks it at load time).
     pub upstream: &'static str,
-    /// Version of Debian's `slurm-wlm` source package of that release.
-    pub debian_version: &'static str,
-    /// The Debian suite that ships it.
-    pub suite: &'static str,
-    /// The next micro release (excluded by `Depends`).
+    /// The next micro release (excluded by the `.deb`'s `Depends`).
     pub next_micro: &'static str,
+    /// Debian's package of exactly this micro release, when a Debian suite ships one: what
+    /// `--format deb` builds for.
+    pub debian: Option<DebianSlurm>,
+    /// `--format rpm` builds for SchedMD's `slurm` RPMs of this micro release.
+    pub schedmd_rpm: bool,
 }
 
-/// The releases the bundle is written for (README, "Slurm releases").
-pub const RELEASES: [SlurmRelease; 3] = [
-    SlurmRelease { series: "22.05", upstream: "22.05.8", debian_version: "22.05.8-4+deb12u3", suite: "bookworm", next_micro: "22.05.9" },
-    SlurmRelease { series: "24.11", upstream: "24.11.5", debian_version: "24.11.5-4+deb13u1", suite: "trixie", next_micro: "24.11.6" },
-    SlurmRelease { series: "26.05", upstream: "26.05.5", debian_version: "26.05.5-1", suite: "forky", next_micro: "26.05.6" },
+/// The releases the bundle is packaged for (README, "Slurm releases"). Per format each series
+/// has at most one micro release.
+pub const RELEASES: [SlurmRelease; 5] = [
+    SlurmRelease { series: "22.05", upstream: "22.05.8", next_micro: "22.05.9", debian: Some(DebianSlurm { version: "22.05.8-4+deb12u3", suite: "bookworm" }), schedmd_rpm: true },
+    SlurmRelease { series: "24.11", upstream: "24.11.5", next_micro: "24.11.6", debian: Some(DebianSlurm { version: "24.11.5-4+deb13u1", suite: "trixie" }), schedmd_rpm: true },
+    // No Debian suite ships 25.11.
+    SlurmRelease { series: "25.11", upstream: "25.11.7", next_micro: "25.11.8", debian: None, schedmd_rpm: true },
+    // SchedMD's release tarball (tools/slurm-release.sh, checked against SHA256SUMS).
+    SlurmRelease { series: "26.05", upstream: "26.05.3", next_micro: "26.05.4", debian: None, schedmd_rpm: true },
+    // Listed by the archive in forky, whose files it does not serve here: `--format deb --slurm
+    // 26.05` says so when tools/slurm-release.sh cannot fetch it.
+    SlurmRelease { series: "26.05", upstream: "26.05.5", next_micro: "26.05.6", debian: Some(DebianSlurm { version: "26.05.5-1", suite: "forky" }), schedmd_rpm: false },
 ];
 
 /// Debian's binary package that ships Slurm's plugin directory and `libslurmfull.so`; slurmctld,
@@ -61,12 +83,57 @@ pub const PLUGINS: [(&str, &str, &str); 5] = [
 ];
 
 impl SlurmRelease {
-    /// The release for `--slurm` (`22.05`, or the full `22.05.8`).
-    pub fn find(series: &str) -> Result<SlurmRelease, String> {
-        RELEASES.iter().copied().find(|r| r.series == series || r.upstream == series).ok_or_else(|| {
-            let known: Vec<&str> = RELEASES.iter().map(|r| r.series).collect();
-            format!("no package for Slurm {series:?}: the bundle is built for {}", known.join(", "))
+    /// The release `format` builds for `--slurm text` (`26.05`, or the full `26.05.3`); when
+    /// that format has none, why, and what there is instead.
+    pub fn find(text: &str, format: PackageFormat) -> Result<SlurmRelease, String> {
+        let named: Vec<SlurmRelease> = RELEASES.iter().copied().filter(|r| r.series == text || r.upstream == text).collect();
+        if let Some(r) = named.iter().find(|r| r.offered(format)) {
+            return Ok(*r);
+        }
+        let series = text.split('.').take(2).collect::<Vec<_>>().join(".");
+        let same_series: Vec<SlurmRelease> = RELEASES.iter().copied().filter(|r| r.series == series).collect();
+        let offered = same_series.iter().find(|r| r.offered(format));
+        let other_format = match format {
+            PackageFormat::Deb => PackageFormat::Rpm,
+            PackageFormat::Rpm => PackageFormat::Deb,
+        };
+        let elsewhere = same_series.iter().find(|r| (r.upstream == text || r.series == text) && r.offered(other_format));
+        let exact = "Slurm loads a plugin only when it was built for its exact micro release";
+        Err(match (format, offered, elsewhere) {
+            (PackageFormat::Deb, None, Some(r)) => format!(
+                "no Debian package of Slurm {series}: no Debian suite ships slurm-wlm {series}, so a .deb would have no {SLURM_PLUGINS_PACKAGE} of it to depend on; SchedMD's RPMs of {} are: --format rpm --slurm {series}",
+                r.upstream
+            ),
+            (PackageFormat::Rpm, None, Some(r)) => format!(
+                "no RPM for Slurm {series}: the bundle is not packaged for SchedMD's RPMs of {series}; Debian's slurm-wlm {} is: --format deb --slurm {series}",
+                r.upstream
+            ),
+            (_, Some(r), _) => {
+                let whose = match (format, r.debian) {
+                    (PackageFormat::Deb, Some(d)) => format!("Debian's slurm-wlm {} ({})", d.version, d.suite),
+                    _ => format!("SchedMD's Slurm {} RPMs", r.upstream),
+                };
+                let also = match elsewhere {
+                    Some(e) => format!("; {} is packaged with --format {}", e.upstream, other_format.name()),
+                    None => String::new(),
+                };
+                format!("no {} package for Slurm {text}: --format {} --slurm {series} builds for {whose}, and {exact}{also}", format.name(), format.name())
+            }
+            (_, None, None) => format!("no package for Slurm {text:?}: the bundle is packaged for {}", offer_summary()),
         })
+    }
+
+    /// Whether `format` builds for this release.
+    pub fn offered(&self, format: PackageFormat) -> bool {
+        match format {
+            PackageFormat::Deb => self.debian.is_some(),
+            PackageFormat::Rpm => self.schedmd_rpm,
+        }
+    }
+
+    /// Debian's package of this release, or why a `.deb` cannot be made for it.
+    pub fn debian_slurm(&self) -> Result<DebianSlurm, String> {
+        self.debian.ok_or_else(|| format!("no Debian suite ships slurm-wlm {}: there is no .deb for it (--format rpm)", self.upstream))
     }
 
     /// `slurm-energy-plugins-22.05`.
@@ -96,6 +163,14 @@ pub enum PackageFormat {
 }
 
 impl PackageFormat {
+    /// `deb`, `rpm`: as given to `--format`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PackageFormat::Deb => "deb",
+            PackageFormat::Rpm => "rpm",
+        }
+    }
+
     pub fn parse(name: &str) -> Result<PackageFormat, String> {
         match name {
             "deb" => Ok(PackageFormat::Deb),
@@ -103,6 +178,24 @@ impl PackageFormat {
             other => Err(format!("--format {other:?}: expected deb or rpm")),
         }
     }
+}
+
+/// `22.05 (22.05.8, bookworm), 24.11 (24.11.5, trixie), …`: what `format` builds for.
+pub fn offers(format: PackageFormat) -> String {
+    RELEASES
+        .iter()
+        .filter(|r| r.offered(format))
+        .map(|r| match (format, r.debian) {
+            (PackageFormat::Deb, Some(d)) => format!("{} ({}, {})", r.series, r.upstream, d.suite),
+            _ => format!("{} ({})", r.series, r.upstream),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Both formats' [`offers`], for messages and `--help`.
+pub fn offer_summary() -> String {
+    format!("deb (Debian's slurm-wlm): {}; rpm (SchedMD's slurm RPMs): {}", offers(PackageFormat::Deb), offers(PackageFormat::Rpm))
 }
 
 /// What `slurm-energy package` was asked for.
@@ -214,9 +307,13 @@ pub fn slurm_tree(opts: &PackageOptions) -> Result<PathBuf, String> {
         None if rel.series == "22.05" => run_tree_script(&opts.project_dir, "slurm-env.sh", &[])
             .map_err(|e| format!("cannot prepare Slurm {}'s source tree: {e}", rel.upstream))?,
         None => run_tree_script(&opts.project_dir, "slurm-release.sh", &[rel.upstream]).map_err(|e| {
+            let source = match rel.debian {
+                Some(d) => format!("Debian's slurm-wlm {} from {}, or else SchedMD's slurm-{}.tar.xz", d.version, d.suite, rel.upstream),
+                None => format!("SchedMD's release tarball slurm-{}.tar.xz", rel.upstream),
+            };
             format!(
-                "cannot package for Slurm {}: its source tree cannot be built on this machine ({} {} from {}).\n{e}",
-                rel.upstream, "slurm-wlm", rel.debian_version, rel.suite
+                "cannot package for Slurm {up}: the plugins must be built against Slurm {up}'s own configured source tree ({source}), which tools/slurm-release.sh could not prepare on this machine (or give one with --slurm-src); a tree of another micro release will not do.\n{e}",
+                up = rel.upstream
             )
         })?,
     };
@@ -344,6 +441,9 @@ fn cli_help_texts(cli: &Path) -> Result<Vec<(String, String)>, String> {
 
 /// Builds the package; returns the `.deb`'s (or `.rpm`'s) path.
 pub fn package(opts: &PackageOptions) -> Result<PathBuf, String> {
+    if !opts.release.offered(opts.format) {
+        return Err(format!("no {} package for Slurm {}: --format {} builds for {}", opts.format.name(), opts.release.upstream, opts.format.name(), offers(opts.format)));
+    }
     let tools: &[&str] = match opts.format {
         PackageFormat::Deb => &["dpkg-deb", "dpkg-shlibdeps", "dpkg-buildflags", "strip", "md5sum", "gzip"],
         PackageFormat::Rpm => &["rpmbuild", "dpkg-buildflags", "strip", "gzip", "objdump"],
@@ -396,22 +496,24 @@ pub fn package(opts: &PackageOptions) -> Result<PathBuf, String> {
 /// package with its patches (a `debian/patches/series` in the tree), or the upstream source
 /// alone (where the archive serves the `.orig.tar` but not the Debian diff, as for 24.11.5 here).
 pub fn source_note(src: &Path, release: &SlurmRelease) -> String {
-    if src.join("debian").join("patches").join("series").is_file() {
-        format!("Built against Debian's slurm-wlm {} source with its patches.", release.debian_version)
-    } else {
-        format!(
+    let debian_patched = src.join("debian").join("patches").join("series").is_file();
+    match release.debian {
+        Some(d) if debian_patched => format!("Built against Debian's slurm-wlm {} source with its patches.", d.version),
+        Some(d) => format!(
             "Built against the upstream Slurm {} source without Debian's patches (the archive served no Debian diff of slurm-wlm {}).",
-            release.upstream, release.debian_version
-        )
+            release.upstream, d.version
+        ),
+        None => format!("Built against the upstream Slurm {} source (Debian ships no slurm-wlm of it).", release.upstream),
     }
 }
 
-/// What the RPM's plugins were built against: the same tree as the `.deb`'s, which for the
+/// What the RPM's plugins were built against: the release's configured tree, which for the
 /// release of SchedMD's RPMs is upstream's code of that release (with Debian's patches where
 /// the tree has them, which the RPM says).
 pub fn rpm_source_note(src: &Path, release: &SlurmRelease) -> String {
     if src.join("debian").join("patches").join("series").is_file() {
-        format!("Built on Debian against Slurm {}'s source as Debian's slurm-wlm {} patches it; the plugin interface is upstream's.", release.upstream, release.debian_version)
+        let debian = release.debian.map(|d| format!(" {}", d.version)).unwrap_or_default();
+        format!("Built on Debian against Slurm {}'s source as Debian's slurm-wlm{debian} patches it; the plugin interface is upstream's.", release.upstream)
     } else {
         format!("Built against the upstream Slurm {} source.", release.upstream)
     }
@@ -428,20 +530,71 @@ mod tests {
 
     #[test]
     fn releases_are_found_by_series_and_full_version() {
-        assert_eq!(SlurmRelease::find("24.11").map(|r| r.upstream), Ok("24.11.5"));
-        assert_eq!(SlurmRelease::find("22.05.8").map(|r| r.series), Ok("22.05"));
-        let err = SlurmRelease::find("23.02").unwrap_err();
-        assert!(err.contains("22.05, 24.11, 26.05"), "{err}");
+        assert_eq!(SlurmRelease::find("24.11", PackageFormat::Deb).map(|r| r.upstream), Ok("24.11.5"));
+        assert_eq!(SlurmRelease::find("22.05.8", PackageFormat::Deb).map(|r| r.series), Ok("22.05"));
+        assert_eq!(SlurmRelease::find("22.05.8", PackageFormat::Rpm).map(|r| r.series), Ok("22.05"));
+        let err = SlurmRelease::find("23.02", PackageFormat::Deb).unwrap_err();
+        assert!(err.contains("deb (Debian's slurm-wlm): 22.05 (22.05.8, bookworm), 24.11 (24.11.5, trixie), 26.05 (26.05.5, forky)"), "{err}");
+        assert!(err.contains("rpm (SchedMD's slurm RPMs): 22.05 (22.05.8), 24.11 (24.11.5), 25.11 (25.11.7), 26.05 (26.05.3)"), "{err}");
+    }
+
+    #[test]
+    fn schedmd_rpms_of_25_11_and_26_05_are_offered_for_their_micro_releases() {
+        assert_eq!(SlurmRelease::find("25.11", PackageFormat::Rpm).map(|r| r.upstream), Ok("25.11.7"));
+        assert_eq!(SlurmRelease::find("25.11.7", PackageFormat::Rpm).map(|r| r.upstream), Ok("25.11.7"));
+        assert_eq!(SlurmRelease::find("26.05", PackageFormat::Rpm).map(|r| r.upstream), Ok("26.05.3"));
+        assert_eq!(SlurmRelease::find("26.05.3", PackageFormat::Rpm).map(|r| r.upstream), Ok("26.05.3"));
+        let err = SlurmRelease::find("26.05.5", PackageFormat::Rpm).unwrap_err();
+        assert!(err.contains("--format rpm --slurm 26.05 builds for SchedMD's Slurm 26.05.3 RPMs") && err.contains("26.05.5 is packaged with --format deb"), "{err}");
+        let err = SlurmRelease::find("25.11.6", PackageFormat::Rpm).unwrap_err();
+        assert!(err.contains("builds for SchedMD's Slurm 25.11.7 RPMs") && err.contains("exact micro release"), "{err}");
+    }
+
+    #[test]
+    fn debian_packages_are_debians_releases_only() {
+        let r = SlurmRelease::find("26.05", PackageFormat::Deb).expect("26.05");
+        assert_eq!((r.upstream, r.debian.map(|d| (d.version, d.suite))), ("26.05.5", Some(("26.05.5-1", "forky"))));
+        for text in ["25.11", "25.11.7"] {
+            let err = SlurmRelease::find(text, PackageFormat::Deb).unwrap_err();
+            assert!(err.contains("no Debian package of Slurm 25.11") && err.contains("--format rpm --slurm 25.11"), "{err}");
+        }
+        let err = SlurmRelease::find("26.05.3", PackageFormat::Deb).unwrap_err();
+        assert!(err.contains("builds for Debian's slurm-wlm 26.05.5-1 (forky)") && err.contains("26.05.3 is packaged with --format rpm"), "{err}");
+        assert!(SlurmRelease::find("25.11.7", PackageFormat::Rpm).expect("25.11.7").debian_slurm().unwrap_err().contains("--format rpm"));
+    }
+
+    #[test]
+    fn each_format_has_one_micro_release_per_series() {
+        for format in [PackageFormat::Deb, PackageFormat::Rpm] {
+            let offered: Vec<&str> = RELEASES.iter().filter(|r| r.offered(format)).map(|r| r.series).collect();
+            let mut unique = offered.clone();
+            unique.dedup();
+            assert_eq!(offered, unique, "{format:?}");
+        }
+        for r in RELEASES {
+            assert!(r.offered(PackageFormat::Deb) || r.offered(PackageFormat::Rpm), "{r:?} is packaged in no format");
+        }
+    }
+
+    #[test]
+    fn a_release_is_not_packaged_in_a_format_it_is_not_offered_in() {
+        let mut opts = PackageOptions::new(Path::new("/nonexistent"), SlurmRelease::find("25.11", PackageFormat::Rpm).expect("25.11"));
+        opts.format = PackageFormat::Deb;
+        let err = package(&opts).unwrap_err();
+        assert!(err.starts_with("no deb package for Slurm 25.11.7"), "{err}");
     }
 
     #[test]
     fn depends_pins_the_micro_release() {
-        let r = SlurmRelease::find("22.05").expect("22.05");
+        let r = SlurmRelease::find("22.05", PackageFormat::Deb).expect("22.05");
         assert_eq!(r.depends(), "slurm-wlm-basic-plugins (>= 22.05.8), slurm-wlm-basic-plugins (<< 22.05.9~)");
         assert_eq!(r.package_name(), "slurm-energy-plugins-22.05");
         for r in RELEASES {
-            assert!(r.debian_version.starts_with(&format!("{}-", r.upstream)), "{r:?}");
+            if let Some(d) = r.debian {
+                assert!(d.version.starts_with(&format!("{}-", r.upstream)), "{r:?}");
+            }
             assert!(r.upstream.starts_with(&format!("{}.", r.series)), "{r:?}");
+            assert!(r.next_micro.starts_with(&format!("{}.", r.series)), "{r:?}");
         }
     }
 

@@ -4,13 +4,13 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::package::{PackageFormat, PackageOptions, SlurmRelease, package};
+use crate::package::{PackageFormat, PackageOptions, SlurmRelease, offers, package};
 use crate::{package_lintian, package_rpm};
 
 #[derive(Args, Debug)]
 pub struct PackageArgs {
-    /// Slurm release: 22.05, 24.11 or 26.05.
-    #[arg(long)]
+    // Help from the release table: what each format builds for.
+    #[arg(long, help = slurm_help())]
     pub slurm: String,
     /// deb: for Debian's Slurm packages (plugins in /usr/lib/<triplet>/slurm-wlm); rpm: for
     /// SchedMD's Slurm RPMs on RHEL-family systems (plugins in /usr/lib64/slurm, requires their
@@ -45,11 +45,21 @@ pub struct PackageArgs {
     pub project_dir: Option<PathBuf>,
 }
 
+/// `--slurm`'s help: what each format builds for, from [`crate::package::RELEASES`].
+pub fn slurm_help() -> String {
+    format!(
+        "Slurm release (series, or its full micro release); a plugin loads only in the micro release it was built for. --format deb (Debian's slurm-wlm): {}; --format rpm (SchedMD's slurm RPMs): {}",
+        offers(PackageFormat::Deb),
+        offers(PackageFormat::Rpm)
+    )
+}
+
 pub fn run(a: PackageArgs) -> Result<(), String> {
-    let release = SlurmRelease::find(&a.slurm)?;
+    let format = PackageFormat::parse(&a.format)?;
+    let release = SlurmRelease::find(&a.slurm, format)?;
     let project = a.project_dir.unwrap_or_else(crate::demo::default_project_dir);
     let mut opts = PackageOptions::new(&project, release);
-    opts.format = PackageFormat::parse(&a.format)?;
+    opts.format = format;
     if let Some(out) = a.out {
         opts.out_dir = out;
     }

@@ -218,6 +218,7 @@ pub fn control_text(i: &DebInputs, installed_size_kib: u64, shlibs: &str, descri
 /// Builds the package into `out_dir`; returns the `.deb`'s path.
 pub fn assemble(i: &DebInputs, out_dir: &Path) -> Result<PathBuf, String> {
     let r = &i.release;
+    let debian = r.debian_slurm()?;
     let pkg = r.package_name();
     mkdir(out_dir)?;
     let stage = out_dir.join(format!(".stage-{pkg}"));
@@ -230,10 +231,10 @@ pub fn assemble(i: &DebInputs, out_dir: &Path) -> Result<PathBuf, String> {
     let fields: Vec<(&str, &str)> = vec![
         ("PACKAGE", &pkg),
         ("VERSION", &i.version),
-        ("SUITE", r.suite),
+        ("SUITE", debian.suite),
         ("SERIES", r.series),
         ("SLURM_RELEASE", r.upstream),
-        ("SLURM_DEBIAN_VERSION", r.debian_version),
+        ("SLURM_DEBIAN_VERSION", debian.version),
         ("PLUGIN_DIR", &plugin_dir),
         ("DOC_DIR", &doc),
         ("MAINTAINER", &i.maintainer),

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use slurm_testcluster::{ClusterConfig, LocalCluster, skip_for, skip_live_test, slurm_release};
 use tools::demo::{DEMO_GPUS_PER_NODE, DEMO_NODES, FakeGpuSite, GpuPluginFiles, default_project_dir, demo_energy_toml};
-use tools::package::{PLUGINS, PackageOptions, SlurmRelease, package};
+use tools::package::{PLUGINS, PackageFormat, PackageOptions, SlurmRelease, package};
 use tools::package_deb::plugin_dir;
 use tools::{package_lintian, package_man};
 
@@ -187,7 +187,7 @@ fn package_22_05_installs_with_apt_and_runs_hinted_jobs() {
         return;
     }
     let _serial = serial();
-    let release = SlurmRelease::find("22.05").expect("22.05");
+    let release = SlurmRelease::find("22.05", PackageFormat::Deb).expect("22.05");
     let running = slurm_release().expect("slurmctld -V");
     if running != release.upstream || std::env::var_os("SLURM_ENERGY_SLURM_PREFIX").is_some_and(|p| !p.is_empty()) {
         return skip_for(TEST, &format!("the harness runs Slurm {running} (SLURM_ENERGY_SLURM_PREFIX), not Debian 12's packages of {}", release.upstream));
@@ -304,7 +304,7 @@ fn package_24_11_has_its_files_depends_and_no_lintian_errors() {
         return;
     }
     let _serial = serial();
-    let release = SlurmRelease::find("24.11").expect("24.11");
+    let release = SlurmRelease::find("24.11", PackageFormat::Deb).expect("24.11");
     let deb = build_package(release).unwrap_or_else(|e| panic!("{e}"));
     assert!(deb.file_name().is_some_and(|n| n.to_string_lossy().starts_with("slurm-energy-plugins-24.11_")), "{}", deb.display());
     check_package(&deb, release);
@@ -318,7 +318,7 @@ fn package_26_05_fails_with_the_reason_or_passes_the_checks() {
         return;
     }
     let _serial = serial();
-    let release = SlurmRelease::find("26.05").expect("26.05");
+    let release = SlurmRelease::find("26.05", PackageFormat::Deb).expect("26.05");
     match build_package(release) {
         Err(e) => {
             println!("slurm-energy package --slurm 26.05: {e}");

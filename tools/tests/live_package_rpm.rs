@@ -1,30 +1,43 @@
-//! The RPM of `slurm-energy package --format rpm` (issue 22): built for Slurm 22.05.8 on this
-//! machine (rpmbuild from Debian's `rpm` package), then checked as a RHEL-family site would meet
-//! it:
+//! The RPMs of `slurm-energy package --format rpm` (issue 22): built on this machine (rpmbuild
+//! from Debian's `rpm` package) for Slurm 22.05.8 and for SchedMD's 25.11.7 and 26.05.3, then
+//! each checked as a RHEL-family site would meet it:
 //!
 //! - its files (`rpm -qlp`): the five plugins in SchedMD's plugin directory `/usr/lib64/slurm`,
 //!   the CLI, the man pages, docs, examples and licence, nothing else;
-//! - its dependencies (`rpm -qRp`): `slurm = 22.05.8` (SchedMD's package of exactly that
+//! - its dependencies (`rpm -qRp`): `slurm = <micro release>` (SchedMD's package of exactly that
 //!   release) and glibc symbol versions no newer than RHEL 9's 2.34 (the ELF files' own
-//!   `GLIBC_` needs are checked too, and RHEL 8's 2.28 is reported);
+//!   `GLIBC_` needs are checked too, and RHEL 8's 2.28 is reported); its conflicts (`rpm
+//!   -qp --conflicts`): every other series' package;
 //! - rpmlint: no error (each filter in packaging/rpm/slurm-energy-plugins.rpmlintrc has its
 //!   reason);
 //! - installation with `rpm --root` into a scratch root holding a stand-in of SchedMD's `slurm`
-//!   package: refused for `slurm` 24.11.5 (the requirement named), accepted for 22.05.8 with
-//!   the files in place and `rpm -V` clean; refused with a file conflict when that `slurm` was
-//!   built `--with nvml` (its own gpu_nvml.so).
+//!   package: refused beside `slurm` of another release (the requirement named), accepted beside
+//!   its own with the files in place and `rpm -V` clean; refused with a file conflict when that
+//!   `slurm` was built `--with nvml` (its own gpu_nvml.so).
 //!
-//! Needs root (rpm --root), rpmbuild, rpmlint and a Slurm 22.05.8 source tree; skipped (printed)
-//! without them, failed under `CI=true`.
+//! Needs root (rpm --root), rpmbuild, rpmlint and the release's configured Slurm source tree:
+//! for 22.05.8 `SLURM_SRC_DIR` or the one tools/slurm-env.sh prepares; for 25.11.7 and 26.05.3
+//! `SLURM_SRC_DIR` when it is that release, else the tree tools/slurm-release.sh cached under
+//! `$SLURM_ENERGY_CACHE` (default /var/cache/slurm-energy; CI builds them first). Skipped
+//! (printed) without them, failed under `CI=true`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
 
 use slurm_testcluster::{skip_for, skip_live_test};
 use tools::demo::default_project_dir;
-use tools::package::{PLUGINS, PackageFormat, PackageOptions, SlurmRelease, package};
+use tools::package::{PLUGINS, PackageFormat, PackageOptions, RELEASES, SlurmRelease, package, tree_release};
 use tools::package_rpm::{RHEL8_GLIBC, RHEL9_GLIBC, RPM_PLUGIN_DIR, glibc_report, rpmlint};
+
+/// One test at a time: each builds the plugins in release mode, and two at once on a small
+/// machine only slow each other.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn output(cmd: &mut Command) -> Output {
     cmd.output().unwrap_or_else(|e| panic!("run {cmd:?}: {e}"))
@@ -82,26 +95,78 @@ fn unmet(root: &Path, rpm: &Path) -> Vec<String> {
     String::from_utf8_lossy(&out.stderr).lines().filter(|l| l.contains("is needed by")).map(|l| l.trim().to_string()).collect()
 }
 
+/// The tools the checks need, or the reason to skip.
+fn missing_tool() -> Option<String> {
+    ["rpmbuild", "rpmlint", "rpm2cpio", "objdump"]
+        .into_iter()
+        .find(|t| tools::package::which(t).is_none())
+        .map(|t| format!("{t} is not installed (apt-get install rpm rpmlint binutils)"))
+}
+
+/// `SLURM_SRC_DIR` when it is a configured tree of exactly `release`.
+fn src_from_env(release: &SlurmRelease) -> Option<PathBuf> {
+    std::env::var_os("SLURM_SRC_DIR").map(PathBuf::from).filter(|src| tree_release(src).ok().as_deref() == Some(release.upstream))
+}
+
+/// The configured tree of `release` that tools/slurm-release.sh cached, if it did.
+fn cached_src(release: &SlurmRelease) -> Option<PathBuf> {
+    let cache = std::env::var_os("SLURM_ENERGY_CACHE").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/cache/slurm-energy"));
+    let src = cache.join(format!("slurm-{}", release.upstream)).join("src");
+    (tree_release(&src).ok().as_deref() == Some(release.upstream)).then_some(src)
+}
+
 #[test]
 fn rpm_22_05_has_its_files_requires_slurm_of_its_release_and_installs_into_a_scratch_root() {
     const NAME: &str = "rpm_22_05_has_its_files_requires_slurm_of_its_release_and_installs_into_a_scratch_root";
     if skip_live_test(NAME) {
         return;
     }
-    for tool in ["rpmbuild", "rpmlint", "rpm2cpio", "objdump"] {
-        if tools::package::which(tool).is_none() {
-            return skip_for(NAME, &format!("{tool} is not installed (apt-get install rpm rpmlint binutils)"));
-        }
+    if let Some(why) = missing_tool() {
+        return skip_for(NAME, &why);
     }
-    let release = SlurmRelease::find("22.05").expect("22.05");
+    let _serial = serial();
+    let release = SlurmRelease::find("22.05", PackageFormat::Rpm).expect("22.05");
+    // Without a 22.05.8 tree in SLURM_SRC_DIR, tools/slurm-env.sh prepares the system's.
+    check_rpm(NAME, release, src_from_env(&release));
+}
+
+#[test]
+fn rpm_25_11_requires_schedmds_slurm_25_11_7_and_installs_into_a_scratch_root() {
+    const NAME: &str = "rpm_25_11_requires_schedmds_slurm_25_11_7_and_installs_into_a_scratch_root";
+    check_schedmd_release(NAME, "25.11", "25.11.7");
+}
+
+#[test]
+fn rpm_26_05_requires_schedmds_slurm_26_05_3_and_installs_into_a_scratch_root() {
+    const NAME: &str = "rpm_26_05_requires_schedmds_slurm_26_05_3_and_installs_into_a_scratch_root";
+    check_schedmd_release(NAME, "26.05", "26.05.3");
+}
+
+/// `--format rpm --slurm <series>` is `upstream`, built against its cached tree (skipped, or
+/// failed under CI, without one: building Slurm is tools/slurm-release.sh's job, done before).
+fn check_schedmd_release(name: &str, series: &str, upstream: &str) {
+    if skip_live_test(name) {
+        return;
+    }
+    if let Some(why) = missing_tool() {
+        return skip_for(name, &why);
+    }
+    let release = SlurmRelease::find(series, PackageFormat::Rpm).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(release.upstream, upstream, "--format rpm --slurm {series}");
+    let Some(src) = src_from_env(&release).or_else(|| cached_src(&release)) else {
+        return skip_for(name, &format!("no configured Slurm {upstream} tree (SLURM_SRC_DIR, or `bash tools/slurm-release.sh {upstream}` to cache one)"));
+    };
+    let _serial = serial();
+    check_rpm(name, release, Some(src));
+}
+
+/// Builds the RPM of `release` (against `src`, or the tree the project's scripts prepare) and
+/// checks it as the module says.
+fn check_rpm(name: &str, release: SlurmRelease, src: Option<PathBuf>) {
     let project = default_project_dir();
     let mut opts = PackageOptions::new(&project, release);
     opts.format = PackageFormat::Rpm;
-    if let Some(src) = std::env::var_os("SLURM_SRC_DIR").map(PathBuf::from)
-        && tools::package::tree_release(&src).ok().as_deref() == Some(release.upstream)
-    {
-        opts.slurm_src = Some(src);
-    }
+    opts.slurm_src = src;
     let scratch = tempfile::Builder::new().prefix("slurm-energy-rpm-").tempdir().expect("scratch");
     opts.out_dir = scratch.path().join("out");
     let rpm = package(&opts).unwrap_or_else(|e| panic!("package --format rpm: {e}"));
@@ -132,6 +197,11 @@ fn rpm_22_05_has_its_files_requires_slurm_of_its_release_and_installs_into_a_scr
     let requires = run_ok(Command::new("rpm").arg("-qRp").arg(&rpm));
     println!("rpm -qRp:\n{requires}");
     assert!(requires.lines().any(|l| l.trim() == format!("slurm = {}", release.upstream)), "{requires}");
+    let conflicts = run_ok(Command::new("rpm").args(["-qp", "--conflicts"]).arg(&rpm));
+    println!("rpm -qp --conflicts:\n{conflicts}");
+    let mut want_conflicts: Vec<String> = RELEASES.iter().filter(|r| r.series != release.series).map(|r| r.package_name()).collect();
+    want_conflicts.dedup();
+    assert_eq!(conflicts.lines().map(str::trim).collect::<Vec<_>>(), want_conflicts, "rpm -qp --conflicts {}", rpm.display());
     let glibc_required: Vec<(u32, u32)> = requires
         .lines()
         .filter_map(|l| l.split("(GLIBC_").nth(1)?.split(')').next().map(str::to_string))
@@ -157,10 +227,11 @@ fn rpm_22_05_has_its_files_requires_slurm_of_its_release_and_installs_into_a_scr
 
     // Installation into scratch roots with a stand-in of SchedMD's slurm.
     let stubs = scratch.path().join("stubs");
-    let wrong = root_with(scratch.path(), "root-24.11", &stub_slurm(&stubs, "24.11.5", false));
+    let other = RELEASES.iter().find(|r| r.schedmd_rpm && r.series != release.series).expect("another release").upstream;
+    let wrong = root_with(scratch.path(), &format!("root-{other}"), &stub_slurm(&stubs, other, false));
     let needed = unmet(&wrong, &rpm);
-    assert!(needed.iter().any(|l| l.starts_with(&format!("slurm = {} is needed by {pkg}", release.upstream))), "installing beside slurm 24.11.5: {needed:?}");
-    let right = root_with(scratch.path(), "root-22.05", &stub_slurm(&stubs, release.upstream, false));
+    assert!(needed.iter().any(|l| l.starts_with(&format!("slurm = {} is needed by {pkg}", release.upstream))), "installing beside slurm {other}: {needed:?}");
+    let right = root_with(scratch.path(), &format!("root-{}", release.upstream), &stub_slurm(&stubs, release.upstream, false));
     let needed = unmet(&right, &rpm);
     assert!(!needed.iter().any(|l| l.starts_with("slurm ")), "beside slurm {}: {needed:?}", release.upstream);
     // The scratch root has no glibc package: install without the dependency check, which the
@@ -181,5 +252,5 @@ fn rpm_22_05_has_its_files_requires_slurm_of_its_release_and_installs_into_a_scr
     let out = output(Command::new("rpm").arg("--root").arg(&nvml).args(["-i", "--nodeps"]).arg(&rpm));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("gpu_nvml.so") && err.contains("conflicts with file from package slurm"), "{err}");
-    println!("{NAME}: {}", rpm.display());
+    println!("{name}: {}", rpm.display());
 }

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use tools::package::{BuiltFiles, PLUGINS, SlurmRelease, which};
+use tools::package::{BuiltFiles, PLUGINS, PackageFormat, SlurmRelease, which};
 use tools::package_deb::{DebInputs, assemble, package_version};
 
 fn output(cmd: &mut Command) -> String {
@@ -29,7 +29,7 @@ fn assemble_lays_out_a_root_owned_package_pinned_to_its_release() {
         std::fs::copy("/bin/true", &p).expect("copy /bin/true");
         p
     };
-    let release = SlurmRelease::find("24.11").expect("24.11");
+    let release = SlurmRelease::find("24.11", PackageFormat::Deb).expect("24.11");
     let built = BuiltFiles {
         plugins: PLUGINS.iter().map(|(_, built, name)| (stand_in(built), name.to_string())).collect(),
         cli: stand_in("slurm-energy"),
