@@ -215,20 +215,43 @@ impl SlurmctldLock {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LostProlog {
     pub job_id: u32,
-    /// prolog_complete()'s return code (0: done).
+    /// What was done: the prolog completed, or the job ended as missing from `node`.
+    pub done: PrologWaitEnd,
+    /// prolog_complete()'s or job_complete()'s return code (0: done).
     pub rc: i32,
+}
+
+/// How a recovered prolog wait was ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrologWaitEnd {
+    /// Completed as slurmd's completion RPC would have.
+    PrologCompleted,
+    /// Ended as slurmctld ends a batch job missing from its node (`node`).
+    EndedAsMissing { node: String },
+}
+
+/// What to do with a recovered prolog wait now (see [`SlurmctldLock::judge_recovered_prolog_waits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrologWaitAction {
+    /// Stop watching the job.
+    Stop,
+    /// Look again later.
+    Wait,
+    /// Complete its prolog.
+    CompleteProlog,
+    /// End it as missing from its batch node.
+    EndAsMissing,
 }
 
 impl SlurmctldLock {
     /// One look at the recovered jobs still waiting for their prolog (see [`RecoveryWatch`] and
-    /// `model::lost_prolog`): `finish` says, for each job's facts, whether to complete its
-    /// prolog now (`Some(true)`), to look again later (`Some(false)`) or to stop watching it
-    /// (`None`). Returns the jobs whose prolog it completed. Needs the job and node write locks
-    /// and the configuration read lock.
+    /// `model::lost_prolog`): `decide` says, for each job's facts, what to do now. Returns the
+    /// jobs whose wait it ended. Needs the job and node write locks and the configuration read
+    /// lock.
     pub fn judge_recovered_prolog_waits(
         &mut self,
         watch: &mut RecoveryWatch,
-        mut finish: impl FnMut(&RecoveredPrologFacts) -> Option<bool>,
+        mut decide: impl FnMut(&RecoveredPrologFacts) -> PrologWaitAction,
     ) -> Result<Vec<LostProlog>, NotLocked> {
         self.require("recovered prolog waits", |l| l.job, LockLevel::Write)?;
         self.require("recovered prolog waits", |l| l.node, LockLevel::Read)?;
@@ -238,7 +261,15 @@ impl SlurmctldLock {
         }
         let api = self.api();
         // SAFETY: slurm_conf's address (non-NULL after resolve); the configuration lock is held.
-        let msg_timeout_s = i64::from(unsafe { (*api.raw().slurm_conf).msg_timeout });
+        let conf = unsafe { &*api.raw().slurm_conf };
+        let msg_timeout_s = i64::from(conf.msg_timeout);
+        let batch_start_timeout_s = i64::from(conf.batch_start_timeout);
+        #[cfg(slurm_ge_25_11)]
+        let prolog_timeout = conf.prolog_timeout;
+        #[cfg(not(slurm_ge_25_11))]
+        let prolog_timeout = conf.prolog_epilog_timeout;
+        // Unset: 0, or NO_VAL16 (0xfffe) / INFINITE16 (0xffff): no timeout of its own.
+        let prolog_timeout_s = (prolog_timeout != 0 && prolog_timeout < 0xfffe).then(|| i64::from(prolog_timeout));
         let since_restart_s = now_s() - watch.started_s;
         let mut finished = Vec::new();
         let mut still = Vec::new();
@@ -261,16 +292,27 @@ impl SlurmctldLock {
                     reported_since_restart: sys::energy_job_first_node_registered(rec) && rec.time_last_active != 0,
                     since_restart_s,
                     msg_timeout_s,
+                    batch_start_timeout_s,
+                    prolog_timeout_s,
                 }
             };
-            match finish(&facts) {
-                None => {}
-                Some(false) => still.push(id),
-                Some(true) => {
+            match decide(&facts) {
+                PrologWaitAction::Stop => {}
+                PrologWaitAction::Wait => still.push(id),
+                PrologWaitAction::CompleteProlog => {
                     // SAFETY: a running job under the job write lock; prolog_complete() is what
                     // slurmctld runs for REQUEST_COMPLETE_PROLOG under that lock.
                     let rc = unsafe { sys::energy_job_finish_lost_prolog(rec) };
-                    finished.push(LostProlog { job_id: id, rc });
+                    finished.push(LostProlog { job_id: id, done: PrologWaitEnd::PrologCompleted, rc });
+                }
+                PrologWaitAction::EndAsMissing => {
+                    // SAFETY: batch host string owned by the record.
+                    let node = unsafe { opt_str(rec.batch_host) }.unwrap_or("?").to_string();
+                    // SAFETY: a running batch job under the job write lock, ended as slurmctld
+                    // ends a batch job missing from its node.
+                    let rc = unsafe { sys::energy_job_complete_missing(rec) };
+                    watch.held_for_prolog.retain(|&j| j != id);
+                    finished.push(LostProlog { job_id: id, done: PrologWaitEnd::EndedAsMissing { node }, rc });
                 }
             }
         }
@@ -290,4 +332,8 @@ pub struct RecoveredPrologFacts {
     pub reported_since_restart: bool,
     pub since_restart_s: i64,
     pub msg_timeout_s: i64,
+    /// slurm.conf `BatchStartTimeout`.
+    pub batch_start_timeout_s: i64,
+    /// The prolog's own timeout (`PrologEpilogTimeout`; `PrologTimeout` from 25.11), if set.
+    pub prolog_timeout_s: Option<i64>,
 }

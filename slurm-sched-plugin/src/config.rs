@@ -44,8 +44,9 @@ pub struct SchedSettings {
     /// twice. Off: launches go out at once, as sched/backfill sends them.
     pub save_before_launch: bool,
     /// After a slurmctld restart, complete the prolog of a recovered batch job whose prolog
-    /// completion died with the previous slurmctld (see model::lost_prolog). Off: such a job
-    /// keeps waiting for its prolog until it ends, as under stock Slurm.
+    /// completion died with the previous slurmctld, and end as missing one whose launch never
+    /// left (see model::lost_prolog). Off: such jobs keep waiting for their prolog until they
+    /// end or reach their time limit.
     pub finish_lost_prologs: bool,
     /// Directory with the measured data the predictor is fitted to (zeus/, gavel/, synergy/);
     /// none: GPUs are predicted at their default clock at 75 % of maximum power.

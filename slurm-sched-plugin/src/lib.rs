@@ -336,7 +336,8 @@ fn watch_recovery(watch: &mut slurm_bindings::launch::RecoveryWatch, finish_lost
 /// Recovered batch jobs still waiting for a prolog whose completion died with the previous
 /// slurmctld: completed as the completion RPC would have (the rule: model::lost_prolog).
 fn finish_lost_prologs_of(lock: &mut slurm_bindings::locks::SlurmctldLock, watch: &mut slurm_bindings::launch::RecoveryWatch, on: bool) {
-    use model::lost_prolog::{RecoveredJob, Verdict, judge};
+    use model::lost_prolog::{RecoveredJob, Verdict, judge, prolog_limit_s};
+    use slurm_bindings::launch::{PrologWaitAction, PrologWaitEnd};
     let judged = lock.judge_recovered_prolog_waits(watch, |f| {
         let job = RecoveredJob {
             running: f.running,
@@ -346,23 +347,35 @@ fn finish_lost_prologs_of(lock: &mut slurm_bindings::locks::SlurmctldLock, watch
             prolog_nodes_registered: f.prolog_nodes_registered,
             reported_since_restart: f.reported_since_restart,
         };
-        match judge(&job, f.since_restart_s, f.msg_timeout_s) {
-            Verdict::Settled => None,
-            Verdict::KeepWaiting => Some(false),
+        match judge(&job, f.since_restart_s, f.msg_timeout_s, prolog_limit_s(f.batch_start_timeout_s, f.prolog_timeout_s)) {
+            Verdict::Settled => PrologWaitAction::Stop,
+            Verdict::KeepWaiting => PrologWaitAction::Wait,
             // Switched off: left waiting as stock Slurm leaves it.
-            Verdict::FinishProlog => on.then_some(true),
+            Verdict::FinishProlog if on => PrologWaitAction::CompleteProlog,
+            Verdict::EndAsMissing if on => PrologWaitAction::EndAsMissing,
+            Verdict::FinishProlog | Verdict::EndAsMissing => PrologWaitAction::Wait,
         }
     });
     match judged {
         Ok(finished) => {
             for p in finished {
-                slurm_log!(
-                    LOG,
-                    info,
-                    "job {}: prolog completion lost with the previous slurmctld; its node reported the job since the restart and no completion came within slurmd's resend period: prolog completed as slurmd's RPC would have (rc {})",
-                    p.job_id,
-                    p.rc
-                );
+                match p.done {
+                    PrologWaitEnd::PrologCompleted => slurm_log!(
+                        LOG,
+                        info,
+                        "job {}: prolog completion lost with the previous slurmctld; its node reported the job since the restart and no completion came within slurmd's resend period: prolog completed as slurmd's RPC would have (rc {})",
+                        p.job_id,
+                        p.rc
+                    ),
+                    PrologWaitEnd::EndedAsMissing { node } => slurm_log!(
+                        LOG,
+                        info,
+                        "Batch JobId={} missing from batch node {} after slurmctld restart (its start was saved, its launch never left: the node registered without it and no prolog completion came within BatchStartTimeout or the prolog timeout and slurmd's resend period): ended as Slurm ends missing batch jobs (rc {})",
+                        p.job_id,
+                        node,
+                        p.rc
+                    ),
+                }
             }
         }
         Err(e) => LOG.error(&format!("recovered prolog waits not checked: {e}")),

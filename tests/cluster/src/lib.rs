@@ -420,6 +420,35 @@ impl LocalCluster {
         self.wait_nodes(NodeWait::AllResponding, START_TIMEOUT)
     }
 
+    /// A crash of slurmctld together with the slurmd of `nodes` (SIGKILL to all of them, as a
+    /// power loss of the controller and those nodes would be): slurmctld is started again, then
+    /// those slurmd, and this waits until every node responds. What a killed slurmd had received
+    /// and not yet read is lost with it.
+    pub fn restart_after_crash(&mut self, nodes: &[&str]) -> Result<(), ClusterError> {
+        let mut names = vec!["slurmctld".to_string()];
+        names.extend(nodes.iter().map(|n| format!("slurmd {n}")));
+        let mut indexes = Vec::new();
+        for name in &names {
+            let index = self
+                .daemons
+                .iter()
+                .position(|d| &d.name == name)
+                .ok_or_else(|| ClusterError::Unsupported(format!("{name} was never started")))?;
+            if let Err(problem) = self.daemons[index].kill() {
+                eprintln!("slurm-testcluster: {problem}");
+            }
+            indexes.push(index);
+        }
+        let mut ctld = self.spawn_slurmctld(false)?;
+        let ready = self.wait_slurmctld_up(&mut ctld);
+        self.daemons[indexes[0]] = ctld;
+        ready?;
+        for (node, &index) in nodes.iter().zip(&indexes[1..]) {
+            self.daemons[index] = self.spawn_slurmd(node)?;
+        }
+        self.wait_nodes(NodeWait::AllResponding, START_TIMEOUT)
+    }
+
     /// Stops slurmd of `node` (SIGTERM; running steps' slurmstepd live on) and starts it again,
     /// then waits until every node responds. For what slurmd does at start (GPU detection, the
     /// GPU plugin's clock repair). slurmctld may still count the old slurmd's registration for a
