@@ -7,7 +7,8 @@
 //! - its dependencies (`rpm -qRp`): `slurm = <micro release>` (SchedMD's package of exactly that
 //!   release) and glibc symbol versions no newer than RHEL 9's 2.34 (the ELF files' own
 //!   `GLIBC_` needs are checked too, and RHEL 8's 2.28 is reported); its conflicts (`rpm
-//!   -qp --conflicts`): every other series' package;
+//!   -qp --conflicts`): every other series' package; each plugin's `plugin_version` is that
+//!   release's `SLURM_VERSION_NUMBER` (what Slurm checks at load time);
 //! - rpmlint: no error (each filter in packaging/rpm/slurm-energy-plugins.rpmlintrc has its
 //!   reason);
 //! - installation with `rpm --root` into a scratch root holding a stand-in of SchedMD's `slurm`
@@ -77,6 +78,25 @@ fn stub_slurm(dir: &Path, version: &str, with_nvml: bool) -> PathBuf {
             .arg(&spec_path),
     );
     work.join(format!("slurm-{version}-1.el9.{arch}.rpm"))
+}
+
+/// The `plugin_version` an ELF plugin exports (Slurm compares it with its own
+/// `SLURM_VERSION_NUMBER`): its dynamic symbol's address (`objdump -T`), then the four bytes
+/// there (`objdump -s`, little-endian on x86_64 and aarch64).
+fn plugin_version(elf: &Path) -> Option<u32> {
+    let symbols = run_ok(Command::new("objdump").arg("-T").arg(elf));
+    let line = symbols.lines().find(|l| l.split_whitespace().last() == Some("plugin_version"))?;
+    let addr = u64::from_str_radix(line.split_whitespace().next()?, 16).ok()?;
+    let dump = run_ok(Command::new("objdump").args(["-s", "-j", ".rodata"]).arg(format!("--start-address={addr:#x}")).arg(format!("--stop-address={:#x}", addr + 4)).arg(elf));
+    let bytes = dump.lines().rev().find(|l| l.trim_start().starts_with(&format!("{addr:x} ")))?.split_whitespace().nth(1)?.to_string();
+    let raw = u32::from_str_radix(&bytes, 16).ok()?;
+    Some(raw.swap_bytes())
+}
+
+/// `25.11.7` -> 0x190b07, as `SLURM_VERSION_NUMBER`.
+fn version_number(release: &str) -> u32 {
+    let parts: Vec<u32> = release.split('.').map(|p| p.parse().expect("numeric release")).collect();
+    (parts[0] << 16) | (parts[1] << 8) | parts[2]
 }
 
 /// A scratch root with an empty rpm database and `stub` installed in it.
@@ -219,6 +239,17 @@ fn check_rpm(name: &str, release: SlurmRelease, src: Option<PathBuf>) {
     assert_eq!(per_file.len(), PLUGINS.len() + 1, "every plugin and the CLI are ELF files: {per_file:?}");
     assert!(newest_required <= RHEL9_GLIBC, "the RPM requires GLIBC_{}.{}, newer than RHEL 9's 2.34: {requires}", newest_required.0, newest_required.1);
     assert!(per_file.iter().all(|(_, n)| *n <= RHEL9_GLIBC), "{per_file:?}");
+
+    // The plugins are built for exactly this release (what Slurm checks when it loads them).
+    let unpacked = scratch.path().join("unpacked");
+    std::fs::create_dir_all(&unpacked).expect("unpack dir");
+    run_ok(Command::new("sh").arg("-c").arg(format!("rpm2cpio '{}' | cpio -idm --quiet", rpm.display())).current_dir(&unpacked));
+    for (_, _, name) in PLUGINS {
+        let elf = unpacked.join(RPM_PLUGIN_DIR.trim_start_matches('/')).join(name);
+        let found = plugin_version(&elf);
+        println!("{name}: plugin_version {found:x?}");
+        assert_eq!(found, Some(version_number(release.upstream)), "{name}'s plugin_version is not Slurm {}'s", release.upstream);
+    }
 
     // rpmlint.
     let lint = rpmlint(&rpm, &project.join("packaging/rpm/slurm-energy-plugins.rpmlintrc")).expect("rpmlint");
