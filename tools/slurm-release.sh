@@ -12,7 +12,7 @@ prog=${0##*/}
 
 usage() {
     cat <<EOF
-Usage: $prog [--help] RELEASE
+Usage: $prog [--help] [--full] RELEASE
 
 RELEASE is an upstream Slurm release that Debian carries as source package slurm-wlm in a
 suite newer than this machine's (24.11.5: trixie; 26.05.5: forky, sid), or one whose SchedMD
@@ -47,14 +47,34 @@ Must run as root on Debian. For a newer release:
      which 26.05.3's configure fails on), builds it (nice, make -j\$(nproc)) and installs
      it into
        \$SLURM_ENERGY_CACHE/slurm-RELEASE/prefix
-     (daemons, clients, libslurm, plugins incl. accounting_storage/mysql and auth/munge; no
-     system file is touched; run the daemons with their own configuration paths).
+     (no system file is touched; run the daemons with their own configuration paths).
+     By default only the parts the bundle and its tests start are built and installed (see
+     PARTIAL BUILD below); --full builds and installs everything configure enabled.
   5. Prints SLURM_SRC_DIR=<src> (the configured tree build.rs reads) and
      SLURM_ENERGY_SLURM_PREFIX=<prefix> (the install the live tests use) and writes both to
      \$SLURM_ENERGY_CACHE/slurm-RELEASE/env.
 
 A marker file (prefix/.slurm-energy-built) holding the source version and the configure options
-makes a second run check and stop: it is fast. Changing the options rebuilds.
+makes a second run check and stop: it is fast. Changing the options rebuilds. A full build
+satisfies a later run without --full; a partial one is completed by a run with --full.
+
+PARTIAL BUILD (the default; a full make takes 6 to 20 minutes per release on two cores):
+  libraries   src/{common,conmgr,interfaces,bcast,curl,database,stepmgr,api} (libslurm,
+              libslurmfull, libslurm_pmi; no static archives: libtool --tag=disable-static)
+  daemons     slurmctld (slurmscriptd is a fork of it), slurmd, slurmstepd, slurmdbd
+  commands    $COMMANDS_DOC
+  plugins     $PLUGINS_DOC
+              (with each type's common/ helper; a plugin this configure does not enable,
+              i.e. one its type's configured Makefile leaves out of SUBDIRS, is skipped)
+  headers     prefix/include/slurm
+The plugins are the ones the tests' slurm.conf, slurmdbd.conf and gres.conf name plus those the
+daemons load without being told (seen in the maps of running 25.11.7 daemons: mpi/*, cgroup/v1,
+prep/script, tls/none, serializer/url-encoded, topology/flat, accounting_storage/ctld_relay,
+hash/k12; from 26.05 every command's slurm_init() loads certgen/script). Left out: sackd,
+sattach, sbcast, sreport, scrun, swait, the static archives, the data_parser plugins (--json
+and --yaml output), man pages, and the plugin types nothing configures (stock acct_gather_*,
+burst_buffer, stock cli_filter, gpu/nvidia and gpu/nrt, job_container, job_submit, jobcomp,
+mcs, metrics, namespace, node_features, preempt, site_factor, switch, task).
 
 OPTIONAL parts left out (each needs a library bookworm lacks at the required version or that the
 bundle never uses): slurmrestd and its HTTP/JSON/YAML/JWT stack, PMIx, UCX, HDF5 profiling,
@@ -73,13 +93,49 @@ EOF
 
 SUITES_DEFAULT="trixie forky sid"
 
+# What a partial build makes, as directories of the configured tree's src/ (a directory a release
+# lacks is skipped). The libraries in link order: libslurm and libslurmfull (src/api) take in
+# the convenience libraries before them.
+LIB_DIRS=(common conmgr interfaces bcast curl database stepmgr api)
+DAEMON_DIRS=(slurmctld slurmd slurmdbd)
+# The commands the bundle (its job hints, tools/ soak, demo, report) and the tests run, and the
+# ones a user of the test clusters reaches for (sprio, sshare, sstat, strigger, scrontab).
+COMMANDS=(sacct sacctmgr salloc sbatch scancel scontrol scrontab sdiag sinfo sprio squeue srun sshare sstat strigger)
+# Plugin directories under src/plugins: named in the tests' configurations (select/cons_tres and
+# linear, sched/backfill, priority/basic, proctrack/linuxproc, auth and cred munge,
+# jobacct_gather/linux, accounting_storage/slurmdbd and mysql, topology/tree, gres/gpu and shard
+# with gpu/generic for AutoDetect=off), loaded without being named (see --help; from 26.05 every
+# command's slurm_init() loads certgen/script), and their cheap siblings in the same types.
+PLUGINS=(
+    accounting_storage/ctld_relay accounting_storage/mysql accounting_storage/slurmdbd
+    auth/munge certgen/script certmgr/script cgroup/v1 cgroup/v2 compress/lz4 compress/none cred/munge gpu/generic
+    gres/gpu gres/mps gres/nic gres/shard hash/k12 hash/sha3 http_auth/local
+    jobacct_gather/cgroup jobacct_gather/linux mpi/cray_shasta mpi/pmi2 mpi/pmix
+    prep/script priority/basic priority/multifactor proctrack/cgroup proctrack/linuxproc
+    proctrack/pgid sched/backfill sched/builtin select/cons_tres select/linear
+    serializer/url-encoded tls/none topology/default topology/flat topology/tree
+    url_parser/internal
+)
+# Convenience libraries some of those link (built before them, one at a time).
+PLUGIN_HELPERS=(
+    accounting_storage/common cgroup/common cred/common gpu/common gres/common hash/common_xkcp
+    jobacct_gather/common topology/common
+)
+COMMANDS_DOC=$(fold -s -w 64 <<<"${COMMANDS[*]}" | sed '2,$s/^/              /')
+PLUGINS_DOC=$(fold -s -w 64 <<<"${PLUGINS[*]}" | sed '2,$s/^/              /')
+
 release=
-case "${1:-}" in
-    -h | --help) usage; exit 0 ;;
-    [0-9]*.[0-9]*.[0-9]*) release=$1 ;;
-    *) usage >&2; exit 2 ;;
-esac
-[[ $# -eq 1 ]] || { usage >&2; exit 2; }
+full=0
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        -h | --help) usage; exit 0 ;;
+        --full) full=1 ;;
+        [0-9]*.[0-9]*.[0-9]*) [[ -z $release ]] || { usage >&2; exit 2; }; release=$1 ;;
+        *) usage >&2; exit 2 ;;
+    esac
+    shift
+done
+[[ -n $release ]] || { usage >&2; exit 2; }
 [[ $release =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || { usage >&2; exit 2; }
 
 exec </dev/null
@@ -190,6 +246,8 @@ marker_content() { # version, tree kind (a tree without Debian's patches adds OR
     [[ $2 == upstream ]] && what=slurm
     printf '%s %s\ntree %s\nconfigure %s\n' "$what" "$1" "$2" "${opts[*]}"
 }
+# The marker's last line for a partial build (a full build has none).
+PARTIAL_LINE="build partial (tools/slurm-release.sh --help: PARTIAL BUILD)"
 
 # Says which source the tree came from (stderr: stdout is the two variables only).
 log_source() { # version, tree kind
@@ -212,7 +270,11 @@ installed_ok() {
     local version kind
     version=$(sed -n -e 's/^slurm-wlm //p' -e 's/^slurm //p' "$MARKER" | head -n 1)
     kind=$(sed -n 's/^tree //p' "$MARKER")
-    [[ -n $version && $(cat "$MARKER") == "$(marker_content "$version" "$kind")" ]] || return 1
+    [[ -n $version && $(head -n 3 "$MARKER") == "$(marker_content "$version" "$kind")" ]] || return 1
+    # A partial build does for a run without --full; the marker has no other lines.
+    local rest
+    rest=$(tail -n +4 "$MARKER")
+    [[ -z $rest || ($rest == "$PARTIAL_LINE" && $full -eq 0) ]] || return 1
     # SchedMD's tarball: still the one SHA256SUMS names (a new tarball rebuilds).
     if [[ $kind == upstream ]] && [[ -n $(upstream_sum) ]]; then
         [[ $version == "$release sha256:$(upstream_sum)" ]] || return 1
@@ -430,18 +492,115 @@ if ! (cd "$TREE" && nice -n 10 ./configure "${CONFIGURE_OPTS[@]}" "${extra_opts[
 fi
 grep -q '^#define HAVE_MYSQL 1' "$TREE/config.h" || die "configure found no MySQL client library (default-libmysqlclient-dev)"
 grep -Eq '^MUNGE *= *auth_munge.la' "$TREE/src/plugins/auth/munge/Makefile" || die "configure found no munge (libmunge-dev)"
-log "building (make -j$jobs, log: $BASE/make.log)"
-if ! (cd "$TREE" && nice -n 10 make -j"$jobs" >"$BASE/make.log" 2>&1); then
-    tail -n 40 "$BASE/make.log" >&2
-    die "make failed in $TREE"
-fi
-log "installing into $PREFIX"
-rm -rf "$PREFIX"
-if ! (cd "$TREE" && nice -n 10 make install >"$BASE/install.log" 2>&1); then
-    tail -n 40 "$BASE/install.log" >&2
-    die "make install failed in $TREE"
+# The SUBDIRS of a directory of the configured tree as its Makefile resolved them (configure
+# drops what it does not enable there, e.g. cgroup/v2 without dbus: its own Makefile would still
+# try to build it).
+declare -A subdirs_cache
+subdirs_of() { # directory under $TREE
+    if [[ -z ${subdirs_cache[$1]+set} ]]; then
+        printf 'slurm-energy-print-subdirs:\n\t@echo $(SUBDIRS)\n' >"$BASE/subdirs.mk"
+        subdirs_cache[$1]=" $(make -s --no-print-directory -C "$TREE/$1" -f Makefile -f "$BASE/subdirs.mk" \
+            slurm-energy-print-subdirs 2>/dev/null || true) "
+    fi
+    echo "${subdirs_cache[$1]}"
+}
+
+# The directories of src/ (under $TREE/src), of those given, that this configured tree builds:
+# each listed in its parent's SUBDIRS, up to src/.
+present() {
+    local d path parent name ok
+    for d in "$@"; do
+        path=src/$d ok=1
+        [[ -f $TREE/$path/Makefile ]] || continue
+        while [[ $path == */* && $path != src ]]; do
+            parent=${path%/*} name=${path##*/}
+            [[ $(subdirs_of "$parent") == *" $name "* ]] || { ok=0; break; }
+            path=$parent
+        done
+        ((ok)) && echo "$d"
+    done
+    return 0
+}
+
+# A partial build's plan as a makefile, so that one jobserver spreads the work over the cores
+# across directories: the convenience libraries and the plugins' helpers side by side, then
+# src/api (libslurm, libslurmfull: they take the libraries in), then the daemons, commands and
+# plugins side by side. A later directory's own rules that make an earlier library find it
+# already built.
+partial_makefile() {
+    local d all=("${leaves[@]}")
+    printf '# Generated by tools/slurm-release.sh (partial build).\n.PHONY: all %s\nall: %s\n' \
+        "${libs[*]} ${helpers[*]} ${leaves[*]}" "${all[*]}"
+    for d in "${libs[@]}"; do
+        if [[ $d == api ]]; then
+            printf 'api: %s\n' "$(printf '%s ' "${libs[@]}" | sed 's/\bapi\b//')"
+        else
+            printf '%s:\n' "$d"
+        fi
+        printf '\t+$(MAKE) -C %s\n' "$TREE/src/$d"
+    done
+    for d in "${helpers[@]}"; do printf '%s:\n\t+$(MAKE) -C %s\n' "$d" "$TREE/src/$d"; done
+    for d in "${leaves[@]}"; do
+        printf '%s: %s\n\t+$(MAKE) -C %s\n' "$d" "${libs[*]} ${helpers[*]}" "$TREE/src/$d"
+    done
+}
+
+if ((full)); then
+    # A tree a partial build left (objects without their static twins) starts again from clean.
+    if [[ -f $TREE/.slurm-energy-partial ]]; then
+        log "the tree was built partially before: make clean"
+        (cd "$TREE" && make clean >"$BASE/clean.log" 2>&1) || die "make clean failed in $TREE (see $BASE/clean.log)"
+        rm -f "$TREE/.slurm-energy-partial"
+    fi
+    log "building everything (--full; make -j$jobs, log: $BASE/make.log)"
+    if ! (cd "$TREE" && nice -n 10 make -j"$jobs" >"$BASE/make.log" 2>&1); then
+        tail -n 40 "$BASE/make.log" >&2
+        die "make failed in $TREE"
+    fi
+    built_at=$SECONDS
+    log "installing into $PREFIX"
+    rm -rf "$PREFIX"
+    if ! (cd "$TREE" && nice -n 10 make install >"$BASE/install.log" 2>&1); then
+        tail -n 40 "$BASE/install.log" >&2
+        die "make install failed in $TREE"
+    fi
+else
+    mapfile -t libs < <(present "${LIB_DIRS[@]}")
+    mapfile -t helpers < <(present "${PLUGIN_HELPERS[@]/#/plugins/}")
+    mapfile -t leaves < <(present "${DAEMON_DIRS[@]}" "${COMMANDS[@]}" "${PLUGINS[@]/#/plugins/}")
+    [[ " ${libs[*]} " == *" common "* && " ${libs[*]} " == *" api "* ]] || die "$TREE/src has no common/ or api/ Makefile"
+    plugins_present=0
+    for d in "${leaves[@]}"; do [[ $d == plugins/* ]] && ((++plugins_present)); done
+    log "building the parts the bundle and its tests use (make -j$jobs in ${#libs[@]} library, ${#helpers[@]} helper and ${#leaves[@]} other directories: the daemons, $((${#leaves[@]} - ${#DAEMON_DIRS[@]} - plugins_present)) commands, $plugins_present plugins; --full builds everything; log: $BASE/make.log)"
+    partial_makefile >"$BASE/partial.mk"
+    touch "$TREE/.slurm-energy-partial"
+    # Without static archives (nothing uses them): libtool compiles each object once, not twice.
+    if ! (cd "$TREE" && nice -n 10 make -j"$jobs" -f "$BASE/partial.mk" LIBTOOLFLAGS=--tag=disable-static \
+        >"$BASE/make.log" 2>&1); then
+        tail -n 40 "$BASE/make.log" >&2
+        die "make failed in $TREE (plan: $BASE/partial.mk)"
+    fi
+    built_at=$SECONDS
+    log "installing into $PREFIX"
+    rm -rf "$PREFIX"
+    : >"$BASE/install.log"
+    for d in "${libs[@]}" "${leaves[@]}"; do
+        if ! (cd "$TREE/src/$d" && nice -n 10 make install LIBTOOLFLAGS=--tag=disable-static >>"$BASE/install.log" 2>&1); then
+            tail -n 40 "$BASE/install.log" >&2
+            die "make install failed in $TREE/src/$d"
+        fi
+    done
+    if ! (cd "$TREE" && make install-pkgincludeHEADERS >>"$BASE/install.log" 2>&1); then
+        tail -n 40 "$BASE/install.log" >&2
+        die "installing the headers failed in $TREE"
+    fi
 fi
 marker_content "$version" "$kind" >"$MARKER"
+((full)) || echo "$PARTIAL_LINE" >>"$MARKER"
 installed_ok || die "$PREFIX is incomplete after make install (see $BASE/install.log)"
-log "built and installed in $((SECONDS - started)) s"
+objects=$(find "$TREE/src" -name '*.o' | wc -l)
+shared=$(find "$PREFIX/lib/slurm" -maxdepth 1 -name '*.so' | wc -l)
+programs=$(find "$PREFIX/bin" "$PREFIX/sbin" -maxdepth 1 -type f -perm -u+x | wc -l)
+log "$( ((full)) && echo built everything || echo built the partial set): $objects objects in the tree; installed $programs programs, $shared shared objects in lib/slurm"
+log "built in $((built_at - started)) s (configure included), installed in $((SECONDS - built_at)) s"
 report
