@@ -71,7 +71,21 @@ fn main() {
     let shim_dir = manifest.join("src").join("shim");
 
     let mut build = cc::Build::new();
-    build.file(shim_dir.join("shim.c")).file(shim_dir.join("stepd.c")).include(&shim_dir).warnings(false).flag_if_supported("-fvisibility=hidden");
+    // -Wall, and the mismatches a release's changed signature produces as errors: C accepts an
+    // integer where 25.11 takes a pointer with a warning only, which crashed slurmctld at run
+    // time (job_complete() on 25.11 and 26.05) while `-w` hid it.
+    build
+        .file(shim_dir.join("shim.c"))
+        .file(shim_dir.join("stepd.c"))
+        .include(&shim_dir)
+        .warnings(true)
+        .extra_warnings(false)
+        .flag_if_supported("-fvisibility=hidden")
+        .flag("-Werror=int-conversion")
+        .flag("-Werror=incompatible-pointer-types")
+        .flag("-Werror=implicit-function-declaration")
+        .flag("-Werror=int-to-pointer-cast")
+        .flag("-Werror=pointer-to-int-cast");
     for inc in &includes {
         build.include(inc);
     }

@@ -186,6 +186,11 @@ impl SlurmctldLock {
                 if !watch.held_for_prolog.contains(&id) {
                     watch.held_for_prolog.push(id);
                 }
+                // Judged by model::lost_prolog from now on, also where the wait was not yet
+                // visible when the job was picked (26.05 restores the prolog bitmap later).
+                if !watch.prolog_waits.contains(&id) {
+                    watch.prolog_waits.push(id);
+                }
                 still.push(id);
                 continue;
             }

@@ -316,6 +316,7 @@ fn post_node_addresses(observer: &learning::Observer) {
 fn watch_recovery(watch: &mut slurm_bindings::launch::RecoveryWatch, finish_lost_prologs: bool) {
     let Ok(mut lock) = slurm_bindings::locks::SlurmctldLock::acquire(slurm_bindings::locks::LockLevels::SCHEDULER) else { return };
     finish_lost_prologs_of(&mut lock, watch, finish_lost_prologs);
+    let watched_before = (watch.watched(), watch.prolog_waits());
     match lock.watch_recovered_starts(watch) {
         Ok(ended) => {
             for m in ended {
@@ -331,6 +332,9 @@ fn watch_recovery(watch: &mut slurm_bindings::launch::RecoveryWatch, finish_lost
         }
         Err(e) => LOG.error(&format!("recovered jobs not checked: {e}")),
     }
+    if LOG.debug_enabled() && (watch.watched(), watch.prolog_waits()) != watched_before {
+        LOG.debug(&format!("recovered jobs: {} watched until their first node registers, {} waiting for their prolog", watch.watched(), watch.prolog_waits()));
+    }
 }
 
 /// Recovered batch jobs still waiting for a prolog whose completion died with the previous
@@ -339,6 +343,9 @@ fn finish_lost_prologs_of(lock: &mut slurm_bindings::locks::SlurmctldLock, watch
     use model::lost_prolog::{RecoveredJob, Verdict, judge, prolog_limit_s};
     use slurm_bindings::launch::{PrologWaitAction, PrologWaitEnd};
     let judged = lock.judge_recovered_prolog_waits(watch, |f| {
+        if LOG.debug_enabled() {
+            LOG.debug(&format!("recovered prolog wait: {f:?}"));
+        }
         let job = RecoveredJob {
             running: f.running,
             configuring: f.configuring,

@@ -1024,8 +1024,16 @@ int energy_job_complete_missing(job_record_t *job)
 	if (!resolved_ok)
 		return -1;
 	job->exit_code = 1;
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+	/* 25.11 names the job by its step id (no SLUID: found by job id). */
+	slurm_step_id_t step_id = { .sluid = 0, .job_id = job->job_id,
+				    .step_het_comp = NO_VAL, .step_id = NO_VAL };
+	return shim_fns.job_complete(&step_id, (*resolved.slurm_conf).slurm_user_id,
+				     requeue, true, NO_VAL);
+#else
 	return shim_fns.job_complete(job->job_id, (*resolved.slurm_conf).slurm_user_id,
 				     requeue, true, NO_VAL);
+#endif
 }
 
 bool energy_job_waits_for_prolog(const job_record_t *job)
