@@ -82,8 +82,9 @@ pub struct RecoveryWatch {
     /// Batch jobs picked with the watched ones that were also waiting for their prolog
     /// (`PrologFlags=Alloc`): judged by `model::lost_prolog` until settled.
     prolog_waits: Vec<u32>,
-    /// Watched jobs whose first node registered without them while they waited for their
-    /// prolog (which may still have been running): never ended as missing.
+    /// Watched jobs seen waiting for their prolog (when picked, or when their first node
+    /// registered without them): never ended as missing by this watch (a wait that ended means
+    /// slurmd ran the prolog; one that does not is `model::lost_prolog`'s to judge).
     held_for_prolog: Vec<u32>,
 }
 
@@ -152,6 +153,10 @@ impl SlurmctldLock {
                     // SAFETY: reads the job's state reason and prolog bitmap under the job lock.
                     if unsafe { sys::energy_job_waits_for_prolog(rec) } && !watch.prolog_waits.contains(&id) {
                         watch.prolog_waits.push(id);
+                        // Seen waiting: if the wait has ended by the time its node registered
+                        // (the completion came between two looks), slurmd ran its prolog and
+                        // the job is not missing.
+                        watch.held_for_prolog.push(id);
                     }
                 }
             }
