@@ -108,15 +108,15 @@ COMMANDS=(sacct sacctmgr salloc sbatch scancel scontrol scrontab sdiag sinfo spr
 # command's slurm_init() loads certgen/script), and their cheap siblings in the same types.
 PLUGINS=(
     accounting_storage/ctld_relay accounting_storage/mysql accounting_storage/slurmdbd
-    auth/munge certgen/script certmgr/script cgroup/v1 cgroup/v2 compress/lz4 compress/none cred/munge gpu/generic
-    gres/gpu gres/mps gres/nic gres/shard hash/k12 hash/sha3 http_auth/local
+    auth/munge certgen/script certmgr/script cgroup/v1 cgroup/v2 compress/lz4 compress/none
+    cred/munge gpu/generic gres/gpu gres/mps gres/nic gres/shard hash/k12 hash/sha3 http_auth/local
     jobacct_gather/cgroup jobacct_gather/linux mpi/cray_shasta mpi/pmi2 mpi/pmix
     prep/script priority/basic priority/multifactor proctrack/cgroup proctrack/linuxproc
     proctrack/pgid sched/backfill sched/builtin select/cons_tres select/linear
     serializer/url-encoded tls/none topology/default topology/flat topology/tree
     url_parser/internal
 )
-# Convenience libraries some of those link (built before them, one at a time).
+# Convenience libraries some of those link (built beside the libraries, before the plugins).
 PLUGIN_HELPERS=(
     accounting_storage/common cgroup/common cred/common gpu/common gres/common hash/common_xkcp
     jobacct_gather/common topology/common
