@@ -122,22 +122,27 @@ wait_one() {
     finish "$pid" "$rc"
 }
 
+# First every binary that may have others beside it, longest first, `jobs` at once; then, with
+# nothing else running, the ones that must run alone (at the end, so that no slot idles while
+# the pool drains before each of them).
 t_run=$SECONDS
 i=0
 while IFS=$'\t' read -r _ label exe dir pkg crate; do
     i=$((i + 1))
-    name=${label##* }
-    if [[ -n "${alone[$name]:-}" ]]; then
-        while ((${#pid_of_slot[@]} > 0)); do wait_one; done
-        echo "run-tests: $label runs alone (${alone[$name]})"
-        run_one "$i" "$label" "$exe" "$dir" "$pkg" "$crate" "$@"
-        wait_one
-        continue
-    fi
+    [[ -z "${alone[${label##* }]:-}" ]] || continue
     while ((${#pid_of_slot[@]} >= jobs)); do wait_one; done
     run_one "$i" "$label" "$exe" "$dir" "$pkg" "$crate" "$@"
 done <"$work/list"
 while ((${#pid_of_slot[@]} > 0)); do wait_one; done
+i=0
+while IFS=$'\t' read -r _ label exe dir pkg crate; do
+    i=$((i + 1))
+    name=${label##* }
+    [[ -n "${alone[$name]:-}" ]] || continue
+    echo "run-tests: $label runs alone (${alone[$name]})"
+    run_one "$i" "$label" "$exe" "$dir" "$pkg" "$crate" "$@"
+    wait_one
+done <"$work/list"
 
 if ((${#results[@]} != total)); then
     echo "run-tests: only ${#results[@]} of $total test binaries ran" >&2
