@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace like `cargo test --workspace --no-fail-fast`, but with several
 # test binaries at once: most live tests (a real local Slurm cluster each, tests/cluster) mostly
-# wait, so on two cores side by side they take about half the wall time (docs/testing.md).
+# wait, so on two cores several can run side by side (docs/testing.md).
 #
 #   bash tools/run-tests.sh [ARGS...]      ARGS go to every test binary (e.g. --nocapture)
 #
