@@ -10,8 +10,10 @@
 //! `timeout 30`, so a leaked lock fails the test instead of hanging it).
 //!
 //! The feature build is made by the test itself (`cargo build --features fault-injection` into
-//! `<target>/plugin-builds`, shared with the demo test), so `cargo test --workspace` on a fresh
-//! clone runs it; the normal build never contains the fault code (checked below). Skipped (with a
+//! `<target>/plugin-builds-fault-injection`, a dir of its own: in `<target>/plugin-builds` it
+//! would replace the plain `libsched_energy.so` the demo, replay and soak tests copy from there,
+//! and they from under it, when test binaries run side by side, tools/run-tests.sh), so
+//! `cargo test --workspace` on a fresh clone runs it; the normal build never contains the fault code (checked below). Skipped (with a
 //! printed reason) only when not root or when Slurm is not installed.
 
 use std::path::{Path, PathBuf};
@@ -30,14 +32,14 @@ interval_s = 1
 debug = true
 ";
 
-/// Builds the plugin with `--features fault-injection` into `<target>/plugin-builds` and
+/// Builds the plugin with `--features fault-injection` into `<target>/plugin-builds-fault-injection` and
 /// returns the library's path.
 fn build_fault_injection_plugin() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
     // <target>/<profile>/deps/<test> -> <target>
     let target = exe.ancestors().nth(3).expect("target dir").to_path_buf();
-    // Shared with the demo test (tools/tests/live_demo.rs): dependencies are built once.
-    let target_dir = target.join("plugin-builds");
+    // Not `plugin-builds` (tools/tests/live_demo.rs and others): see the module comment.
+    let target_dir = target.join("plugin-builds-fault-injection");
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let t0 = Instant::now();

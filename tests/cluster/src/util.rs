@@ -7,7 +7,6 @@ use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -63,40 +62,95 @@ pub(crate) fn require_program(name: &str) -> Result<PathBuf, ClusterError> {
     })
 }
 
-/// Ports handed out by this process, so that two clusters of one test binary never get the same
-/// one even if the kernel offers it twice.
-fn handed_out() -> &'static Mutex<HashSet<u16>> {
-    static PORTS: OnceLock<Mutex<HashSet<u16>>> = OnceLock::new();
-    PORTS.get_or_init(|| Mutex::new(HashSet::new()))
+/// The registry of ports handed out to live clusters on this host, shared by every process (test
+/// binaries run side by side, tools/run-tests.sh). One line per port: `<port> <owner pid>`.
+pub const PORT_REGISTRY: &str = "/tmp/slurm-testcluster-ports";
+
+/// Lowest port handed out. The top is the kernel's ephemeral range's start (exclusive).
+const FIRST_PORT: u16 = 15000;
+
+/// `count` distinct ports for a cluster's daemons, safe across processes.
+///
+/// Invariant: among processes that are alive, no port is handed out twice. Each port chosen is
+/// written to [`PORT_REGISTRY`] with this process's id while an exclusive `flock` on that file is
+/// held, and a line is dropped only once its owner has exited (so a cluster keeps its ports for
+/// restarts of its daemons as long as its test binary lives). The ports lie below the kernel's
+/// ephemeral range (`net.ipv4.ip_local_port_range`), so no outgoing connection of any process is
+/// given one between now and the moment its daemon binds it; each was bindable on 0.0.0.0 (what
+/// the daemons bind) when chosen.
+pub(crate) fn free_ports(count: usize) -> Result<Vec<u16>, ClusterError> {
+    free_ports_in(Path::new(PORT_REGISTRY), FIRST_PORT..ephemeral_start(), count)
 }
 
-/// `count` distinct ports that were free on 127.0.0.1 a moment ago. All listeners are held until
-/// every port is chosen, so the kernel cannot offer one twice within a call.
-pub(crate) fn free_ports(count: usize) -> Result<Vec<u16>, ClusterError> {
-    let mut listeners = Vec::new();
+/// The start of the kernel's ephemeral port range (32768 when it cannot be read).
+fn ephemeral_start() -> u16 {
+    fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .filter(|&p: &u16| p > FIRST_PORT)
+        .unwrap_or(32768)
+}
+
+fn free_ports_in(
+    registry: &Path,
+    range: std::ops::Range<u16>,
+    count: usize,
+) -> Result<Vec<u16>, ClusterError> {
+    use std::io::{Seek, Write};
+    let what = |op: &str| format!("{op} {}", registry.display());
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(registry)
+        .map_err(|e| ClusterError::io(what("open"), e))?;
+    // Root's file must stay usable by a test run as another user, and the other way round.
+    let _ = set_mode(registry, 0o666);
+    // Released when `file` is dropped (end of this function), after the registry is written.
+    file.lock().map_err(|e| ClusterError::io(what("flock"), e))?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)
+        .map_err(|e| ClusterError::io(what("read"), e))?;
+    let mut live: Vec<(u16, u32)> = text
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+        })
+        .filter(|&(_, pid)| pid_exists(pid))
+        .collect();
+    let taken: HashSet<u16> = live.iter().map(|&(port, _)| port).collect();
+    let span = usize::from(range.end.saturating_sub(range.start));
+    // Start at a random place so that processes do not all probe the same first ports.
+    let offset = random_bytes(2).map(|b| usize::from(u16::from_le_bytes([b[0], b[1]])))?;
     let mut ports = Vec::new();
-    let mut taken = handed_out()
-        .lock()
-        .unwrap_or_else(|poison| poison.into_inner());
-    let mut attempts = 0;
-    while ports.len() < count {
-        attempts += 1;
-        if attempts > count * 20 {
-            return Err(ClusterError::Unsupported(
-                "cannot find free ports on 127.0.0.1".into(),
-            ));
+    for i in 0..span {
+        if ports.len() == count {
+            break;
         }
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .map_err(|e| ClusterError::io("bind 127.0.0.1:0", e))?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| ClusterError::io("local_addr", e))?
-            .port();
-        if taken.insert(port) {
+        let port = range.start + ((offset + i) % span) as u16;
+        if !taken.contains(&port) && TcpListener::bind(("0.0.0.0", port)).is_ok() {
             ports.push(port);
         }
-        listeners.push(listener);
     }
+    if ports.len() < count {
+        return Err(ClusterError::Unsupported(format!(
+            "cannot find {count} free ports in {range:?} ({} held by live processes in {})",
+            taken.len(),
+            registry.display()
+        )));
+    }
+    let me = std::process::id();
+    live.extend(ports.iter().map(|&port| (port, me)));
+    let mut out = String::new();
+    for (port, pid) in &live {
+        out.push_str(&format!("{port} {pid}\n"));
+    }
+    file.set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| file.write_all(out.as_bytes()))
+        .map_err(|e| ClusterError::io(what("write"), e))?;
     Ok(ports)
 }
 
@@ -254,4 +308,85 @@ pub fn job_processes(spool: &Path, conf: &Path) -> Vec<(u32, u32)> {
             Some((pid, pgid))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader};
+
+    const CHILD_ENV: &str = "SLURM_TESTCLUSTER_PORTS_CHILD";
+
+    /// Not a test of its own: run by `ports_never_overlap_across_live_processes` in a child
+    /// process, it takes ports, prints them and stays alive (its ports in use, as a cluster's are)
+    /// until its stdin closes.
+    #[test]
+    fn port_registry_child() {
+        let Some(count) = std::env::var(CHILD_ENV).ok().and_then(|v| v.parse().ok()) else { return };
+        let ports = free_ports(count).expect("free_ports");
+        let line: Vec<String> = ports.iter().map(u16::to_string).collect();
+        println!("PORTS {}", line.join(" "));
+        let mut rest = String::new();
+        let _ = std::io::stdin().read_to_string(&mut rest);
+    }
+
+    #[test]
+    fn ports_never_overlap_across_live_processes() {
+        const CHILDREN: usize = 4;
+        const EACH: usize = 400;
+        let exe = std::env::current_exe().expect("test binary");
+        let mut children: Vec<std::process::Child> = (0..CHILDREN)
+            .map(|_| {
+                Command::new(&exe)
+                    .args(["--exact", "util::tests::port_registry_child", "--nocapture", "--test-threads=1"])
+                    .env(CHILD_ENV, EACH.to_string())
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .spawn()
+                    .expect("spawn a child")
+            })
+            .collect();
+        let mut seen: HashSet<u16> = HashSet::new();
+        let mut outputs = Vec::new();
+        for child in &mut children {
+            let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+            let line = (&mut out)
+                .lines()
+                .map_while(Result::ok)
+                .find_map(|l| Some(l.split_once("PORTS ")?.1.to_string()))
+                .expect("the child printed its ports");
+            // (libtest's "test <name> ... " precedes them on the line.)
+            let ports: Vec<u16> = line.split(' ').map(|p| p.parse().expect("a port")).collect();
+            assert_eq!(ports.len(), EACH);
+            for port in ports {
+                assert!(seen.insert(port), "port {port} handed out to two live processes");
+            }
+            outputs.push(out);
+        }
+        for (mut child, mut out) in children.into_iter().zip(outputs) {
+            drop(child.stdin.take());
+            let _ = out.read_to_string(&mut String::new());
+            assert!(child.wait().expect("wait").success());
+        }
+    }
+
+    #[test]
+    fn ports_of_exited_processes_are_handed_out_again() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let registry = dir.path().join("ports");
+        let mut exited = Command::new("true").spawn().expect("spawn true");
+        let dead = exited.id();
+        exited.wait().expect("wait");
+        let me = std::process::id();
+        // Two ports free on the host, found by the kernel.
+        let a = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = a.local_addr().unwrap().port();
+        drop(a);
+        write_file(&registry, &format!("{port} {dead}\n{} {me}\n", port + 1)).unwrap();
+        let got = free_ports_in(&registry, port..port + 2, 1).unwrap();
+        assert_eq!(got, vec![port], "the exited owner's port is free, the live one's is not");
+        let text = fs::read_to_string(&registry).unwrap();
+        assert_eq!(text, format!("{} {me}\n{port} {me}\n", port + 1));
+        assert!(free_ports_in(&registry, port..port + 2, 1).is_err(), "both held by a live process");
+    }
 }
