@@ -208,6 +208,18 @@ impl SlurmctldLock {
                 watch.held_for_prolog.retain(|&j| j != id);
                 continue;
             }
+            // Slurm's own grace (`_purge_missing_jobs`): a batch job younger than
+            // BatchStartTimeout + min(10 s, MessageTimeout) when its node registers may still
+            // be launching there (slurmd reports it once its slurmstepd runs), so it is not
+            // missing. Seen in CI: a job launched 8 s before its node registered, mid-launch,
+            // was ended and requeued. Such a job is left to Slurm, as stock leaves it.
+            // SAFETY: slurm_conf under the configuration read lock (SCHEDULER levels).
+            let conf = unsafe { &*api.raw().slurm_conf };
+            let grace_s = i64::from(conf.batch_start_timeout) + i64::from(conf.msg_timeout).min(10);
+            if now_s() - rec.start_time < grace_s {
+                rec.time_last_active = now_s();
+                continue;
+            }
             // SAFETY: batch host string owned by the record.
             let node = unsafe { opt_str(rec.batch_host) }.unwrap_or("?").to_string();
             // SAFETY: a running batch job under the job write lock, ended as slurmctld ends a

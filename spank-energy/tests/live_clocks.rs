@@ -263,8 +263,15 @@ fn clocks_for_batch_and_srun_steps() {
     let child = rig.srun(&["--energy-policy=performance", "--gres=gpu:1", "sleep", "3"]);
     rig.wait_clocks("the next step repaired the killed step's GPU", |c| c[gpu_index] == default_mhz);
     wait_child(child, "srun after SIGKILL");
-    let log = rig.cluster().slurmd_log("n1");
-    let repaired: Vec<&str> = log.lines().filter(|l| l.contains(&format!("restored the GPU clocks left by job {killed} step"))).collect();
+    // The step's log line may reach the log after srun returned (seen in CI under load).
+    let repaired_line = format!("restored the GPU clocks left by job {killed} step");
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let mut log = rig.cluster().slurmd_log("n1");
+    while !log.contains(&repaired_line) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        log = rig.cluster().slurmd_log("n1");
+    }
+    let repaired: Vec<&str> = log.lines().filter(|l| l.contains(&repaired_line)).collect();
     println!("  {}", repaired.join("\n  "));
     assert!(
         repaired.iter().any(|l| l.contains(&format!("[{}.0]", killed + 1))),

@@ -537,9 +537,16 @@ mod tests {
         let mut child = Command::new("sleep").arg("30").env("SLURM_CONF", "/elsewhere/slurm.conf").spawn().expect("spawn sleep");
         // spawn() returns after fork; until the child has exec'd, /proc shows the test's own
         // command and environment (seen in CI), so wait for the exec first.
+        // The new name appears during the exec before the new environment's addresses are set
+        // (seen in CI under load: comm `sleep`, environ still empty), so wait for both.
         let comm_path = format!("/proc/{}/comm", child.id());
+        let environ_path = format!("/proc/{}/environ", child.id());
         let exec_deadline = Instant::now() + Duration::from_secs(10);
-        while fs::read_to_string(&comm_path).map(|c| c.trim() != "sleep").unwrap_or(true) {
+        let execed = || {
+            fs::read_to_string(&comm_path).is_ok_and(|c| c.trim() == "sleep")
+                && fs::read(&environ_path).is_ok_and(|e| e.split(|&b| b == 0).any(|v| v == b"SLURM_CONF=/elsewhere/slurm.conf"))
+        };
+        while !execed() {
             assert!(Instant::now() < exec_deadline, "sleep did not exec within 10 s");
             std::thread::sleep(Duration::from_millis(10));
         }
