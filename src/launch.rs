@@ -125,10 +125,12 @@ impl RecoveryWatch {
 }
 
 impl SlurmctldLock {
-    /// One step of `watch` (see [`RecoveryWatch`]); returns the jobs it ended as missing. Needs
-    /// the job write lock.
-    pub fn watch_recovered_starts(&mut self, watch: &mut RecoveryWatch) -> Result<Vec<MissingJob>, NotLocked> {
+    /// One step of `watch` (see [`RecoveryWatch`]): picks the jobs to watch, then `decide` says
+    /// for each watched job's facts what to do now (the rule: `model::lost_launch`). Returns the
+    /// jobs it ended as missing. Needs the job write lock and the configuration read lock.
+    pub fn watch_recovered_starts(&mut self, watch: &mut RecoveryWatch, mut decide: impl FnMut(&WatchedStartFacts) -> StartWatchAction) -> Result<Vec<MissingJob>, NotLocked> {
         self.require("recovered jobs", |l| l.job, LockLevel::Write)?;
+        self.require("recovered jobs", |l| l.conf, LockLevel::Read)?;
         let api = self.api();
         if !watch.armed {
             // Until the first node registers (the plugin starts before slurmctld has read its
@@ -163,6 +165,10 @@ impl SlurmctldLock {
             // SAFETY: reads the node table under the job lock (nodes' version strings only).
             watch.armed = unsafe { sys::energy_any_node_registered() } || now_s() - watch.started_s > ARMING_LIMIT_S;
         }
+        // SAFETY: slurm_conf's address (non-NULL after resolve); the SCHEDULER levels hold the
+        // configuration read lock.
+        let conf = unsafe { &*api.raw().slurm_conf };
+        let (batch_start_timeout_s, msg_timeout_s) = (i64::from(conf.batch_start_timeout), i64::from(conf.msg_timeout));
         let mut ended = Vec::new();
         let mut still = Vec::new();
         for id in std::mem::take(&mut watch.watched) {
@@ -170,66 +176,93 @@ impl SlurmctldLock {
             let job = unsafe { call!(api, find_job_record(id)) };
             // SAFETY: NULL or a record under the job write lock.
             let Some(rec) = (unsafe { job.as_mut() }) else { continue };
-            // SAFETY: the shim reads state fields only.
-            if !unsafe { sys::energy_job_is_running(rec) } {
-                continue;
-            }
-            // SAFETY: reads the job's bitmap and the node table under the job lock.
-            if !unsafe { sys::energy_job_first_node_registered(rec) } {
-                still.push(id);
-                continue;
-            }
-            if rec.time_last_active != 0 {
-                // Reported by its node: alive.
-                continue;
-            }
-            // SAFETY: reads the job's state reason and prolog bitmap under the job lock.
-            if unsafe { sys::energy_job_waits_for_prolog(rec) } {
-                // Its prolog may still run: slurmd has no step of the job to report before the
-                // prolog ends (Slurm's own check of missing batch jobs skips nothing here, but
-                // waits BatchStartTimeout). Looked at again until the wait ends.
-                if !watch.held_for_prolog.contains(&id) {
-                    watch.held_for_prolog.push(id);
+            // SAFETY: the shim reads the record's state, bitmaps, prolog state and the node
+            // table under the job lock.
+            let facts = unsafe {
+                let first_node_registered = sys::energy_job_first_node_registered(rec);
+                WatchedStartFacts {
+                    running: sys::energy_job_is_running(rec),
+                    first_node_registered,
+                    // Zeroed when picked; the first node's registration sets it for every job
+                    // it reports.
+                    reported: first_node_registered && rec.time_last_active != 0,
+                    waits_for_prolog: sys::energy_job_waits_for_prolog(rec),
+                    seen_waiting_for_prolog: watch.held_for_prolog.contains(&id),
+                    age_s: now_s() - rec.start_time,
+                    batch_start_timeout_s,
+                    msg_timeout_s,
                 }
-                // Judged by model::lost_prolog from now on, also where the wait was not yet
-                // visible when the job was picked (26.05 restores the prolog bitmap later).
-                if !watch.prolog_waits.contains(&id) {
-                    watch.prolog_waits.push(id);
+            };
+            match decide(&facts) {
+                StartWatchAction::Stop => {}
+                StartWatchAction::KeepWatching => still.push(id),
+                StartWatchAction::PrologMayRun => {
+                    // Its prolog may still run: slurmd has no step of the job to report before
+                    // the prolog ends. Looked at again until the wait ends; judged by
+                    // `judge_recovered_prolog_waits` from now on, also where the wait was not
+                    // yet visible when the job was picked (26.05 restores the prolog bitmap
+                    // later).
+                    if !watch.held_for_prolog.contains(&id) {
+                        watch.held_for_prolog.push(id);
+                    }
+                    if !watch.prolog_waits.contains(&id) {
+                        watch.prolog_waits.push(id);
+                    }
+                    still.push(id);
                 }
-                still.push(id);
-                continue;
+                StartWatchAction::MarkActive => {
+                    // Left to Slurm's own check of missing batch jobs, from the time slurmctld
+                    // would have set at a registration that reported it.
+                    rec.time_last_active = now_s();
+                    watch.held_for_prolog.retain(|&j| j != id);
+                }
+                StartWatchAction::EndAsMissing => {
+                    // SAFETY: batch host string owned by the record.
+                    let node = unsafe { opt_str(rec.batch_host) }.unwrap_or("?").to_string();
+                    // SAFETY: a running batch job under the job write lock, ended as slurmctld
+                    // ends a batch job missing from its node.
+                    let rc = unsafe { sys::energy_job_complete_missing(rec) };
+                    ended.push(MissingJob { job_id: id, node, rc });
+                }
             }
-            if watch.held_for_prolog.contains(&id) {
-                // The wait ended while watched: slurmd sent the prolog's completion, so its
-                // prolog ran and it launches the script. Alive, as far as this watch can tell;
-                // Slurm's own check of missing batch jobs (BatchStartTimeout) takes over, from
-                // the time slurmctld would have set.
-                rec.time_last_active = now_s();
-                watch.held_for_prolog.retain(|&j| j != id);
-                continue;
-            }
-            // Slurm's own grace (`_purge_missing_jobs`): a batch job younger than
-            // BatchStartTimeout + min(10 s, MessageTimeout) when its node registers may still
-            // be launching there (slurmd reports it once its slurmstepd runs), so it is not
-            // missing. Seen in CI: a job launched 8 s before its node registered, mid-launch,
-            // was ended and requeued. Such a job is left to Slurm, as stock leaves it.
-            // SAFETY: slurm_conf under the configuration read lock (SCHEDULER levels).
-            let conf = unsafe { &*api.raw().slurm_conf };
-            let grace_s = i64::from(conf.batch_start_timeout) + i64::from(conf.msg_timeout).min(10);
-            if now_s() - rec.start_time < grace_s {
-                rec.time_last_active = now_s();
-                continue;
-            }
-            // SAFETY: batch host string owned by the record.
-            let node = unsafe { opt_str(rec.batch_host) }.unwrap_or("?").to_string();
-            // SAFETY: a running batch job under the job write lock, ended as slurmctld ends a
-            // batch job missing from its node.
-            let rc = unsafe { sys::energy_job_complete_missing(rec) };
-            ended.push(MissingJob { job_id: id, node, rc });
         }
         watch.watched = still;
         Ok(ended)
     }
+}
+
+/// What [`SlurmctldLock::watch_recovered_starts`] read of one watched job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchedStartFacts {
+    pub running: bool,
+    /// Its first node (the batch host) registered with this slurmctld.
+    pub first_node_registered: bool,
+    /// That registration reported the job.
+    pub reported: bool,
+    pub waits_for_prolog: bool,
+    /// Seen waiting for its prolog at an earlier look (or when picked).
+    pub seen_waiting_for_prolog: bool,
+    /// Seconds since its start.
+    pub age_s: i64,
+    /// slurm.conf `BatchStartTimeout`.
+    pub batch_start_timeout_s: i64,
+    /// slurm.conf `MessageTimeout`.
+    pub msg_timeout_s: i64,
+}
+
+/// What to do with a watched job now (see [`SlurmctldLock::watch_recovered_starts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartWatchAction {
+    /// Stop watching it (ended, or reported by its node).
+    Stop,
+    /// Look again later (its first node has not registered).
+    KeepWatching,
+    /// Its prolog may still run: look again, and judge the wait as a recovered prolog wait.
+    PrologMayRun,
+    /// Leave it to Slurm's own check of missing batch jobs, as if its node had reported it now.
+    MarkActive,
+    /// End it as slurmctld ends a batch job missing from its node.
+    EndAsMissing,
 }
 
 /// A recovered job whose prolog completion the previous slurmctld answered and never wrote:

@@ -18,6 +18,7 @@ pub mod gpu_use;
 pub mod gpu_use_learning;
 pub mod history;
 pub mod interference;
+pub mod lost_launch;
 pub mod lost_prolog;
 pub mod min_tree;
 pub mod perf_power;

@@ -317,7 +317,26 @@ fn watch_recovery(watch: &mut slurm_bindings::launch::RecoveryWatch, finish_lost
     let Ok(mut lock) = slurm_bindings::locks::SlurmctldLock::acquire(slurm_bindings::locks::LockLevels::SCHEDULER) else { return };
     finish_lost_prologs_of(&mut lock, watch, finish_lost_prologs);
     let watched_before = (watch.watched(), watch.prolog_waits());
-    match lock.watch_recovered_starts(watch) {
+    let judged = lock.watch_recovered_starts(watch, |f| {
+        use model::lost_launch::{LaunchVerdict, WatchedJob, judge, launch_grace_s};
+        use slurm_bindings::launch::StartWatchAction;
+        let job = WatchedJob {
+            running: f.running,
+            first_node_registered: f.first_node_registered,
+            reported: f.reported,
+            waits_for_prolog: f.waits_for_prolog,
+            seen_waiting_for_prolog: f.seen_waiting_for_prolog,
+            age_s: f.age_s,
+        };
+        match judge(&job, launch_grace_s(f.batch_start_timeout_s, f.msg_timeout_s)) {
+            LaunchVerdict::Settled | LaunchVerdict::Alive => StartWatchAction::Stop,
+            LaunchVerdict::KeepWatching => StartWatchAction::KeepWatching,
+            LaunchVerdict::PrologMayRun => StartWatchAction::PrologMayRun,
+            LaunchVerdict::PrologRan | LaunchVerdict::LeaveToSlurm => StartWatchAction::MarkActive,
+            LaunchVerdict::EndAsMissing => StartWatchAction::EndAsMissing,
+        }
+    });
+    match judged {
         Ok(ended) => {
             for m in ended {
                 slurm_log!(
