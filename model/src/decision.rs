@@ -57,6 +57,10 @@ pub struct StartDecision {
     pub interference: Option<String>,
 }
 
+/// [`StartDecision::prediction`] of a run time and power from the prior (no history yet):
+/// `model::history::PredictionSource::Prior` as written.
+pub const PRIOR_PREDICTION: &str = "prior";
+
 impl StartDecision {
     /// The power limit the planner chose for each of the job's GPUs (mW, as NVML takes it):
     /// the measured limit of the ladder step whose clock it picked, carried to the nodes with
@@ -75,15 +79,21 @@ impl StartDecision {
             self.shares_with.iter().map(|j| j.to_string()).collect::<Vec<_>>().join("+")
         };
         let limit = self.power_limit_mw().map_or(String::new(), |mw| format!(" limit={}W", f64::from(mw) / 1000.0));
+        // A job without a time limit has no run time to predict from until history gives one:
+        // its energy is not a prediction (the prior's fraction of a year), so none is recorded.
+        let pred_kwh = if self.time_limit_s >= crate::types::UNLIMITED_TIME_S && self.prediction == PRIOR_PREDICTION {
+            "unknown".to_string()
+        } else {
+            format!("{:.3}", self.predicted_energy_j / 3.6e6)
+        };
         format!(
-            "energy:policy={} nodes={} clock={}MHz{limit} share={} slow={:.3} pred_w={:.0} pred_kwh={:.3} score=e{:.2}/i{:.2}/f{:.2}/c{:.2}/o{:.2}",
+            "energy:policy={} nodes={} clock={}MHz{limit} share={} slow={:.3} pred_w={:.0} pred_kwh={pred_kwh} score=e{:.2}/i{:.2}/f{:.2}/c{:.2}/o{:.2}",
             self.policy.as_str(),
             node_names.join(","),
             self.clock_mhz,
             share,
             self.predicted_slowdown,
             self.predicted_power_w,
-            self.predicted_energy_j / 3.6e6,
             self.score.energy,
             self.score.interference,
             self.score.fragmentation,
@@ -353,6 +363,36 @@ mod tests {
         assert_eq!(recorded_clock_mhz("energy:policy=x clock=1.2GHz"), None);
         assert_eq!(recorded_clock_mhz("energy:policy=x clock=0MHz"), None);
         assert_eq!(recorded_clock_mhz("energy:policy=x nodes=n1; site note clock=900MHz"), None);
+    }
+
+    #[test]
+    fn a_job_without_a_time_limit_records_no_energy_prediction_until_history_gives_a_run_time() {
+        let d = StartDecision {
+            job: JobId(8),
+            policy: EnergyPolicy::Balanced,
+            allocations: Vec::new(),
+            clock_mhz: 1312,
+            power_limit_w: 0.0,
+            shares_with: Vec::new(),
+            time_limit_s: crate::types::UNLIMITED_TIME_S,
+            predicted_slowdown: 1.0,
+            predicted_power_w: 250.0,
+            // The prior's half of a year at 250 W.
+            predicted_energy_j: 250.0 * 0.5 * crate::types::UNLIMITED_TIME_S,
+            wakes: Vec::new(),
+            score: ScoreBreakdown::default(),
+            route: None,
+            prediction: crate::history::PredictionSource::Prior.to_string(),
+            tag: None,
+            interference: None,
+        };
+        assert_eq!(d.prediction, PRIOR_PREDICTION);
+        assert_eq!(recorded_field(&d.record(&["n1"]), "pred_kwh"), Some("unknown"));
+        assert_eq!(recorded_field(&d.record(&["n1"]), "pred_w"), Some("250"));
+        let learnt = StartDecision { prediction: "history:u1:n=3".into(), predicted_energy_j: 3.6e6, ..d.clone() };
+        assert_eq!(recorded_field(&learnt.record(&["n1"]), "pred_kwh"), Some("1.000"));
+        let limited = StartDecision { time_limit_s: 3_600.0, predicted_energy_j: 250.0 * 1_800.0, ..d.clone() };
+        assert_eq!(recorded_field(&limited.record(&["n1"]), "pred_kwh"), Some("0.125"));
     }
 
     #[test]

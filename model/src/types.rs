@@ -144,6 +144,11 @@ impl Request {
     }
 }
 
+/// The time limit a job without one (`--time=UNLIMITED`, or a partition whose `MaxTime` and
+/// `DefaultTime` are INFINITE) is planned with: one year (s). A limit at least this long is
+/// "unlimited" wherever the planner reports on it.
+pub const UNLIMITED_TIME_S: f64 = 365.0 * 86_400.0;
+
 /// A job waiting in the queue.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PendingJob {

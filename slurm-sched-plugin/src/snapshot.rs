@@ -27,7 +27,7 @@ use crate::config::Config;
 use crate::hints;
 
 /// "Unlimited" as the planner sees it.
-const UNLIMITED_S: f64 = 365.0 * 86400.0;
+const UNLIMITED_S: f64 = model::types::UNLIMITED_TIME_S;
 /// A job without any limit the planner can use.
 const FALLBACK_LIMIT_S: f64 = 3600.0;
 
