@@ -23,6 +23,7 @@ pub mod lost_prolog;
 pub mod min_tree;
 pub mod perf_power;
 pub mod planner;
+pub mod power_cap;
 pub mod predictor;
 pub mod ranking;
 pub mod sensitivity;

@@ -11,6 +11,8 @@
 //! source = "/var/lib/slurm-energy/intensity.csv"
 //! [learning]           # what the planner learns from jobs (docs/learning.md)
 //! state_file = "/var/spool/slurmctld/energy-learning.json"
+//! [power_cap]          # the site's power-cap file (docs/power-cap.md)
+//! file = "/var/lib/slurm-energy/power-cap"
 //! ```
 //!
 //! Every error names the file, the line and the key, so slurmctld's log says what to fix.
@@ -98,6 +100,24 @@ impl CarbonSettings {
     }
 }
 
+/// The cluster power cap's file (`[power_cap]`): a schedule of caps the site, or the tool that
+/// follows its grid program, writes (format in `model::power_cap`). The static cap is
+/// `[planner] power_cap_w`; the file's cap replaces it while the file says something about now.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PowerCapSettings {
+    /// The file; none: the static cap only.
+    pub file: Option<PathBuf>,
+    /// How often to look at the file's modification time (s); it is re-read when it changed.
+    pub refresh_s: f64,
+}
+
+impl Default for PowerCapSettings {
+    fn default() -> Self {
+        PowerCapSettings { file: None, refresh_s: 10.0 }
+    }
+}
+
 /// What the planner learns from jobs (`[learning]`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -164,6 +184,7 @@ struct FileConfig {
     gpu_types: BTreeMap<String, GpuSpec>,
     carbon: CarbonSettings,
     learning: LearningSettings,
+    power_cap: PowerCapSettings,
 }
 
 /// The whole configuration.
@@ -176,6 +197,7 @@ pub struct Config {
     pub gpu_types: BTreeMap<String, GpuSpec>,
     pub carbon: CarbonSettings,
     pub learning: LearningSettings,
+    pub power_cap: PowerCapSettings,
 }
 
 impl Default for Config {
@@ -187,6 +209,7 @@ impl Default for Config {
             gpu_types: BTreeMap::new(),
             carbon: CarbonSettings::default(),
             learning: LearningSettings::default(),
+            power_cap: PowerCapSettings::default(),
         }
     }
 }
@@ -282,7 +305,18 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     let l = &file.learning;
     check(l.early_after_s.is_finite() && l.early_after_s >= 0.0, "learning.early_after_s", "must be a number of seconds >= 0")?;
     check(l.state_file.as_ref().is_none_or(|p| p.is_absolute()), "learning.state_file", "must be an absolute path")?;
-    Ok(Config { path: Some(path.to_path_buf()), sched: file.sched, planner: file.planner, gpu_types: file.gpu_types, carbon: file.carbon, learning: file.learning })
+    let pc = &file.power_cap;
+    check(pc.refresh_s.is_finite() && pc.refresh_s >= 1.0 && pc.refresh_s <= 86_400.0, "power_cap.refresh_s", "must be between 1 and 86400 seconds")?;
+    check(pc.file.as_ref().is_none_or(|p| p.is_absolute()), "power_cap.file", "must be an absolute path")?;
+    Ok(Config {
+        path: Some(path.to_path_buf()),
+        sched: file.sched,
+        planner: file.planner,
+        gpu_types: file.gpu_types,
+        carbon: file.carbon,
+        learning: file.learning,
+        power_cap: file.power_cap,
+    })
 }
 
 /// 1-based line of byte offset `at`.
@@ -378,6 +412,19 @@ mod tests {
         assert_eq!(e.line, Some(2));
         let e = parse(p(), "[sched]\ninterval_s = 0\n").unwrap_err();
         assert_eq!((e.key.as_deref(), e.line), (Some("sched.interval_s"), Some(2)));
+    }
+
+    #[test]
+    fn power_cap_section() {
+        let c = parse(p(), "[planner]\npower_cap_w = 60000\n[power_cap]\nfile = \"/var/lib/slurm-energy/power-cap\"\nrefresh_s = 5\n").unwrap();
+        assert_eq!(c.power_cap.file.as_deref(), Some(Path::new("/var/lib/slurm-energy/power-cap")));
+        assert_eq!(c.power_cap.refresh_s, 5.0);
+        assert_eq!(c.planner.power_cap_w, 60_000.0);
+        let e = parse(p(), "[power_cap]\nfile = \"cap\"\n").unwrap_err();
+        assert_eq!((e.key.as_deref(), e.line), (Some("power_cap.file"), Some(2)));
+        let e = parse(p(), "[power_cap]\nrefresh_s = 0\n").unwrap_err();
+        assert_eq!((e.key.as_deref(), e.line), (Some("power_cap.refresh_s"), Some(2)));
+        assert_eq!(parse(p(), "").unwrap().power_cap, PowerCapSettings::default());
     }
 
     #[test]

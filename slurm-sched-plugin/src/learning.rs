@@ -298,6 +298,8 @@ fn log_lesson(lesson: &UseLesson) {
 #[derive(Default)]
 pub struct Observer {
     pub carbon: Option<CarbonFeed>,
+    /// The site's power-cap file (`[power_cap] file`).
+    pub power_cap: Option<crate::power_cap_feed::PowerCapFeed>,
     pub accounting: Accounting,
     pub learning: Option<Learning>,
     /// The nodes' GPU use reports (`[learning] gpu_use_port`).
@@ -307,6 +309,18 @@ pub struct Observer {
 }
 
 impl Observer {
+    /// The cluster power cap to plan under now (W; 0: none): the power-cap file's, where it
+    /// says something about now, else energy.toml's `power_cap_w`.
+    pub fn power_cap_w(&mut self, cfg: &Config) -> f64 {
+        match self.power_cap.as_mut() {
+            Some(feed) => {
+                feed.refresh();
+                feed.cap_w(cfg.planner.power_cap_w, unix_now_s())
+            }
+            None => cfg.planner.power_cap_w,
+        }
+    }
+
     /// One pass before a cycle; updates the predictor's carbon signal and history.
     pub fn observe(&mut self, cfg: &Config, predictor: &mut model::predictor::Predictor) {
         let now = unix_now_s();

@@ -15,6 +15,7 @@
 
 pub mod accounting;
 pub mod carbon_feed;
+pub mod power_cap_feed;
 pub mod config;
 pub mod cycle;
 pub mod gpu_use_listener;
@@ -149,6 +150,8 @@ fn start() -> Result<(), String> {
     // The carbon file must parse at start (a typo in it is found now, not at the first dirty
     // hour); a missing one is waited for.
     let carbon = carbon_feed::CarbonFeed::start(&cfg.carbon).map_err(|e| format!("invalid configuration: {}: carbon.source: {e}", path.display()))?;
+    // So must the power-cap file (docs/power-cap.md).
+    let power_cap = power_cap_feed::PowerCapFeed::start(&cfg.power_cap).map_err(|e| format!("invalid configuration: {}: power_cap.file: {e}", path.display()))?;
     let learning = cfg.learning.enabled.then(|| {
         let (l, history, pairs) = learning::Learning::load(learning::state_path(&cfg, conf.state_save_location.as_deref()));
         predictor.runtime = history;
@@ -157,6 +160,7 @@ fn start() -> Result<(), String> {
     });
     let mut observer = learning::Observer {
         carbon,
+        power_cap,
         accounting: accounting::Accounting::default(),
         learning,
         gpu_use: None,
@@ -274,7 +278,18 @@ fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut pre
         cycle_no += 1;
         LOG.guarded("GPU use senders", (), || post_node_addresses(&observer));
         LOG.guarded("observe", (), || observer.observe(&cfg, &mut predictor));
-        let outcome = catch_unwind(AssertUnwindSafe(|| cycle::run(&cfg, &predictor, &mut learnt)));
+        // The cap the site's power-cap file sets now replaces energy.toml's for this cycle.
+        let cap_w = LOG.guarded("power cap", cfg.planner.power_cap_w, || observer.power_cap_w(&cfg));
+        let capped;
+        let cycle_cfg = if cap_w == cfg.planner.power_cap_w {
+            &cfg
+        } else {
+            let mut c = cfg.clone();
+            c.planner.power_cap_w = cap_w;
+            capped = c;
+            &capped
+        };
+        let outcome = catch_unwind(AssertUnwindSafe(|| cycle::run(cycle_cfg, &predictor, &mut learnt)));
         match outcome {
             Ok(Ok(stats)) => {
                 slurm_log!(LOG, debug, "cycle {cycle_no}: {stats}");
@@ -415,6 +430,12 @@ fn reload(path: &Path, cfg: &mut Config, predictor: &mut Predictor, observer: &m
             .map_err(|reason| config::ConfigError { path: path.to_path_buf(), line: None, key: Some("sched.data_dir".into()), reason })
     }) {
         Ok((new, mut p)) => {
+            if new.power_cap != cfg.power_cap {
+                match power_cap_feed::PowerCapFeed::start(&new.power_cap) {
+                    Ok(feed) => observer.power_cap = feed,
+                    Err(e) => LOG.error(&format!("reconfigure: power_cap.file: {e}; keeping the previous power cap file")),
+                }
+            }
             if new.carbon != cfg.carbon {
                 match carbon_feed::CarbonFeed::start(&new.carbon) {
                     Ok(feed) => observer.carbon = feed,

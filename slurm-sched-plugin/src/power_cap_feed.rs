@@ -1,0 +1,149 @@
+//! The site's power-cap file, live (`[power_cap] file`; format in `model::power_cap` and
+//! docs/power-cap.md): read at start (a file that exists but cannot be parsed stops slurmctld
+//! with the file, line and reason), looked at every `refresh_s` and re-read when its
+//! modification time changed. Bad content later is logged once and the last good schedule
+//! stays; a missing file means "the file says nothing" (energy.toml's `power_cap_w` holds).
+//! Every change of the cap the planner plans under is logged.
+
+use std::path::PathBuf;
+use std::time::{Instant, SystemTime};
+
+use model::power_cap::{CapFileError, CapSchedule, effective_cap_w};
+use slurm_bindings::slurm_log;
+
+use crate::LOG;
+use crate::config::PowerCapSettings;
+
+#[derive(Debug)]
+pub struct PowerCapFeed {
+    path: PathBuf,
+    refresh_s: f64,
+    last_check: Option<Instant>,
+    mtime: Option<SystemTime>,
+    schedule: Option<CapSchedule>,
+    /// What was last logged about the file being unusable (logged once until it changes).
+    complaint: Option<String>,
+    /// The cap last returned (W, 0: none), to log changes.
+    last_cap_w: Option<f64>,
+}
+
+impl PowerCapFeed {
+    /// `None` without `[power_cap] file`.
+    pub fn start(settings: &PowerCapSettings) -> Result<Option<PowerCapFeed>, CapFileError> {
+        let Some(path) = settings.file.clone() else { return Ok(None) };
+        let mut feed = PowerCapFeed { path, refresh_s: settings.refresh_s, last_check: None, mtime: None, schedule: None, complaint: None, last_cap_w: None };
+        match std::fs::metadata(&feed.path) {
+            Ok(_) => {
+                feed.load()?;
+                slurm_log!(LOG, info, "power cap file {}: {} change(s)", feed.path.display(), feed.schedule.as_ref().map_or(0, |s| s.changes().len()));
+            }
+            Err(e) => feed.complain(format!("power cap file {} not readable ({e}): energy.toml's power_cap_w holds until it is", feed.path.display())),
+        }
+        feed.last_check = Some(Instant::now());
+        Ok(Some(feed))
+    }
+
+    fn load(&mut self) -> Result<(), CapFileError> {
+        let mtime = std::fs::metadata(&self.path).and_then(|m| m.modified()).ok();
+        self.schedule = Some(CapSchedule::from_file(&self.path)?);
+        self.mtime = mtime;
+        Ok(())
+    }
+
+    fn complain(&mut self, text: String) {
+        if self.complaint.as_deref() != Some(text.as_str()) {
+            LOG.error(&text);
+            self.complaint = Some(text);
+        }
+    }
+
+    /// Re-reads the file if `refresh_s` passed and it changed. A file that became unreadable
+    /// or unparsable is logged; the schedule read before stays.
+    pub fn refresh(&mut self) {
+        if self.last_check.is_some_and(|t| t.elapsed().as_secs_f64() < self.refresh_s) {
+            return;
+        }
+        self.last_check = Some(Instant::now());
+        match std::fs::metadata(&self.path).and_then(|m| m.modified()) {
+            Err(e) => self.complain(format!("power cap file {} not readable ({e}): the schedule read before stays", self.path.display())),
+            Ok(m) if Some(m) == self.mtime => {}
+            Ok(_) => match self.load() {
+                Ok(()) => {
+                    self.complaint = None;
+                    slurm_log!(LOG, info, "power cap file {} re-read: {} change(s)", self.path.display(), self.schedule.as_ref().map_or(0, |s| s.changes().len()));
+                }
+                Err(e) => self.complain(format!("power cap file: {e}; the schedule read before stays")),
+            },
+        }
+    }
+
+    /// The cap to plan under at `now_unix_s` (W; 0: none): the file's where it says something
+    /// about now, else `static_cap_w` (energy.toml's `power_cap_w`). A change is logged.
+    pub fn cap_w(&mut self, static_cap_w: f64, now_unix_s: i64) -> f64 {
+        let cap_w = effective_cap_w(self.schedule.as_ref(), static_cap_w, now_unix_s);
+        if self.last_cap_w != Some(cap_w) {
+            if cap_w > 0.0 {
+                slurm_log!(LOG, info, "cluster GPU power cap now {cap_w:.0} W (power cap file {})", self.path.display());
+            } else {
+                slurm_log!(LOG, info, "cluster GPU power cap lifted (power cap file {})", self.path.display());
+            }
+            self.last_cap_w = Some(cap_w);
+        }
+        cap_w
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(path: &std::path::Path) -> PowerCapSettings {
+        PowerCapSettings { file: Some(path.to_path_buf()), refresh_s: 1.0 }
+    }
+
+    #[test]
+    fn a_bad_file_at_start_is_an_error_with_its_line() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("cap");
+        std::fs::write(&path, "2026-11-27T18:00:00Z,5000\n2026-11-27T19:00:00Z,-1\n").expect("write");
+        let e = PowerCapFeed::start(&settings(&path)).expect_err("bad cap");
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(PowerCapFeed::start(&PowerCapSettings { file: None, refresh_s: 1.0 }).expect("no file").is_none());
+    }
+
+    #[test]
+    fn the_cap_follows_the_file_and_bad_content_keeps_the_last_good_schedule() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("cap");
+        // A missing file: the static cap holds.
+        let mut feed = PowerCapFeed::start(&settings(&path)).expect("missing is fine").expect("feed");
+        assert_eq!(feed.cap_w(60_000.0, 1_000), 60_000.0);
+        std::fs::write(&path, "48000\n").expect("write");
+        feed.last_check = None;
+        feed.refresh();
+        assert_eq!(feed.cap_w(60_000.0, 1_000), 48_000.0);
+        // Bad content: logged, the last good schedule stays.
+        std::fs::write(&path, "lots\n").expect("write");
+        set_mtime_later(&path, &feed);
+        feed.last_check = None;
+        feed.refresh();
+        assert!(feed.complaint.as_deref().is_some_and(|c| c.contains(":1:")), "{:?}", feed.complaint);
+        assert_eq!(feed.cap_w(60_000.0, 1_000), 48_000.0);
+        // Fixed: read again.
+        std::fs::write(&path, "1000,none\n2000,33600\n").expect("write");
+        set_mtime_later(&path, &feed);
+        feed.last_check = None;
+        feed.refresh();
+        assert_eq!(feed.complaint, None);
+        assert_eq!(feed.cap_w(60_000.0, 1_500), 0.0);
+        assert_eq!(feed.cap_w(60_000.0, 2_000), 33_600.0);
+        assert_eq!(feed.cap_w(60_000.0, 999), 60_000.0);
+    }
+
+    /// Writes within one second may keep the modification time: move it on.
+    fn set_mtime_later(path: &std::path::Path, feed: &PowerCapFeed) {
+        let later = feed.mtime.unwrap_or(SystemTime::UNIX_EPOCH) + std::time::Duration::from_secs(2);
+        let f = std::fs::File::options().write(true).open(path).expect("open");
+        f.set_modified(later).expect("set mtime");
+    }
+}
