@@ -4,11 +4,6 @@
 pub mod acct_report;
 pub mod demo;
 pub mod package;
-pub mod package_cli;
-pub mod package_deb;
-pub mod package_lintian;
-pub mod package_man;
-pub mod package_rpm;
 pub mod plots;
 pub mod replay;
 pub mod report;

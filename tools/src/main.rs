@@ -62,7 +62,7 @@ enum Command {
     /// configuration under /usr/share/doc. Needs root on Debian 12 (it prepares the release's
     /// Slurm source tree with tools/slurm-env.sh or tools/slurm-release.sh), cargo and dpkg-dev
     /// (and rpm for an RPM).
-    Package(tools::package_cli::PackageArgs),
+    Package(tools::package::cli::PackageArgs),
     /// Energy and carbon report of the cluster's jobs over a time window, from the accounting
     /// records of the cluster SLURM_CONF names (`sacct`): per user, account, partition, tag
     /// and job; GPU-hours at each clock; energy saved against the default clock (estimate);
@@ -476,7 +476,7 @@ fn main() -> ExitCode {
         Command::Simulate(a) => simulate(a),
         Command::Demo(a) => demo(a),
         Command::Soak(a) => soak(a),
-        Command::Package(a) => tools::package_cli::run(a),
+        Command::Package(a) => tools::package::cli::run(a),
         Command::Report(a) => acct_report(a),
         Command::Replay(a) => tools::replay::cli::replay(a),
         Command::Workload(a) => tools::replay::cli::workload(a),
@@ -492,7 +492,7 @@ fn main() -> ExitCode {
 
 /// `hypot` and `hypotf` for the plotting code (plotters' `f32::hypot`), defined in the binary so
 /// that it does not bind glibc 2.35's new versions (`hypot@GLIBC_2.35`, `hypotf@GLIBC_2.35`) and
-/// loads on RHEL 9 (glibc 2.34; see `tools::package_rpm`). `hypotf` squares in f64, where no f32
+/// loads on RHEL 9 (glibc 2.34; see `tools::package::rpm`). `hypotf` squares in f64, where no f32
 /// overflows or loses a digit, and rounds once; `hypot` scales by the larger magnitude first.
 #[unsafe(no_mangle)]
 pub extern "C" fn hypotf(x: f32, y: f32) -> f32 {

@@ -27,8 +27,8 @@ use std::time::Duration;
 use slurm_testcluster::{ClusterConfig, LocalCluster, skip_for, skip_live_test, slurm_release};
 use tools::demo::{DEMO_GPUS_PER_NODE, DEMO_NODES, FakeGpuSite, GpuPluginFiles, default_project_dir, demo_energy_toml};
 use tools::package::{PLUGINS, PackageFormat, PackageOptions, SlurmRelease, package};
-use tools::package_deb::plugin_dir;
-use tools::{package_lintian, package_man};
+use tools::package::deb::plugin_dir;
+use tools::package::{lintian as package_lintian, man as package_man};
 
 /// One test at a time: each builds the plugins in release mode (two cargo builds at once on a
 /// small machine slow the 22.05 cluster's jobs), and only one may hold the package installed.

@@ -30,7 +30,7 @@ use std::sync::{Mutex, MutexGuard};
 use slurm_testcluster::{skip_for, skip_live_test};
 use tools::demo::default_project_dir;
 use tools::package::{PLUGINS, PackageFormat, PackageOptions, RELEASES, SlurmRelease, package, tree_release};
-use tools::package_rpm::{RHEL8_GLIBC, RHEL9_GLIBC, RPM_PLUGIN_DIR, glibc_report, rpmlint};
+use tools::package::rpm::{RHEL8_GLIBC, RHEL9_GLIBC, RPM_PLUGIN_DIR, glibc_report, rpmlint};
 
 /// One test at a time: each builds the plugins in release mode, and two at once on a small
 /// machine only slow each other.
@@ -53,7 +53,7 @@ fn run_ok(cmd: &mut Command) -> String {
 /// A stand-in of SchedMD's `slurm` RPM of `version`: it owns the plugin directory, holds one
 /// plugin of Slurm's, and `gpu_nvml.so` when built `--with nvml`.
 fn stub_slurm(dir: &Path, version: &str, with_nvml: bool) -> PathBuf {
-    let arch = tools::package_rpm::host_arch().expect("arch");
+    let arch = tools::package::rpm::host_arch().expect("arch");
     let nvml_install = if with_nvml { format!("echo stock > %{{buildroot}}{RPM_PLUGIN_DIR}/gpu_nvml.so") } else { String::new() };
     let nvml_file = if with_nvml { format!("{RPM_PLUGIN_DIR}/gpu_nvml.so") } else { String::new() };
     let name = if with_nvml { "slurm-nvml" } else { "slurm" };

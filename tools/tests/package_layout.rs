@@ -1,4 +1,4 @@
-//! The package layout without Slurm or root: `package_deb::assemble` on stand-in files (copies
+//! The package layout without Slurm or root: `package::deb::assemble` on stand-in files (copies
 //! of /bin/true for the plugins and the CLI) gives a `.deb` with every file in its place,
 //! root-owned, with the modes Debian wants, a control file pinned to the release, and md5sums.
 //! Needs dpkg-dev and binutils (Debian); without them it says so, and fails under `CI=true`.
@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 use tools::package::{BuiltFiles, PLUGINS, PackageFormat, SlurmRelease, which};
-use tools::package_deb::{DebInputs, assemble, package_version};
+use tools::package::deb::{DebInputs, assemble, package_version};
 
 fn output(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
@@ -73,7 +73,7 @@ fn assemble_lays_out_a_root_owned_package_pinned_to_its_release() {
     output(Command::new("dpkg-deb").arg("-R").arg(&deb).arg(&x));
     output(Command::new("md5sum").args(["-c", "--quiet", "DEBIAN/md5sums"]).current_dir(&x));
     let man = output(Command::new("gzip").arg("-dc").arg(x.join("usr/share/man/man7/slurm-energy-hints.7.gz")));
-    assert_eq!(tools::package_man::options_in_page(&man), vec!["energy-policy", "energy-tag"], "{man}");
+    assert_eq!(tools::package::man::options_in_page(&man), vec!["energy-policy", "energy-tag"], "{man}");
     assert!(!man.contains('@'), "a field was left unfilled:\n{man}");
     let slurm_conf = std::fs::read_to_string(x.join("usr/share/doc/slurm-energy-plugins-24.11/examples/slurm.conf")).expect("slurm.conf example");
     assert!(slurm_conf.contains("SchedulerType=sched/energy") && slurm_conf.contains("/usr/lib/x86_64-linux-gnu/slurm-wlm"), "{slurm_conf}");

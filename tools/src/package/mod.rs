@@ -8,7 +8,7 @@
 //! 22.05.8, `tools/slurm-release.sh` for the others, or `--slurm-src`), check that it is exactly
 //! that release, build the plugins in release mode against it (a target dir of their own per
 //! release), the `slurm-energy` CLI and the man pages, then lay out the package
-//! ([`crate::package_deb`], [`crate::package_rpm`]) and build it with `dpkg-deb` or `rpmbuild`.
+//! ([`deb`], [`rpm`]) and build it with `dpkg-deb` or `rpmbuild`.
 //!
 //! Which Debian packages the result depends on, and why a range pinned to the micro release:
 //! see [`SlurmRelease::depends`].
@@ -17,7 +17,13 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::package_deb::{self, DebInputs};
+pub mod cli;
+pub mod deb;
+pub mod lintian;
+pub mod man;
+pub mod rpm;
+
+use deb::DebInputs;
 
 /// Debian's `slurm-wlm` of one Slurm micro release.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,10 +161,10 @@ impl SlurmRelease {
 /// Which kind of package `slurm-energy package` makes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum PackageFormat {
-    /// A `.deb` for Debian's Slurm packages ([`crate::package_deb`]).
+    /// A `.deb` for Debian's Slurm packages ([`deb`]).
     #[default]
     Deb,
-    /// An RPM for SchedMD's Slurm RPMs on RHEL-family systems ([`crate::package_rpm`]).
+    /// An RPM for SchedMD's Slurm RPMs on RHEL-family systems ([`rpm`]).
     Rpm,
 }
 
@@ -458,38 +464,38 @@ pub fn package(opts: &PackageOptions) -> Result<PathBuf, String> {
     let built = build(opts, &src)?;
     let packaging = opts.project_dir.join("packaging");
     if opts.format == PackageFormat::Rpm {
-        let (version, rpm_release) = crate::package_rpm::split_version(&package_deb::package_version(&packaging)?);
-        let inputs = crate::package_rpm::RpmInputs {
+        let (version, rpm_release) = rpm::split_version(&deb::package_version(&packaging)?);
+        let inputs = rpm::RpmInputs {
             release: opts.release,
             version,
             rpm_release,
-            arch: crate::package_rpm::host_arch()?,
+            arch: rpm::host_arch()?,
             packager: match &opts.maintainer {
                 Some(m) => m.clone(),
-                None => package_deb::read_packaging_file(&packaging, "debian/maintainer")?.trim().to_string(),
+                None => deb::read_packaging_file(&packaging, "debian/maintainer")?.trim().to_string(),
             },
             packaging,
             energy_toml: opts.project_dir.join("etc").join("energy.toml"),
             source_note: rpm_source_note(&src, &opts.release),
             built,
         };
-        return crate::package_rpm::assemble(&inputs, &opts.out_dir);
+        return rpm::assemble(&inputs, &opts.out_dir);
     }
     let inputs = DebInputs {
         release: opts.release,
-        version: package_deb::package_version(&packaging)?,
-        arch: package_deb::host_arch()?,
-        multiarch: package_deb::host_multiarch()?,
+        version: deb::package_version(&packaging)?,
+        arch: deb::host_arch()?,
+        multiarch: deb::host_multiarch()?,
         maintainer: match &opts.maintainer {
             Some(m) => m.clone(),
-            None => package_deb::read_packaging_file(&packaging, "debian/maintainer")?.trim().to_string(),
+            None => deb::read_packaging_file(&packaging, "debian/maintainer")?.trim().to_string(),
         },
         packaging,
         energy_toml: opts.project_dir.join("etc").join("energy.toml"),
         source_note,
         built,
     };
-    package_deb::assemble(&inputs, &opts.out_dir)
+    deb::assemble(&inputs, &opts.out_dir)
 }
 
 /// What the plugins were built against, for the changelog and README.Debian: Debian's source

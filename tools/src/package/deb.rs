@@ -9,8 +9,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::package::{BuiltFiles, SlurmRelease, STOCK_NVML_PACKAGE, VIRTUAL_PACKAGE};
-use crate::package_man;
+use super::man;
+use super::{BuiltFiles, STOCK_NVML_PACKAGE, SlurmRelease, VIRTUAL_PACKAGE};
 
 /// Everything [`assemble`] needs.
 #[derive(Clone, Debug)]
@@ -46,6 +46,25 @@ pub fn read_packaging_file(packaging: &Path, rel: &str) -> Result<String, String
 
 /// Replaces every `@NAME@` of `fields`; a field left over in the text is an error naming
 /// `what` and its line.
+/// What the `.deb` and the RPM both ship under `stage`: the examples in `doc` (the project's
+/// energy.toml as it is, plugstack.conf and slurm.conf from their templates filled with `fields`)
+/// and the man pages (the `--energy-*` options as spank_energy.so registers them, the CLI's
+/// help).
+pub(super) fn stage_examples_and_man(stage: &Path, doc: &str, packaging: &Path, fields: &[(&str, &str)], energy_toml: &Path, built: &BuiltFiles, version: &str) -> Result<(), String> {
+    let template = |rel: &str| -> Result<String, String> { fill(&read_packaging_file(packaging, rel)?, fields, &format!("packaging/{rel}")) };
+    let energy_toml_text = fs::read_to_string(energy_toml).map_err(|e| format!("{}: {e}", energy_toml.display()))?;
+    write(&stage.join(doc).join("examples/energy.toml"), energy_toml_text.as_bytes(), 0o644)?;
+    write(&stage.join(doc).join("examples/plugstack.conf"), template("examples/plugstack.conf.in")?.as_bytes(), 0o644)?;
+    write(&stage.join(doc).join("examples/slurm.conf"), template("examples/slurm.conf.in")?.as_bytes(), 0o644)?;
+    let options = man::parse_spank_options(&built.spank_options)?;
+    let man_in = "man/slurm-energy-hints.7.in";
+    let hints = man::hints_page(&read_packaging_file(packaging, man_in)?, &options)?;
+    let hints = fill(&hints, fields, &format!("packaging/{man_in} (options filled in)"))?;
+    write_gz(&stage.join("usr/share/man/man7/slurm-energy-hints.7.gz"), &hints)?;
+    write_gz(&stage.join("usr/share/man/man1/slurm-energy.1.gz"), &man::cli_page(version, &built.cli_help))?;
+    Ok(())
+}
+
 pub fn fill(template: &str, fields: &[(&str, &str)], what: &str) -> Result<String, String> {
     let mut text = template.to_string();
     for (name, value) in fields {
@@ -259,19 +278,7 @@ pub fn assemble(i: &DebInputs, out_dir: &Path) -> Result<PathBuf, String> {
     write(&stage.join(&doc).join("copyright"), template("debian/copyright")?.as_bytes(), 0o644)?;
     write_gz(&stage.join(&doc).join("changelog.Debian.gz"), &template("debian/changelog.in")?)?;
     write(&stage.join(&doc).join("README.Debian"), template("debian/README.Debian.in")?.as_bytes(), 0o644)?;
-    let energy_toml = fs::read_to_string(&i.energy_toml).map_err(|e| format!("{}: {e}", i.energy_toml.display()))?;
-    write(&stage.join(&doc).join("examples/energy.toml"), energy_toml.as_bytes(), 0o644)?;
-    write(&stage.join(&doc).join("examples/plugstack.conf"), template("examples/plugstack.conf.in")?.as_bytes(), 0o644)?;
-    write(&stage.join(&doc).join("examples/slurm.conf"), template("examples/slurm.conf.in")?.as_bytes(), 0o644)?;
-
-    // Man pages: the --energy-* options as spank_energy.so registers them, and the CLI's help.
-    let options = package_man::parse_spank_options(&i.built.spank_options)?;
-    let man_in = "man/slurm-energy-hints.7.in";
-    let hints = package_man::hints_page(&read_packaging_file(&i.packaging, man_in)?, &options)?;
-    let hints = fill(&hints, &fields, &format!("packaging/{man_in} (options filled in)"))?;
-    write_gz(&stage.join("usr/share/man/man7/slurm-energy-hints.7.gz"), &hints)?;
-    let cli_page = package_man::cli_page(&i.version, &i.built.cli_help);
-    write_gz(&stage.join("usr/share/man/man1/slurm-energy.1.gz"), &cli_page)?;
+    stage_examples_and_man(&stage, &doc, &i.packaging, &fields, &i.energy_toml, &i.built, &i.version)?;
 
     // Lintian overrides (each one justified in the file).
     let overrides = template("debian/lintian-overrides.in")?;

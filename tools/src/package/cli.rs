@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::package::{PackageFormat, PackageOptions, SlurmRelease, offers, package};
-use crate::{package_lintian, package_rpm};
+use super::{lintian, rpm};
 
 #[derive(Args, Debug)]
 pub struct PackageArgs {
@@ -69,9 +69,9 @@ pub fn run(a: PackageArgs) -> Result<(), String> {
     let deb = package(&opts)?;
     println!("{}", deb.display());
     if a.rpmlint {
-        let report = package_rpm::rpmlint(&deb, &project.join("packaging/rpm/slurm-energy-plugins.rpmlintrc"))?;
+        let report = rpm::rpmlint(&deb, &project.join("packaging/rpm/slurm-energy-plugins.rpmlintrc"))?;
         print!("{}", report.output);
-        for (file, newest) in package_rpm::glibc_report(&deb)? {
+        for (file, newest) in rpm::glibc_report(&deb)? {
             println!("{file}: needs GLIBC_{}.{} (RHEL 9 has 2.34, RHEL 8 2.28)", newest.0, newest.1);
         }
         if report.errors > 0 {
@@ -79,8 +79,8 @@ pub fn run(a: PackageArgs) -> Result<(), String> {
         }
     }
     if a.lintian {
-        let findings = package_lintian::run(&deb)?;
-        print!("{}", package_lintian::format(&findings));
+        let findings = lintian::run(&deb)?;
+        print!("{}", lintian::format(&findings));
         if !findings.errors.is_empty() {
             return Err(format!("lintian reports {} error(s) on {}", findings.errors.len(), deb.display()));
         }

@@ -1,5 +1,5 @@
 //! Lays out and builds the RPM of [`crate::package`] for RHEL-family sites running SchedMD's
-//! Slurm RPMs (`slurm.spec`): the same built files as the `.deb` ([`crate::package_deb`]), in the
+//! Slurm RPMs (`slurm.spec`): the same built files as the `.deb` ([`super::deb`]), in the
 //! RPMs' plugin directory (`/usr/lib64/slurm`), with a spec made from
 //! `packaging/rpm/slurm-energy-plugins.spec.in` and built by `rpmbuild -bb` (Debian's `rpm`
 //! package). The files are staged before rpmbuild runs; the spec's `%install` only copies them.
@@ -12,9 +12,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::package::{BuiltFiles, RELEASES, SlurmRelease};
-use crate::package_deb::{fill, files_under, install_elf, mkdir, read_packaging_file, set_dir_modes, write, write_gz};
-use crate::package_man;
+use super::deb::{fill, files_under, install_elf, mkdir, read_packaging_file, set_dir_modes, stage_examples_and_man, write};
+use super::{BuiltFiles, RELEASES, SlurmRelease};
 
 /// Slurm's plugin directory in SchedMD's RPMs (`%{_libdir}/slurm` on x86_64 and aarch64).
 pub const RPM_PLUGIN_DIR: &str = "/usr/lib64/slurm";
@@ -113,16 +112,7 @@ pub fn assemble(i: &RpmInputs, out_dir: &Path) -> Result<PathBuf, String> {
     // Docs, licence, examples, man pages.
     write(&stage.join(&doc).join("README.RPM"), template("rpm/README.RPM.in")?.as_bytes(), 0o644)?;
     write(&stage.join("usr/share/licenses").join(&pkg).join("copyright"), template("debian/copyright")?.as_bytes(), 0o644)?;
-    let energy_toml = fs::read_to_string(&i.energy_toml).map_err(|e| format!("{}: {e}", i.energy_toml.display()))?;
-    write(&stage.join(&doc).join("examples/energy.toml"), energy_toml.as_bytes(), 0o644)?;
-    write(&stage.join(&doc).join("examples/plugstack.conf"), template("examples/plugstack.conf.in")?.as_bytes(), 0o644)?;
-    write(&stage.join(&doc).join("examples/slurm.conf"), template("examples/slurm.conf.in")?.as_bytes(), 0o644)?;
-    let options = package_man::parse_spank_options(&i.built.spank_options)?;
-    let man_in = "man/slurm-energy-hints.7.in";
-    let hints = package_man::hints_page(&read_packaging_file(&i.packaging, man_in)?, &options)?;
-    let hints = fill(&hints, &fields, &format!("packaging/{man_in} (options filled in)"))?;
-    write_gz(&stage.join("usr/share/man/man7/slurm-energy-hints.7.gz"), &hints)?;
-    write_gz(&stage.join("usr/share/man/man1/slurm-energy.1.gz"), &package_man::cli_page(&i.version, &i.built.cli_help))?;
+    stage_examples_and_man(&stage, &doc, &i.packaging, &fields, &i.energy_toml, &i.built, &i.version)?;
     set_dir_modes(&stage)?;
 
     // The spec.
