@@ -17,7 +17,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{admin_comment, data_dir, mknod_gpu, plugin_dir, users_own_spank_env};
+use common::{admin_comment, data_dir, fake_gpu_node, plugin_dir, users_own_spank_env};
 use slurm_testcluster::{ClusterConfig, LocalCluster, require_built, skip_live_test};
 
 /// The H100's default power limit in the fake (mW) and its default graphics clock (MHz).
@@ -46,42 +46,23 @@ fn wait_limit(fake: &fake_nvml::FakeNvml, cluster: &LocalCluster, what: &str, do
 fn h100_cluster(sched_type: &str, data: &std::path::Path) -> (LocalCluster, fake_nvml::FakeNvml, tempfile::TempDir, tempfile::TempDir) {
     let spank = require_built("libspank_energy.so");
     let plugins = plugin_dir();
-    for lib in ["gpu_nvml", "acct_gather_energy_nvml"] {
-        std::fs::copy(require_built(&format!("lib{lib}.so")), plugins.path().join(format!("{lib}.so"))).expect("copy a GPU plugin");
-    }
     let work = tempfile::Builder::new().prefix("decision-power-limit-").tempdir().expect("temp dir");
-    let nvml_dir = work.path().join("nvml");
-    fake_nvml::install_library(&require_built(fake_nvml::BUILT_LIBRARY_NAME), &nvml_dir).expect("install the fake NVML");
-    std::fs::write(nvml_dir.join("fake-nvml.conf"), "gpu_count = 1\nmodel = H100\nlocked_clocks.0 = no_permission\ncpu_count = 2\nnuma_nodes = 1\n").expect("fake conf");
-    let fake = fake_nvml::FakeNvml::for_library_dir(&nvml_dir).expect("fake NVML state");
-    assert_eq!(power_limit_mw(&fake), H100_DEFAULT_LIMIT_MW, "the fake H100's default limit");
-    let dev = work.path().join("dev");
-    mknod_gpu(&dev);
-    let gpu_type = gpu_control::gres_type::slurm_type_name(&fake.config.gpus[0].name);
+    let node = fake_gpu_node(work.path(), plugins.path(), 1, "model = H100\nlocked_clocks.0 = no_permission\ncpu_count = 2\nnuma_nodes = 1\n");
+    assert_eq!(power_limit_mw(&node.fake), H100_DEFAULT_LIMIT_MW, "the fake H100's default limit");
+    let gpu_type = node.gpu_type.clone();
     let toml = format!(
         "[sched]\ninterval_s = 1\ndebug = true\ndata_dir = \"{}\"\n\n[gpu_types.\"{gpu_type}\"]\nmodel = \"h100\"\ndefault_clock_mhz = {H100_DEFAULT_CLOCK_MHZ}\nmin_clock_mhz = 210\nmax_clock_mhz = {H100_DEFAULT_CLOCK_MHZ}\nidle_power_w = 70\nmax_power_w = 700\n",
         data.display()
     );
+    // No GPU energy accounting here: only the decision's limit on the GPU is looked at.
     let cluster = LocalCluster::start(ClusterConfig {
-        nodes: 1,
-        gpus_per_node: 1,
-        gpu_autodetect: Some("nvml".into()),
-        gpu_type: Some(gpu_type.clone()),
-        plugin_dir: Some(plugins.path().to_path_buf()),
         sched_type: sched_type.into(),
-        scheduler_parameters: Some("sched_interval=-1,defer".into()),
-        extra_files: vec![("energy.toml".into(), toml), ("plugstack.conf".into(), format!("required {}\n", spank.display()))],
         extra_slurm_conf: vec!["PrologFlags=Contain".into()],
-        daemon_env: vec![
-            ("LD_LIBRARY_PATH".into(), nvml_dir.display().to_string()),
-            ("SLURM_ENERGY_NVIDIA_DEV_DIR".into(), dev.display().to_string()),
-            ("SLURM_ENERGY_CLOCK_LEDGER".into(), work.path().join("ledger").display().to_string()),
-        ],
         with_accounting: false,
-        ..ClusterConfig::default()
+        ..node.cluster(plugins.path(), toml, &spank)
     })
     .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
-    (cluster, fake, work, plugins)
+    (cluster, node.fake, work, plugins)
 }
 
 #[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]

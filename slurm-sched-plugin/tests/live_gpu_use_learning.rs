@@ -22,10 +22,10 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use slurm_testcluster::{ClusterConfig, LocalCluster, require_built, skip_live_test};
+use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
 
 mod common;
-use common::{admin_comment, data_dir, free_udp_port, mknod_gpu, plugin_dir, set_load, spank_plugin, wait_learnt, wait_running_on};
+use common::{admin_comment, data_dir, fake_gpu_node, free_udp_port, plugin_dir, set_load, spank_plugin, wait_learnt, wait_running_on};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -97,45 +97,17 @@ fn running_jobs_gpu_use_teaches_the_planner_which_pairs_share_well() {
     };
     let t0 = Instant::now();
     let plugins = plugin_dir();
-    for lib in ["gpu_nvml", "acct_gather_energy_nvml"] {
-        std::fs::copy(require_built(&format!("lib{lib}.so")), plugins.path().join(format!("{lib}.so"))).expect("copy a GPU plugin");
-    }
     let work = tempfile::Builder::new().prefix("gpu-use-live-").tempdir().expect("temp dir");
-    let nvml_dir = work.path().join("nvml");
-    fake_nvml::install_library(&require_built(fake_nvml::BUILT_LIBRARY_NAME), &nvml_dir).expect("install the fake NVML");
-    std::fs::write(nvml_dir.join("fake-nvml.conf"), "gpu_count = 1\ncpu_count = 2\nnuma_nodes = 1\n").expect("fake conf");
-    let fake = fake_nvml::FakeNvml::for_library_dir(&nvml_dir).expect("fake NVML state");
-    let dev = work.path().join("dev");
-    mknod_gpu(&dev);
+    let node = fake_gpu_node(work.path(), plugins.path(), 1, "cpu_count = 2\nnuma_nodes = 1\n");
+    let fake = &node.fake;
     let port = free_udp_port();
-    let gpu_type = gpu_control::gres_type::slurm_type_name(&fake.config.gpus[0].name);
+    let gpu_type = node.gpu_type.clone();
     let toml = format!(
         "[sched]\ninterval_s = 1\ndebug = true\ndata_dir = \"{}\"\n\n[planner]\nsharing = true\nsharing_max_slowdown = 1.6\n\n[learning]\nearly_after_s = 5\ngpu_use_port = {port}\n\n[gpu_types.\"{gpu_type}\"]\nmodel = \"v100\"\n",
         data.display()
     );
-    let mut cluster = LocalCluster::start(ClusterConfig {
-        nodes: 1,
-        gpus_per_node: 1,
-        shards_per_gpu: 4,
-        gpu_autodetect: Some("nvml".into()),
-        gpu_type: Some(gpu_type.clone()),
-        plugin_dir: Some(plugins.path().to_path_buf()),
-        sched_type: "sched/energy".into(),
-        scheduler_parameters: Some("sched_interval=-1,defer".into()),
-        extra_files: vec![("energy.toml".into(), toml), ("plugstack.conf".into(), format!("required {}\n", spank.display()))],
-        extra_slurm_conf: vec![
-            "AcctGatherEnergyType=acct_gather_energy/nvml".into(),
-            "JobAcctGatherFrequency=task=1".into(),
-            "PrologFlags=Contain".into(),
-        ],
-        daemon_env: vec![
-            ("LD_LIBRARY_PATH".into(), nvml_dir.display().to_string()),
-            ("SLURM_ENERGY_NVIDIA_DEV_DIR".into(), dev.display().to_string()),
-            ("SLURM_ENERGY_CLOCK_LEDGER".into(), work.path().join("ledger").display().to_string()),
-        ],
-        ..ClusterConfig::default()
-    })
-    .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+    let mut cluster = LocalCluster::start(ClusterConfig { shards_per_gpu: 4, ..node.cluster(plugins.path(), toml, &spank) })
+        .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
     assert!(cluster.slurmctld_log().contains(&format!("learning: receiving the nodes' GPU use reports on UDP port {port}")), "{}", cluster.slurmctld_log());
     let resnet = ["--energy-tag=resnet18", "--energy-share=allow"];
 

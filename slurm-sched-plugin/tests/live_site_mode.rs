@@ -24,10 +24,10 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use slurm_testcluster::{ClusterConfig, DaemonMode, LocalCluster, built_artifact, require_built, skip_for, skip_live_test};
+use slurm_testcluster::{ClusterConfig, DaemonMode, LocalCluster, built_artifact, skip_for, skip_live_test};
 
 mod common;
-use common::{data_dir, plugin_dir, spank_plugin, squeue_field};
+use common::{data_dir, fake_gpu_node, free_udp_port, plugin_dir, spank_plugin, squeue_field};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 const GPUS: u32 = 2;
@@ -75,49 +75,14 @@ impl Rig {
             return None;
         };
         let plugins = plugin_dir();
-        for lib in ["gpu_nvml", "acct_gather_energy_nvml"] {
-            std::fs::copy(require_built(&format!("lib{lib}.so")), plugins.path().join(format!("{lib}.so"))).expect("copy a GPU plugin");
-        }
         let work = tempfile::Builder::new().prefix("site-mode-").tempdir().expect("temp dir");
-        let nvml_dir = work.path().join("nvml");
-        fake_nvml::install_library(&require_built(fake_nvml::BUILT_LIBRARY_NAME), &nvml_dir).expect("install the fake NVML");
-        std::fs::write(nvml_dir.join("fake-nvml.conf"), format!("gpu_count = {GPUS}\ncpu_count = 4\nnuma_nodes = 1\n")).expect("fake conf");
-        let fake = fake_nvml::FakeNvml::for_library_dir(&nvml_dir).expect("fake NVML state");
-        let dev = work.path().join("dev");
-        std::fs::create_dir_all(&dev).expect("dev dir");
-        for i in 0..GPUS {
-            let status = std::process::Command::new("mknod").arg(dev.join(format!("nvidia{i}"))).args(["c", "195", &i.to_string()]).status().expect("run mknod");
-            assert!(status.success(), "mknod nvidia{i}");
-        }
-        let port = std::net::UdpSocket::bind("127.0.0.1:0").and_then(|s| s.local_addr()).expect("a free UDP port").port();
-        let gpu_type = gpu_control::gres_type::slurm_type_name(&fake.config.gpus[0].name);
-        let default_mhz = gpu_clocks(&fake);
-        let cluster = LocalCluster::start(ClusterConfig {
-            nodes: 1,
-            gpus_per_node: GPUS,
-            gpu_autodetect: Some("nvml".into()),
-            gpu_type: Some(gpu_type.clone()),
-            plugin_dir: Some(plugins.path().to_path_buf()),
-            sched_type: "sched/energy".into(),
-            scheduler_parameters: Some("sched_interval=-1,defer".into()),
-            extra_files: vec![
-                ("energy.toml".into(), energy_toml(&data, port, &gpu_type, debug)),
-                ("plugstack.conf".into(), format!("required {}\n", spank.display())),
-            ],
-            extra_slurm_conf: vec![
-                "AcctGatherEnergyType=acct_gather_energy/nvml".into(),
-                "JobAcctGatherFrequency=task=1".into(),
-                "PrologFlags=Contain".into(),
-            ],
-            daemon_env: vec![
-                ("LD_LIBRARY_PATH".into(), nvml_dir.display().to_string()),
-                ("SLURM_ENERGY_NVIDIA_DEV_DIR".into(), dev.display().to_string()),
-                ("SLURM_ENERGY_CLOCK_LEDGER".into(), work.path().join("ledger").display().to_string()),
-            ],
-            daemon_mode: DaemonMode::Systemd,
-            ..ClusterConfig::default()
-        })
-        .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+        let node = fake_gpu_node(work.path(), plugins.path(), GPUS, "cpu_count = 4\nnuma_nodes = 1\n");
+        let port = free_udp_port();
+        let default_mhz = gpu_clocks(&node.fake);
+        let toml = energy_toml(&data, port, &node.gpu_type, debug);
+        let cluster = LocalCluster::start(ClusterConfig { daemon_mode: DaemonMode::Systemd, ..node.cluster(plugins.path(), toml, &spank) })
+            .unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+        let fake = node.fake;
         let starts = cluster.job_dir().join("starts");
         println!(
             "{test}: Slurm {}, {}, slurmctld pid {:?}",

@@ -196,3 +196,71 @@ pub fn users_own_spank_env(cluster: &LocalCluster, dir: &Path, entries: &[(&str,
     }
     conf_path
 }
+
+/// One node of fake NVML GPUs (the GPU plugins see them as NVIDIA GPUs): the fake library in
+/// `<work>/nvml` with its configuration, a device file per GPU in `<work>/dev`, the clock ledger
+/// in `<work>/ledger`, and the GPU plugins (`gpu/nvml`, `acct_gather_energy/nvml`) copied into
+/// the plugin dir.
+#[allow(dead_code)]
+pub struct FakeGpuNode {
+    pub nvml_dir: PathBuf,
+    pub dev: PathBuf,
+    pub ledger: PathBuf,
+    pub fake: fake_nvml::FakeNvml,
+    /// The GRES type Slurm gives the fake's GPUs (`nvml` autodetection).
+    pub gpu_type: String,
+    pub gpus: u32,
+}
+
+/// Sets up a [`FakeGpuNode`] of `gpus` GPUs under `work`, the fake configured by `fake_conf`
+/// (`model = H100`, `cpu_count = 2`, ...; `gpu_count` is added), the GPU plugins copied into
+/// `plugins`.
+#[allow(dead_code)]
+pub fn fake_gpu_node(work: &Path, plugins: &Path, gpus: u32, fake_conf: &str) -> FakeGpuNode {
+    for lib in ["gpu_nvml", "acct_gather_energy_nvml"] {
+        std::fs::copy(slurm_testcluster::require_built(&format!("lib{lib}.so")), plugins.join(format!("{lib}.so"))).expect("copy a GPU plugin");
+    }
+    let nvml_dir = work.join("nvml");
+    fake_nvml::install_library(&slurm_testcluster::require_built(fake_nvml::BUILT_LIBRARY_NAME), &nvml_dir).expect("install the fake NVML");
+    std::fs::write(nvml_dir.join("fake-nvml.conf"), format!("gpu_count = {gpus}\n{fake_conf}")).expect("fake conf");
+    let fake = fake_nvml::FakeNvml::for_library_dir(&nvml_dir).expect("fake NVML state");
+    let dev = work.join("dev");
+    std::fs::create_dir_all(&dev).expect("dev dir");
+    for i in 0..gpus {
+        let status = std::process::Command::new("mknod").arg(dev.join(format!("nvidia{i}"))).args(["c", "195", &i.to_string()]).status().expect("run mknod");
+        assert!(status.success(), "mknod nvidia{i}");
+    }
+    let gpu_type = gpu_control::gres_type::slurm_type_name(&fake.config.gpus[0].name);
+    FakeGpuNode { nvml_dir, dev, ledger: work.join("ledger"), fake, gpu_type, gpus }
+}
+
+impl FakeGpuNode {
+    /// A one-node sched/energy cluster of this node (GPUs autodetected through NVML) with the
+    /// plugins of `plugins`, `energy_toml`, a plugstack.conf loading `spank`, GPU energy
+    /// accounting (`acct_gather_energy/nvml`, task sampling every second) and
+    /// `PrologFlags=Contain`. Tests change what they need with `..node.cluster(..)`.
+    #[allow(dead_code)]
+    pub fn cluster(&self, plugins: &Path, energy_toml: String, spank: &Path) -> ClusterConfig {
+        ClusterConfig {
+            nodes: 1,
+            gpus_per_node: self.gpus,
+            gpu_autodetect: Some("nvml".into()),
+            gpu_type: Some(self.gpu_type.clone()),
+            plugin_dir: Some(plugins.to_path_buf()),
+            sched_type: "sched/energy".into(),
+            scheduler_parameters: Some("sched_interval=-1,defer".into()),
+            extra_files: vec![("energy.toml".into(), energy_toml), ("plugstack.conf".into(), format!("required {}\n", spank.display()))],
+            extra_slurm_conf: vec![
+                "AcctGatherEnergyType=acct_gather_energy/nvml".into(),
+                "JobAcctGatherFrequency=task=1".into(),
+                "PrologFlags=Contain".into(),
+            ],
+            daemon_env: vec![
+                ("LD_LIBRARY_PATH".into(), self.nvml_dir.display().to_string()),
+                ("SLURM_ENERGY_NVIDIA_DEV_DIR".into(), self.dev.display().to_string()),
+                ("SLURM_ENERGY_CLOCK_LEDGER".into(), self.ledger.display().to_string()),
+            ],
+            ..ClusterConfig::default()
+        }
+    }
+}
