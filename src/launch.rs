@@ -86,6 +86,23 @@ pub struct RecoveryWatch {
     /// registered without them): never ended as missing by this watch (a wait that ended means
     /// slurmd ran the prolog; one that does not is `model::lost_prolog`'s to judge).
     held_for_prolog: Vec<u32>,
+    /// Jobs picked after their first node had registered: left to slurmctld's own check at the
+    /// registration asked of that node (never judged by this watch).
+    late: Vec<u32>,
+    /// Nodes asked to register again.
+    registration_asked: Vec<String>,
+    /// Registration requests not yet reported by [`RecoveryWatch::take_registrations`].
+    registrations: Vec<RegistrationAsked>,
+}
+
+/// A node the watch asked to register again, for a job picked after the node had registered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistrationAsked {
+    pub node: String,
+    /// The job it was asked for (the first such job of the node).
+    pub job_id: u32,
+    /// 0: queued to slurmctld's agent.
+    pub rc: i32,
 }
 
 /// A job the watch ended.
@@ -99,7 +116,21 @@ pub struct MissingJob {
 
 impl RecoveryWatch {
     pub fn new(started_s: i64) -> RecoveryWatch {
-        RecoveryWatch { started_s, armed: false, watched: Vec::new(), prolog_waits: Vec::new(), held_for_prolog: Vec::new() }
+        RecoveryWatch {
+            started_s,
+            armed: false,
+            watched: Vec::new(),
+            prolog_waits: Vec::new(),
+            held_for_prolog: Vec::new(),
+            late: Vec::new(),
+            registration_asked: Vec::new(),
+            registrations: Vec::new(),
+        }
+    }
+
+    /// The registration requests made since the last call (for the log).
+    pub fn take_registrations(&mut self) -> Vec<RegistrationAsked> {
+        std::mem::take(&mut self.registrations)
     }
 
     /// Jobs still watched (their first node has not registered yet).
@@ -130,18 +161,19 @@ impl SlurmctldLock {
     /// jobs it ended as missing. Needs the job write lock and the configuration read lock.
     pub fn watch_recovered_starts(&mut self, watch: &mut RecoveryWatch, mut decide: impl FnMut(&WatchedStartFacts) -> StartWatchAction) -> Result<Vec<MissingJob>, NotLocked> {
         self.require("recovered jobs", |l| l.job, LockLevel::Write)?;
+        self.require("recovered jobs", |l| l.node, LockLevel::Read)?;
         self.require("recovered jobs", |l| l.conf, LockLevel::Read)?;
         let api = self.api();
         if !watch.armed {
-            // Until the first node registers (the plugin starts before slurmctld has read its
-            // state; the jobs appear once it has), every such job whose first node has not
-            // registered is watched.
+            // Until the first node registers (the plugin starts after slurmctld has read its
+            // state, while its first nodes may register), every such job is picked.
             let mut new = Vec::new();
             for job in self.jobs()? {
                 let rec = job.raw();
-                // SAFETY: the shim reads state fields and the node table under the job lock.
-                let candidate = unsafe { sys::energy_job_is_running(rec) && !sys::energy_job_is_configuring(rec) && !sys::energy_job_first_node_registered(rec) };
-                if candidate && rec.batch_flag != 0 && rec.het_job_id == 0 && rec.start_time < watch.started_s && !watch.watched.contains(&rec.job_id) {
+                // SAFETY: the shim reads state fields under the job lock.
+                let candidate = unsafe { sys::energy_job_is_running(rec) && !sys::energy_job_is_configuring(rec) };
+                let picked = watch.watched.contains(&rec.job_id) || watch.late.contains(&rec.job_id);
+                if candidate && rec.batch_flag != 0 && rec.het_job_id == 0 && rec.start_time < watch.started_s && !picked {
                     new.push(rec.job_id);
                 }
             }
@@ -151,6 +183,31 @@ impl SlurmctldLock {
                 // allocations, which these batch jobs are not).
                 if let Some(rec) = unsafe { call!(api, find_job_record(id)).as_mut() } {
                     rec.time_last_active = 0;
+                    // SAFETY: reads the job's bitmap and the node table under the job and node locks.
+                    if unsafe { sys::energy_job_first_node_registered(rec) } {
+                        // Its node registered before this look (26.05 serves the registrations
+                        // that queued while it loaded its state before it starts this plugin):
+                        // whether that registration reported the job cannot be told now. Its
+                        // node is asked to register again; that registration reports the job
+                        // if it runs there (time_last_active set again), and slurmctld's own
+                        // check of missing batch jobs ends it if not and it is past Slurm's
+                        // grace. Not judged here.
+                        watch.late.push(id);
+                        // SAFETY: batch host string owned by the record.
+                        let node = unsafe { opt_str(rec.batch_host) }.unwrap_or("?").to_string();
+                        if !watch.registration_asked.contains(&node) {
+                            // SAFETY: reads the job's bitmap and the node table under the job
+                            // and node locks; the agent takes its own copy of the request.
+                            let rc = unsafe { sys::energy_request_first_node_registration(rec) };
+                            watch.registrations.push(RegistrationAsked { node: node.clone(), job_id: id, rc });
+                            watch.registration_asked.push(node);
+                        }
+                        // SAFETY: reads the job's state reason and prolog bitmap under the job lock.
+                        if unsafe { sys::energy_job_waits_for_prolog(rec) } && !watch.prolog_waits.contains(&id) {
+                            watch.prolog_waits.push(id);
+                        }
+                        continue;
+                    }
                     watch.watched.push(id);
                     // SAFETY: reads the job's state reason and prolog bitmap under the job lock.
                     if unsafe { sys::energy_job_waits_for_prolog(rec) } && !watch.prolog_waits.contains(&id) {

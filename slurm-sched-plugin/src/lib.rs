@@ -366,6 +366,20 @@ fn watch_recovery(watch: &mut slurm_bindings::launch::RecoveryWatch, finish_lost
         }
         Err(e) => LOG.error(&format!("recovered jobs not checked: {e}")),
     }
+    for r in watch.take_registrations() {
+        if r.rc == 0 {
+            slurm_log!(
+                LOG,
+                info,
+                "recovered batch JobId={}: its node {} registered before sched/energy started, so whether it reported the job is unknown; asked {} to register again (slurmctld's own missing-job check judges its jobs then)",
+                r.job_id,
+                r.node,
+                r.node
+            );
+        } else {
+            LOG.error(&format!("recovered batch JobId={}: could not ask node {} to register again (rc {}); its jobs are judged at its next registration", r.job_id, r.node, r.rc));
+        }
+    }
     if LOG.debug_enabled() && (watch.watched(), watch.prolog_waits()) != watched_before {
         LOG.debug(&format!("recovered jobs: {} watched until their first node registers, {} waiting for their prolog", watch.watched(), watch.prolog_waits()));
     }

@@ -13,6 +13,8 @@
 
 #include "shim.h"
 
+#include "src/slurmctld/agent.h"
+
 /* The shim's own copy, for energy_log(); written once by a successful resolve. */
 static energy_slurm_api_t resolved;
 static volatile int resolved_ok;
@@ -207,7 +209,11 @@ bitstr_t *energy_job_gres_bitmap(const energy_node_api_t *api, energy_list_t job
 	X(delete_step_record)                \
 	X(job_complete)                      \
 	X(prolog_complete)                   \
-	X(bit_ffs)
+	X(bit_ffs)                           \
+	X(slurm_xcalloc)                     \
+	X(hostlist_create)                   \
+	X(set_agent_arg_r_uid)               \
+	X(agent_queue_request)
 
 static struct {
 #define ENERGY_SHIM_MEMBER(name) __typeof__(name) *name;
@@ -1003,6 +1009,44 @@ bool energy_job_first_node_registered(const job_record_t *job)
 		return false;
 	node = (*resolved.node_record_table_ptr)[first];
 	return node && node->version;
+}
+
+/* What ping_nodes() passes for "any receiver" (auth.h, whose path changed in 23.02). */
+#ifndef SLURM_AUTH_UID_ANY
+#define SLURM_AUTH_UID_ANY -1
+#endif
+
+int energy_request_first_node_registration(const job_record_t *job)
+{
+	int first;
+	node_record_t *node;
+	agent_arg_t *args;
+
+	if (!resolved_ok || !job->node_bitmap)
+		return -1;
+	first = shim_fns.bit_ffs(job->node_bitmap);
+	if (first < 0 || first >= *resolved.node_record_count)
+		return -1;
+	node = (*resolved.node_record_table_ptr)[first];
+	if (!node || !node->name)
+		return -1;
+	/* As ping_nodes() builds its registration requests; the agent frees it (xfree). */
+	args = shim_fns.slurm_xcalloc(1, sizeof(*args), true, false, __FILE__, __LINE__, __func__);
+	args->msg_type = REQUEST_NODE_REGISTRATION_STATUS;
+	args->retry = 0;
+	args->protocol_version = SLURM_PROTOCOL_VERSION;
+	if (node->protocol_version && node->protocol_version < args->protocol_version)
+		args->protocol_version = node->protocol_version;
+	args->hostlist = shim_fns.hostlist_create(node->name);
+	if (!args->hostlist) {
+		void *p = args;
+		resolved.slurm_xfree(&p);
+		return -1;
+	}
+	args->node_count = 1;
+	shim_fns.set_agent_arg_r_uid(args, SLURM_AUTH_UID_ANY);
+	shim_fns.agent_queue_request(args);
+	return 0;
 }
 
 bool energy_any_node_registered(void)

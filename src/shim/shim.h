@@ -565,6 +565,10 @@ extern void energy_drop_batch_step(job_record_t *job);
  * registration, jobs included, has been processed (validate_jobs_on_node() runs before
  * validate_node_specs() sets the node's version, under the same job write lock). */
 extern bool energy_job_first_node_registered(const job_record_t *job);
+/* Asks the job's first node to register again (REQUEST_NODE_REGISTRATION_STATUS through
+ * slurmctld's agent, as ping_nodes() does); its registration reports the jobs it runs and runs
+ * slurmctld's own missing-job check. Needs the job and node locks. 0 when queued. */
+extern int energy_request_first_node_registration(const job_record_t *job);
 /* Whether any node has registered with this slurmctld. Needs the job or node lock. */
 extern bool energy_any_node_registered(void);
 /* What slurmctld does with a batch job missing from its batch node (_purge_missing_jobs(): exit
