@@ -84,6 +84,8 @@ impl PowerCapFeed {
         if self.last_cap_w != Some(cap_w) {
             if cap_w > 0.0 {
                 slurm_log!(LOG, info, "cluster GPU power cap now {cap_w:.0} W (power cap file {})", self.path.display());
+            } else if self.last_cap_w.is_none() {
+                slurm_log!(LOG, info, "no cluster GPU power cap in force (power cap file {})", self.path.display());
             } else {
                 slurm_log!(LOG, info, "cluster GPU power cap lifted (power cap file {})", self.path.display());
             }
