@@ -14,6 +14,7 @@
 #include "shim.h"
 
 #include "src/slurmctld/agent.h"
+#include "src/slurmctld/ping_nodes.h"
 
 /* The shim's own copy, for energy_log(); written once by a successful resolve. */
 static energy_slurm_api_t resolved;
@@ -213,7 +214,8 @@ bitstr_t *energy_job_gres_bitmap(const energy_node_api_t *api, energy_list_t job
 	X(slurm_xcalloc)                     \
 	X(hostlist_create)                   \
 	X(set_agent_arg_r_uid)               \
-	X(agent_queue_request)
+	X(agent_queue_request)               \
+	X(ping_begin)
 
 static struct {
 #define ENERGY_SHIM_MEMBER(name) __typeof__(name) *name;
@@ -1045,6 +1047,9 @@ int energy_request_first_node_registration(const job_record_t *job)
 	}
 	args->node_count = 1;
 	shim_fns.set_agent_arg_r_uid(args, SLURM_AUTH_UID_ANY);
+	/* The agent calls ping_end() when a registration request is done; count it as ping_nodes()
+	 * does, or slurmctld would end a ping cycle of its own early ("ping_count < 0"). */
+	shim_fns.ping_begin();
 	shim_fns.agent_queue_request(args);
 	return 0;
 }
