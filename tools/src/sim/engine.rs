@@ -24,7 +24,7 @@ use super::metrics::{Accumulators, RunResult};
 use super::policies::{HintRule, Setup};
 use super::rng::Rng;
 use super::spec::ClusterSpec;
-use super::truth::Truth;
+use super::truth::{JobTruth, Truth};
 
 /// Early-stage observation of a shared run (EaCO): after this long, the measured slowdowns of
 /// the pair are fed back into the interference history.
@@ -88,6 +88,9 @@ struct Running {
     rate: f64,
     /// Speed from the job's CPUs (1.0 at the proportional share), which its GPU power follows.
     cpu_speed: f64,
+    /// Cores the job keeps busy now, on all its nodes ([`Truth::busy_cores`]), charged
+    /// `cpu_w_per_busy_core` each.
+    busy_cores: f64,
     last_s: f64,
     version: u64,
     partner: Option<usize>,
@@ -100,6 +103,21 @@ struct Running {
     energy_last_s: f64,
     /// The planner's predicted GPU power for the job when it started (W).
     predicted_power_w: f64,
+}
+
+/// The truth's CPU speed of a job on `allocations` with `cpus_per_node` CPUs on each node:
+/// Synergy's profiles are read with one node's GPUs and CPUs (every node of a job has the same
+/// shape), against the proportional share of that node's GPUs.
+pub fn allocation_cpu_speed(truth: &Truth, jt: &JobTruth, allocations: &[NodeAllocation], cpus_per_node: u32, job_cpus_per_gpu: u32, limit_w: f64) -> f64 {
+    let gpus_per_node = allocations.first().map_or(1, |a| a.gpu_indices.len() as u32).max(1);
+    let proportional = (job_cpus_per_gpu * gpus_per_node).max(1);
+    truth.cpu_speed(jt, gpus_per_node, cpus_per_node, proportional, limit_w)
+}
+
+/// Cores a job on `allocations` keeps busy on all its nodes at `speed` ([`Truth::busy_cores`]
+/// per node).
+pub fn allocation_busy_cores(truth: &Truth, jt: &JobTruth, allocations: &[NodeAllocation], speed: f64) -> f64 {
+    allocations.iter().map(|a| truth.busy_cores(jt, (a.gpu_indices.len() as u32).max(1), a.cpus, speed)).sum()
 }
 
 pub struct Engine<'a> {
@@ -539,7 +557,6 @@ impl<'a> Engine<'a> {
         let mut partner = None;
         for a in &s.allocations {
             let node = a.node.0 as usize;
-            self.acc.cpu_w += a.cpus as f64 * self.spec.power.cpu_w_per_busy_core;
             self.idle_epoch[node] += 1;
             for &g in &a.gpu_indices {
                 for k in 0..self.tenants[node][g as usize].len() {
@@ -562,6 +579,7 @@ impl<'a> Engine<'a> {
             remaining_work_s: job.duration_s,
             rate: 1.0,
             cpu_speed: 1.0,
+            busy_cores: 0.0,
             last_s: ready_s,
             version: 0,
             partner,
@@ -642,19 +660,21 @@ impl<'a> Engine<'a> {
             None => (r.power_limit_w, 1.0),
         };
         let (time_ratio, _) = self.truth.alone(&job.truth, limit_w);
-        let gpus_per_node = r.allocations.first().map_or(job.gpus_per_node, |a| a.gpu_indices.len() as u32);
-        let proportional = self.spec.cluster.job_cpus_per_gpu * gpus_per_node;
-        let cpu = self.truth.cpu_factor(&job.truth, r.gpus, r.cpus_per_node, proportional.max(1));
+        let cpu = allocation_cpu_speed(self.truth, &job.truth, &r.allocations, r.cpus_per_node, self.spec.cluster.job_cpus_per_gpu, limit_w);
         // Work is counted in seconds at the requested GPU count: another count changes the
         // speed by the measured scaling.
         let scale = if r.gpus == job.total_gpus() { 1.0 } else { self.truth.speedup(&job.truth, r.gpus) / self.truth.speedup(&job.truth, job.total_gpus()) };
         let rate = (share * cpu * scale / time_ratio).max(1e-6);
+        // Cores follow the job's progress per GPU (its GPU count's scaling aside).
+        let busy_cores = allocation_busy_cores(self.truth, &job.truth, &r.allocations, share * cpu / time_ratio);
+        self.acc.cpu_w += (busy_cores - r.busy_cores) * self.spec.power.cpu_w_per_busy_core;
         let finish_at = r.last_s.max(r.ready_s) + r.remaining_work_s / rate;
         let version = r.version + 1;
         let cpu_changed = self.running[i].as_ref().is_some_and(|r| r.cpu_speed != cpu);
         if let Some(r) = self.running[i].as_mut() {
             r.rate = rate;
             r.cpu_speed = cpu;
+            r.busy_cores = busy_cores;
             r.version = version;
         }
         if cpu_changed {
@@ -728,9 +748,9 @@ impl<'a> Engine<'a> {
     /// power changes, an emptied node starts its suspend timer, a co-tenant runs alone again.
     fn vacate(&mut self, i: usize, r: &Running) {
         self.view.remove_job(self.jobs[i].id);
+        self.acc.cpu_w -= r.busy_cores * self.spec.power.cpu_w_per_busy_core;
         for a in &r.allocations {
             let node = a.node.0 as usize;
-            self.acc.cpu_w -= a.cpus as f64 * self.spec.power.cpu_w_per_busy_core;
             for &g in &a.gpu_indices {
                 for k in 0..self.tenants[node][g as usize].len() {
                     self.settle_energy(self.tenants[node][g as usize][k]);
@@ -824,5 +844,41 @@ impl<'a> Engine<'a> {
         }
         self.acc.gpu_busy[node * 64 + g] = busy;
         self.gpu_power_w[node][g] = power;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::sim::spec::Colocation;
+
+    fn truth() -> Truth {
+        let dir = std::env::var_os("SLURM_ENERGY_DATA").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data")));
+        Truth::load(&dir, "v100", 41.0, Colocation::Physical).expect("truth loads")
+    }
+
+    fn node(n: u32, gpus: u8, cpus: u32) -> NodeAllocation {
+        NodeAllocation { node: NodeIdx(n), gpu_indices: (0..gpus).collect(), cpus, mem_mb: 0 }
+    }
+
+    #[test]
+    fn a_multi_node_jobs_cpu_truth_is_read_per_node() {
+        let truth = truth();
+        let mut res18 = truth.assign(Some("ResNet-18 (batch size 32)"), &mut Rng::new(3));
+        res18.cpu_gain = 1.0;
+        // A 2 x 8-GPU job with 12 or 36 CPUs on each node runs as fast as the same job on one
+        // node of that shape: per-node CPUs are never read against the total GPU count.
+        for cpus in [12, 24, 36] {
+            let one = allocation_cpu_speed(&truth, &res18, &[node(0, 8, cpus)], cpus, 3, 250.0);
+            let two = allocation_cpu_speed(&truth, &res18, &[node(0, 8, cpus), node(1, 8, cpus)], cpus, 3, 250.0);
+            assert!((one - two).abs() < 1e-12, "{cpus} CPUs per node: {two} on 2 nodes, {one} on 1");
+            let busy_one = allocation_busy_cores(&truth, &res18, &[node(0, 8, cpus)], one);
+            let busy_two = allocation_busy_cores(&truth, &res18, &[node(0, 8, cpus), node(1, 8, cpus)], two);
+            assert!((busy_two - 2.0 * busy_one).abs() < 1e-9, "{busy_two} vs 2 x {busy_one}");
+        }
+        // At the proportional share the job runs at 1.0 on any number of nodes.
+        assert_eq!(allocation_cpu_speed(&truth, &res18, &[node(0, 8, 24), node(1, 8, 24)], 24, 3, 250.0), 1.0);
     }
 }

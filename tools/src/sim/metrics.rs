@@ -55,7 +55,7 @@ pub struct Metrics {
     pub idle_energy_kwh: f64,
     /// Powered-on nodes at their idle host power.
     pub base_energy_kwh: f64,
-    /// CPU cores allocated to running jobs, above idle.
+    /// CPU cores running jobs keep busy (`Truth::busy_cores`), above idle.
     pub cpu_energy_kwh: f64,
     pub carbon_kg: f64,
     pub mean_jct_s: f64,

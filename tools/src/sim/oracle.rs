@@ -55,7 +55,9 @@ pub fn run_oracle(jobs: &[SimJob], truth: &Truth, spec: &ClusterSpec, carbon: Op
         let gpus = job.total_gpus() as f64;
         let (ratio, gpu_w) = optimal_point(truth, job, host_w_per_gpu);
         let runtime = job.duration_s * ratio;
-        let cpu_w = (job.cpus_per_node * job.nodes) as f64 * p.cpu_w_per_busy_core;
+        // Proportional CPUs, of which the cores its speed keeps busy are charged (as in the engine).
+        let busy_cores = job.nodes as f64 * truth.busy_cores(&job.truth, job.gpus_per_node, job.cpus_per_node, 1.0 / ratio.max(1e-9));
+        let cpu_w = busy_cores * p.cpu_w_per_busy_core;
         let power_w = gpus * (gpu_w + host_w_per_gpu) + cpu_w;
         gpu_j += gpus * gpu_w * runtime;
         base_j += gpus * host_w_per_gpu * runtime;
