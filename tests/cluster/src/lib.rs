@@ -449,6 +449,36 @@ impl LocalCluster {
         self.wait_nodes(NodeWait::AllResponding, START_TIMEOUT)
     }
 
+    /// [`LocalCluster::restart_after_crash`], but the nodes' slurmd start first, while no
+    /// slurmctld runs (a machine room where the controller's host comes back last); they
+    /// register once slurmctld is up and pings them.
+    pub fn restart_after_crash_nodes_first(&mut self, nodes: &[&str]) -> Result<(), ClusterError> {
+        let mut names = vec!["slurmctld".to_string()];
+        names.extend(nodes.iter().map(|n| format!("slurmd {n}")));
+        let mut indexes = Vec::new();
+        for name in &names {
+            let index = self
+                .daemons
+                .iter()
+                .position(|d| &d.name == name)
+                .ok_or_else(|| ClusterError::Unsupported(format!("{name} was never started")))?;
+            if let Err(problem) = self.daemons[index].kill() {
+                eprintln!("slurm-testcluster: {problem}");
+            }
+            indexes.push(index);
+        }
+        for (node, &index) in nodes.iter().zip(&indexes[1..]) {
+            self.daemons[index] = self.spawn_slurmd(node)?;
+        }
+        // Let them try to register (and fail) before slurmctld is back.
+        std::thread::sleep(Duration::from_secs(2));
+        let mut ctld = self.spawn_slurmctld(false)?;
+        let ready = self.wait_slurmctld_up(&mut ctld);
+        self.daemons[indexes[0]] = ctld;
+        ready?;
+        self.wait_nodes(NodeWait::AllResponding, START_TIMEOUT)
+    }
+
     /// Stops slurmd of `node` (SIGTERM; running steps' slurmstepd live on) and starts it again,
     /// then waits until every node responds. For what slurmd does at start (GPU detection, the
     /// GPU plugin's clock repair). slurmctld may still count the old slurmd's registration for a
