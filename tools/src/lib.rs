@@ -6,7 +6,6 @@ pub mod demo;
 pub mod package;
 pub mod plots;
 pub mod replay;
-pub mod report;
 pub mod sim;
 pub mod soak;
 pub mod trace;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use model::data::default_data_dir;
-use tools::report;
+use tools::sim::report;
 use tools::sim::Workload;
 use tools::sim::policies::{ALL, IDEAS, Policy, Setup};
 use tools::sim::spec::ClusterSpec;

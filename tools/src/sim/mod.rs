@@ -6,6 +6,7 @@ pub mod jobs;
 pub mod metrics;
 pub mod oracle;
 pub mod policies;
+pub mod report;
 pub mod rng;
 pub mod spec;
 pub mod split;
