@@ -75,11 +75,15 @@ pub struct Truth {
     /// Synergy's measured CPU profiles read per GPU ([`Truth::cpu_factor`]): per model, for a
     /// job with 1 to [`PROFILE_GPUS`] GPUs on a node, `(CPUs per GPU, throughput)` at every
     /// measured level, ascending.
-    cpu_profiles: Vec<(String, Vec<Vec<(u32, f64)>>)>,
+    cpu_profiles: Vec<(String, PerGpuProfiles)>,
     /// Median measured speedup (over one GPU) of the held-out types at 2, 4 and 8 GPUs, for
     /// types Gavel measured on one GPU only.
     median_speedup: [f64; 3],
 }
+
+/// One model's CPU profiles read per GPU: for a job with 1 to [`PROFILE_GPUS`] GPUs on a node
+/// (index + 1), `(CPUs per GPU, throughput)` at every measured level, ascending.
+type PerGpuProfiles = Vec<Vec<(u32, f64)>>;
 
 /// Node sizes (GPUs per node) the per-GPU CPU profiles are built for; a larger node reads the
 /// largest.
@@ -89,7 +93,7 @@ const PROFILE_GPUS: u32 = 8;
 /// GPUs on a node: at each CPU level (per GPU) any profile measured, the throughput of the
 /// profile of the most GPUs not above `g` that measured it (a 0.0 cell is one Synergy could not
 /// run: the next smaller profile answers, down to the 1-GPU one).
-fn per_gpu_profiles(table: &SynergyTable) -> Vec<(String, Vec<Vec<(u32, f64)>>)> {
+fn per_gpu_profiles(table: &SynergyTable) -> Vec<(String, PerGpuProfiles)> {
     let models = table.models();
     let mut names: Vec<String> = models.iter().map(|(m, _)| m.clone()).collect();
     names.dedup();
