@@ -107,6 +107,15 @@ pub fn launch_failed_on_nodes(output: &str) -> Vec<String> {
         .collect()
 }
 
+/// Did an `srun` in the job fail to talk to slurmctld (its allocation could not be confirmed,
+/// the message was lost on the socket)? Seen when slurmctld took SIGHUP while it received the
+/// message: 22.05.8 logs `slurm_receive_msg ...: Socket timed out on send/recv operation` in the
+/// same millisecond as `Reconfigure signal (SIGHUP) received`, and srun says `Unable to confirm
+/// allocation for job N`.
+pub fn srun_lost_slurmctld(output: &str) -> bool {
+    output.lines().any(|l| l.starts_with("srun: error: Unable to confirm allocation for job") || (l.starts_with("srun: error: slurm_msg_sendto:") && l.contains("socket error")))
+}
+
 /// What the soak found.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct SoakReport {
@@ -140,6 +149,10 @@ pub struct SoakReport {
     /// slurmd (`Task launch for StepId=... failed on node n3`), which fails the step under any
     /// scheduler: the job script then exits with srun's error. Listed, not counted as problems.
     pub lost_to_slurmd_restart: Vec<String>,
+    /// Jobs whose `srun` lost its message to slurmctld at the moment the soak sent slurmctld
+    /// SIGHUP (log rotation), which Slurm's own RPC handling fails ([`srun_lost_slurmctld`]):
+    /// the job script then exits with srun's error. Listed, not counted as problems.
+    pub lost_to_slurmctld_sighup: Vec<String>,
     /// Jobs that slurmdbd still had running (or pending) after the soak although slurmctld no
     /// longer had them: their end record was in the queue of a slurmctld the soak SIGKILLed
     /// while they ran (stock Slurm keeps that queue in memory). Slurm's own repair after a
@@ -221,6 +234,14 @@ impl SoakReport {
                 "{} job(s) whose srun step was launched onto a node while its slurmd restarted failed: {}",
                 self.lost_to_slurmd_restart.len(),
                 self.lost_to_slurmd_restart.join(" ")
+            );
+        }
+        if !self.lost_to_slurmctld_sighup.is_empty() {
+            let _ = writeln!(
+                s,
+                "{} job(s) whose srun lost its message to slurmctld when slurmctld took SIGHUP (log rotation) failed: {}",
+                self.lost_to_slurmctld_sighup.len(),
+                self.lost_to_slurmctld_sighup.join(" ")
             );
         }
         if !self.runaway_after_crash.is_empty() {
@@ -393,6 +414,8 @@ struct Soak<'a> {
     crashes_unix_s: Vec<f64>,
     /// Each slurmd restart: the node, and when it began and ended (Unix s).
     slurmd_restarts: Vec<(String, f64, f64)>,
+    /// When slurmctld was sent SIGHUP (Unix s).
+    sighups_unix_s: Vec<f64>,
     /// Job ids sbatch handed out a second time (the first submission was lost by a crash).
     reissued: BTreeSet<String>,
     /// When sbatch answered each submission (Unix s), by expected job id.
@@ -550,6 +573,7 @@ impl Soak<'_> {
             Fault::Sighup => {
                 let nodes = self.nodes();
                 let node = nodes[self.rng.below(nodes.len())].clone();
+                self.sighups_unix_s.push(unix_now_s());
                 let ctld = self.demo.cluster.rotate_log("slurmctld").map_err(|e| format!("rotate slurmctld's log: {e}"))?;
                 let slurmd = self.demo.cluster.rotate_log(&format!("slurmd {node}")).map_err(|e| format!("rotate slurmd {node}'s log: {e}"))?;
                 self.event(fault, format!("logs rotated, SIGHUP to slurmctld (now pid {ctld}) and slurmd {node} (now pid {slurmd})"));
@@ -694,6 +718,7 @@ pub fn run_soak(opts: &SoakOptions) -> Result<SoakReport, String> {
         generation: 0,
         crashes_unix_s: Vec::new(),
         slurmd_restarts: Vec::new(),
+        sighups_unix_s: Vec::new(),
         reissued: BTreeSet::new(),
         submitted_unix_s: BTreeMap::new(),
         energy_toml,
@@ -927,6 +952,8 @@ impl Soak<'_> {
                             self.report.lost_to_crash.push(id.clone());
                         } else if state == "FAILED" && self.step_launch_hit_slurmd_restart(id) {
                             self.report.lost_to_slurmd_restart.push(id.clone());
+                        } else if state == "FAILED" && self.srun_hit_slurmctld_sighup(id) {
+                            self.report.lost_to_slurmctld_sighup.push(id.clone());
                         } else if state != "COMPLETED" && !self.report.killed_jobs.iter().any(|k| id == k || self.array_task_of(id, k)) {
                             self.report.problems.push(format!("job {id}: {state}, and no fault of the soak explains it"));
                         }
@@ -1002,6 +1029,16 @@ impl Soak<'_> {
         launch_failed_on_nodes(&text)
             .iter()
             .any(|node| self.slurmd_restarts.iter().any(|(n, from, to)| n == node && written >= *from && written <= to.max(*from) + 60.0))
+    }
+
+    /// Did the job's srun lose its message to slurmctld ([`srun_lost_slurmctld`]) while the
+    /// soak sent slurmctld SIGHUP (its output written within 10 s after one)?
+    fn srun_hit_slurmctld_sighup(&self, id: &str) -> bool {
+        let path = self.dir.path().join("out").join(format!("{id}.out"));
+        let Ok(text) = std::fs::read_to_string(&path) else { return false };
+        let Some(written) = std::fs::metadata(&path).and_then(|m| m.modified()).ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()) else { return false };
+        let written = written.as_secs_f64();
+        srun_lost_slurmctld(&text) && self.sighups_unix_s.iter().any(|&h| written >= h - 1.0 && written <= h + 10.0)
     }
 
     /// When a job's script first started (Unix s), from its marker.
@@ -1160,6 +1197,17 @@ mod tests {
         assert_eq!(launch_failed_on_nodes(out), vec!["n3".to_string()]);
         assert!(launch_failed_on_nodes("job 12 n1 1700000000\n").is_empty());
         assert!(launch_failed_on_nodes("Task launch for StepId=1.0 failed on node : x").is_empty());
+    }
+
+    #[test]
+    fn an_srun_that_lost_slurmctld_is_read_from_the_output() {
+        // Job 48 of a CI soak (22.05.8): slurmctld took SIGHUP while it received srun's message.
+        let out = "srun: error: slurm_msg_sendto: address:port=127.0.0.1:23244 msg_type=4027: Unexpected missing socket error\n\
+                   srun: error: Unable to confirm allocation for job 48: Unexpected missing socket error\n\
+                   srun: Check SLURM_JOB_ID environment variable. Expired or invalid job 48\n";
+        assert!(srun_lost_slurmctld(out));
+        assert!(!srun_lost_slurmctld("job 48 n2 1764271482\n"));
+        assert!(!srun_lost_slurmctld("srun: error: Task launch for StepId=5.0 failed on node n3: Connection reset by peer\n"));
     }
 
     #[test]
