@@ -93,6 +93,8 @@ pub struct RecoveryWatch {
     registration_asked: Vec<String>,
     /// Registration requests not yet reported by [`RecoveryWatch::take_registrations`].
     registrations: Vec<RegistrationAsked>,
+    /// Watched jobs found younger than Slurm's grace after their node registered without them.
+    grace_waits: Vec<u32>,
 }
 
 /// A node the watch asked to register again, for a job picked after the node had registered.
@@ -125,6 +127,7 @@ impl RecoveryWatch {
             late: Vec::new(),
             registration_asked: Vec::new(),
             registrations: Vec::new(),
+            grace_waits: Vec::new(),
         }
     }
 
@@ -246,6 +249,7 @@ impl SlurmctldLock {
                     waits_for_prolog: sys::energy_job_waits_for_prolog(rec),
                     seen_waiting_for_prolog: watch.held_for_prolog.contains(&id),
                     age_s: now_s() - rec.start_time,
+                    waited_for_grace: watch.grace_waits.contains(&id),
                     batch_start_timeout_s,
                     msg_timeout_s,
                 }
@@ -266,6 +270,24 @@ impl SlurmctldLock {
                         watch.prolog_waits.push(id);
                     }
                     still.push(id);
+                }
+                StartWatchAction::WaitForGrace => {
+                    if !watch.grace_waits.contains(&id) {
+                        watch.grace_waits.push(id);
+                    }
+                    still.push(id);
+                }
+                StartWatchAction::AskNodeAgain => {
+                    // Its node registered without it while it was young; the registration asked
+                    // now reports it if its launch arrived since (time_last_active set again),
+                    // and slurmctld's own missing-job check ends it if not.
+                    watch.grace_waits.retain(|&j| j != id);
+                    // SAFETY: batch host string owned by the record.
+                    let node = unsafe { opt_str(rec.batch_host) }.unwrap_or("?").to_string();
+                    // SAFETY: reads the job's bitmap and the node table under the job and node
+                    // locks; the agent takes its own copy of the request.
+                    let rc = unsafe { sys::energy_request_first_node_registration(rec) };
+                    watch.registrations.push(RegistrationAsked { node, job_id: id, rc });
                 }
                 StartWatchAction::MarkActive => {
                     // Left to Slurm's own check of missing batch jobs, from the time slurmctld
@@ -301,6 +323,8 @@ pub struct WatchedStartFacts {
     pub seen_waiting_for_prolog: bool,
     /// Seconds since its start.
     pub age_s: i64,
+    /// Seen younger than Slurm's grace at an earlier look, its node registered.
+    pub waited_for_grace: bool,
     /// slurm.conf `BatchStartTimeout`.
     pub batch_start_timeout_s: i64,
     /// slurm.conf `MessageTimeout`.
@@ -318,6 +342,10 @@ pub enum StartWatchAction {
     PrologMayRun,
     /// Leave it to Slurm's own check of missing batch jobs, as if its node had reported it now.
     MarkActive,
+    /// Look again later: it may still be launching.
+    WaitForGrace,
+    /// Ask its node to register again and stop watching (slurmctld's check judges it then).
+    AskNodeAgain,
     /// End it as slurmctld ends a batch job missing from its node.
     EndAsMissing,
 }

@@ -25,6 +25,10 @@ pub struct WatchedJob {
     pub seen_waiting_for_prolog: bool,
     /// Seconds since its start (`start_time`) now.
     pub age_s: i64,
+    /// Found younger than Slurm's grace at an earlier look, its node having registered without
+    /// it: its launch may have reached the node since, which the node reports only at its next
+    /// registration.
+    pub waited_for_grace: bool,
 }
 
 /// What to do with it now.
@@ -44,8 +48,12 @@ pub enum LaunchVerdict {
     /// missing batch jobs takes over from now (mark it active now).
     PrologRan,
     /// Younger than Slurm's own grace: it may still be launching (slurmd reports it once its
-    /// slurmstepd runs). Left to Slurm's check, as stock leaves it (mark it active now).
-    LeaveToSlurm,
+    /// slurmstepd runs). Look again once the grace has passed.
+    WaitForGrace,
+    /// Waited for the grace: ask its node to register again; that registration reports the job
+    /// if its launch arrived, and slurmctld's own missing-job check ends it if not (it is past
+    /// the grace and was not reported since the restart). Stop watching.
+    AskNodeAgain,
     /// Its node registered without it, and it is past Slurm's grace: the launch never left.
     /// End it as slurmctld ends a batch job missing from its node.
     EndAsMissing,
@@ -77,7 +85,10 @@ pub fn judge(job: &WatchedJob, grace_s: i64) -> LaunchVerdict {
     // Seen in CI: a job launched 8 s before its node registered, mid-launch, was ended and
     // requeued before this grace existed.
     if job.age_s < grace_s {
-        return LaunchVerdict::LeaveToSlurm;
+        return LaunchVerdict::WaitForGrace;
+    }
+    if job.waited_for_grace {
+        return LaunchVerdict::AskNodeAgain;
     }
     LaunchVerdict::EndAsMissing
 }
@@ -88,7 +99,7 @@ mod tests {
 
     /// A job whose node registered without it, long after its start.
     fn missing() -> WatchedJob {
-        WatchedJob { running: true, first_node_registered: true, reported: false, waits_for_prolog: false, seen_waiting_for_prolog: false, age_s: 600 }
+        WatchedJob { running: true, first_node_registered: true, reported: false, waits_for_prolog: false, seen_waiting_for_prolog: false, age_s: 600, waited_for_grace: false }
     }
 
     #[test]
@@ -98,11 +109,17 @@ mod tests {
     }
 
     #[test]
-    fn a_job_younger_than_slurms_grace_is_left_to_slurm() {
+    fn a_job_younger_than_slurms_grace_is_waited_for_then_its_node_asked_again() {
         // BatchStartTimeout 10 s, MessageTimeout 10 s: Slurm waits 20 s.
         assert_eq!(launch_grace_s(10, 10), 20);
-        assert_eq!(judge(&WatchedJob { age_s: 8, ..missing() }, launch_grace_s(10, 10)), LaunchVerdict::LeaveToSlurm);
-        assert_eq!(judge(&WatchedJob { age_s: 19, ..missing() }, launch_grace_s(10, 10)), LaunchVerdict::LeaveToSlurm);
+        assert_eq!(judge(&WatchedJob { age_s: 8, ..missing() }, launch_grace_s(10, 10)), LaunchVerdict::WaitForGrace);
+        assert_eq!(judge(&WatchedJob { age_s: 19, waited_for_grace: true, ..missing() }, launch_grace_s(10, 10)), LaunchVerdict::WaitForGrace);
+        // Seen in CI (live_restart_sched_energy): a job started just before a slurmctld restart
+        // whose launch never left, left to Slurm at its node's registration, ran to its time
+        // limit (Slurm checks again only at the node's next registration, minutes later). Now
+        // its node is asked to register again once the grace has passed; a launch that did
+        // arrive meanwhile is reported there, so the watch never ends such a job on its own.
+        assert_eq!(judge(&WatchedJob { age_s: 20, waited_for_grace: true, ..missing() }, launch_grace_s(10, 10)), LaunchVerdict::AskNodeAgain);
         // Slurm adds at most 10 s of MessageTimeout (the default 10 s; sites raise it to 100).
         assert_eq!(launch_grace_s(10, 100), 20);
         assert_eq!(launch_grace_s(120, 5), 125);

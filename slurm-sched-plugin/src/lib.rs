@@ -342,12 +342,15 @@ fn watch_recovery(watch: &mut slurm_bindings::launch::RecoveryWatch, finish_lost
             waits_for_prolog: f.waits_for_prolog,
             seen_waiting_for_prolog: f.seen_waiting_for_prolog,
             age_s: f.age_s,
+            waited_for_grace: f.waited_for_grace,
         };
         match judge(&job, launch_grace_s(f.batch_start_timeout_s, f.msg_timeout_s)) {
             LaunchVerdict::Settled | LaunchVerdict::Alive => StartWatchAction::Stop,
             LaunchVerdict::KeepWatching => StartWatchAction::KeepWatching,
             LaunchVerdict::PrologMayRun => StartWatchAction::PrologMayRun,
-            LaunchVerdict::PrologRan | LaunchVerdict::LeaveToSlurm => StartWatchAction::MarkActive,
+            LaunchVerdict::PrologRan => StartWatchAction::MarkActive,
+            LaunchVerdict::WaitForGrace => StartWatchAction::WaitForGrace,
+            LaunchVerdict::AskNodeAgain => StartWatchAction::AskNodeAgain,
             LaunchVerdict::EndAsMissing => StartWatchAction::EndAsMissing,
         }
     });
@@ -371,7 +374,7 @@ fn watch_recovery(watch: &mut slurm_bindings::launch::RecoveryWatch, finish_lost
             slurm_log!(
                 LOG,
                 info,
-                "recovered batch JobId={}: its node {} registered before sched/energy started, so whether it reported the job is unknown; asked {} to register again (slurmctld's own missing-job check judges its jobs then)",
+                "recovered batch JobId={}: its node {} registered without it (before sched/energy started, or while the job was younger than BatchStartTimeout + min(10 s, MessageTimeout)); asked {} to register again (slurmctld's own missing-job check judges its jobs then)",
                 r.job_id,
                 r.node,
                 r.node
