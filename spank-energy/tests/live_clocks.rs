@@ -258,6 +258,14 @@ fn clocks_for_batch_and_srun_steps() {
     // SAFETY: kill(2) on the one pid found for this job's batch step.
     assert_eq!(unsafe { libc::kill(stepd as i32, libc::SIGKILL) }, 0);
     std::thread::sleep(Duration::from_secs(1));
+    // Under load a killed process can take a while to exit (in CI one still counted as alive
+    // when the next step started 1 s later, so that step had nothing to repair): the next step
+    // is started once it is gone (or a zombie).
+    let gone_by = std::time::Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(format!("/proc/{stepd}/stat")).is_ok_and(|s| !s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with(['Z', 'X']))) {
+        assert!(std::time::Instant::now() < gone_by, "slurmstepd {stepd} still alive 30 s after SIGKILL");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert_eq!(rig.clocks_mhz()[gpu_index], eff.graphics_mhz, "nothing restores the clock by itself");
     assert!(rig.ledger_requests() > 0);
     let child = rig.srun(&["--energy-policy=performance", "--gres=gpu:1", "sleep", "3"]);
@@ -292,6 +300,14 @@ fn clocks_for_batch_and_srun_steps() {
     // SAFETY: kill(2) on the one pid found for this job's batch step.
     assert_eq!(unsafe { libc::kill(stepd as i32, libc::SIGKILL) }, 0);
     std::thread::sleep(Duration::from_secs(1));
+    // Under load a killed process can take a while to exit (in CI one still counted as alive
+    // when the next step started 1 s later, so that step had nothing to repair): the next step
+    // is started once it is gone (or a zombie).
+    let gone_by = std::time::Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(format!("/proc/{stepd}/stat")).is_ok_and(|s| !s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with(['Z', 'X']))) {
+        assert!(std::time::Instant::now() < gone_by, "slurmstepd {stepd} still alive 30 s after SIGKILL");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert_eq!(rig.clocks_mhz()[gpu_index], eff.graphics_mhz, "nothing restores the clock by itself");
     rig.cluster.as_mut().expect("cluster").restart_slurmd("n1").expect("restart slurmd");
     rig.wait_clocks("slurmd restart repaired the killed step's GPU", |c| c.iter().all(|&m| m == default_mhz));
