@@ -45,6 +45,9 @@ impl PowerCapFeed {
 
     fn load(&mut self) -> Result<(), CapFileError> {
         let mtime = std::fs::metadata(&self.path).and_then(|m| m.modified()).ok();
+        // SAFETY: geteuid() has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        trusted(&self.path, me).map_err(|reason| CapFileError { path: self.path.clone(), line: None, reason })?;
         self.schedule = Some(CapSchedule::from_file(&self.path)?);
         self.mtime = mtime;
         Ok(())
@@ -95,6 +98,20 @@ impl PowerCapFeed {
     }
 }
 
+/// The cap moves every job's clock: a file someone other than root or slurmctld's own user
+/// could write is refused (as the clock arbiter refuses its ledger), naming what to fix.
+fn trusted(path: &std::path::Path, daemon_uid: u32) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let md = std::fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?;
+    if md.uid() != 0 && md.uid() != daemon_uid {
+        return Err(format!("owned by uid {}, not root or slurmctld's user (uid {daemon_uid}): chown it", md.uid()));
+    }
+    if md.mode() & 0o022 != 0 {
+        return Err(format!("writable by group or others (mode {:o}): chmod go-w it", md.mode() & 0o7777));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,6 +157,30 @@ mod tests {
         assert_eq!(feed.cap_w(60_000.0, 1_500), 0.0);
         assert_eq!(feed.cap_w(60_000.0, 2_000), 33_600.0);
         assert_eq!(feed.cap_w(60_000.0, 999), 60_000.0);
+    }
+
+    #[test]
+    fn a_file_others_may_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("cap");
+        std::fs::write(&path, "48000\n").expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        // SAFETY: geteuid() has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        assert_eq!(trusted(&path, me), Ok(()));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+        let e = trusted(&path, me).expect_err("world-writable");
+        assert!(e.contains("chmod go-w"), "{e}");
+        let e = PowerCapFeed::start(&settings(&path)).expect_err("refused at start");
+        assert!(e.to_string().contains("writable by group or others"), "{e}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        if me == 0 {
+            // Owned by someone else (uid 65534, nobody).
+            std::os::unix::fs::chown(&path, Some(65534), None).expect("chown");
+            let e = trusted(&path, me).expect_err("foreign owner");
+            assert!(e.contains("chown"), "{e}");
+        }
     }
 
     /// Writes within one second may keep the modification time: move it on.
