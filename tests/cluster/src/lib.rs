@@ -425,34 +425,19 @@ impl LocalCluster {
     /// those slurmd, and this waits until every node responds. What a killed slurmd had received
     /// and not yet read is lost with it.
     pub fn restart_after_crash(&mut self, nodes: &[&str]) -> Result<(), ClusterError> {
-        let mut names = vec!["slurmctld".to_string()];
-        names.extend(nodes.iter().map(|n| format!("slurmd {n}")));
-        let mut indexes = Vec::new();
-        for name in &names {
-            let index = self
-                .daemons
-                .iter()
-                .position(|d| &d.name == name)
-                .ok_or_else(|| ClusterError::Unsupported(format!("{name} was never started")))?;
-            if let Err(problem) = self.daemons[index].kill() {
-                eprintln!("slurm-testcluster: {problem}");
-            }
-            indexes.push(index);
-        }
-        let mut ctld = self.spawn_slurmctld(false)?;
-        let ready = self.wait_slurmctld_up(&mut ctld);
-        self.daemons[indexes[0]] = ctld;
-        ready?;
-        for (node, &index) in nodes.iter().zip(&indexes[1..]) {
-            self.daemons[index] = self.spawn_slurmd(node)?;
-        }
-        self.wait_nodes(NodeWait::AllResponding, START_TIMEOUT)
+        self.kill_and_restart(nodes, false)
     }
 
     /// [`LocalCluster::restart_after_crash`], but the nodes' slurmd start first, while no
     /// slurmctld runs (a machine room where the controller's host comes back last); they
     /// register once slurmctld is up and pings them.
     pub fn restart_after_crash_nodes_first(&mut self, nodes: &[&str]) -> Result<(), ClusterError> {
+        self.kill_and_restart(nodes, true)
+    }
+
+    /// SIGKILLs slurmctld and the slurmd of `nodes`, then starts them again: slurmctld first
+    /// (waiting until it answers), or the slurmd first.
+    fn kill_and_restart(&mut self, nodes: &[&str], nodes_first: bool) -> Result<(), ClusterError> {
         let mut names = vec!["slurmctld".to_string()];
         names.extend(nodes.iter().map(|n| format!("slurmd {n}")));
         let mut indexes = Vec::new();
@@ -467,15 +452,22 @@ impl LocalCluster {
             }
             indexes.push(index);
         }
-        for (node, &index) in nodes.iter().zip(&indexes[1..]) {
-            self.daemons[index] = self.spawn_slurmd(node)?;
+        if nodes_first {
+            for (node, &index) in nodes.iter().zip(&indexes[1..]) {
+                self.daemons[index] = self.spawn_slurmd(node)?;
+            }
+            // Let them try to register (and fail) before slurmctld is back.
+            std::thread::sleep(Duration::from_secs(2));
         }
-        // Let them try to register (and fail) before slurmctld is back.
-        std::thread::sleep(Duration::from_secs(2));
         let mut ctld = self.spawn_slurmctld(false)?;
         let ready = self.wait_slurmctld_up(&mut ctld);
         self.daemons[indexes[0]] = ctld;
         ready?;
+        if !nodes_first {
+            for (node, &index) in nodes.iter().zip(&indexes[1..]) {
+                self.daemons[index] = self.spawn_slurmd(node)?;
+            }
+        }
         self.wait_nodes(NodeWait::AllResponding, START_TIMEOUT)
     }
 
