@@ -24,6 +24,7 @@ pub mod min_tree;
 pub mod perf_power;
 pub mod planner;
 pub mod power_cap;
+pub mod power_directive;
 pub mod predictor;
 pub mod ranking;
 pub mod sensitivity;

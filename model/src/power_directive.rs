@@ -1,0 +1,431 @@
+//! Power directives: when the cluster's power cap drops below what the running jobs draw,
+//! which running jobs get a GPU clock ceiling, and how low (docs/power-cap.md).
+//!
+//! The rule, [`decide`]: starting from every running job at the clock it started at (its
+//! start decision's), while the predicted GPU power of the cluster (idle GPUs plus the running
+//! jobs) exceeds the cap, lower by one clock step the job whose next step down costs least,
+//! in GPU-time slowed per watt saved; jobs of the `performance` policy only once no other job
+//! can go lower. A job is never lowered beyond its slowdown bound (`--energy-max-slowdown`,
+//! relative to the default clock), nor beyond what its time limit leaves room for (its
+//! predicted remaining run time, slowed, must still end within the limit). The rule is
+//! recomputed from scratch every cycle, so when the cap rises the last steps taken are the
+//! first given back (the reverse order), and a job whose ceiling is no longer needed loses it.
+//! A cap that cannot be met this way stays unmet: no job is killed or suspended for it.
+//!
+//! [`DirectiveTable`] keeps, per running job, its directive and a sequence number that grows
+//! on every change. A job is numbered when it is first seen, and every number is at least
+//! the Unix time in milliseconds at the change, so a restarted slurmctld (whose table starts
+//! empty) numbers its first directives above anything it sent before: the nodes apply only
+//! newer numbers, and a node that kept a ceiling from before the restart gets the "none" that
+//! lifts it. (This assumes slurmctld's clock does not step back by more than the time since
+//! its previous change.)
+//!
+//! [`DirectiveReply`] is the datagram's text, signed by slurmctld's munge as SlurmUser:
+//! `slurm-energy-directive/1 job=1234 node=gpu07 seq=1764280000123 ceiling_mhz=1087
+//! power_limit_w=170` (or `ceiling_mhz=none`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::predictor::Predictor;
+use crate::types::{EnergyPolicy, JobId, PowerState, Snapshot};
+
+/// The magic word of a directive datagram.
+pub const WIRE_MAGIC: &str = "slurm-energy-directive/1";
+
+/// A GPU clock ceiling for a running job: the GPU may run at this clock or lower, and (where
+/// the GPU is controlled by its power limit) at this limit or lower.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ceiling {
+    pub clock_mhz: u32,
+    /// The power limit the ladder step was measured at (W of the job's GPU type); 0: none.
+    pub power_limit_w: f64,
+}
+
+/// One clock step a running job may run at, as the planner predicts it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepPower {
+    pub clock_mhz: u32,
+    pub power_limit_w: f64,
+    /// Predicted GPU power of the whole job at this step (all its GPUs), W.
+    pub power_w: f64,
+    /// Run time at this step over run time at the default clock.
+    pub time_ratio: f64,
+}
+
+/// A running job as the rule sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunningPower {
+    pub job: JobId,
+    pub policy: EnergyPolicy,
+    pub gpus: u32,
+    /// Ascending clocks (the GPU type's ladder).
+    pub steps: Vec<StepPower>,
+    /// The step it runs at without a directive.
+    pub start_step: usize,
+    /// Its slowdown bound (relative to the default clock, >= 1).
+    pub max_slowdown: f64,
+    /// How much slower (relative to its start step) its remaining run may become and still end
+    /// within its time limit (>= 1; 1 when nothing is left to spare or unknown).
+    pub limit_headroom: f64,
+}
+
+impl RunningPower {
+    /// Can the job go one step below `step`?
+    fn may_lower_to(&self, step: usize) -> bool {
+        let (Some(s), Some(start)) = (self.steps.get(step), self.steps.get(self.start_step)) else { return false };
+        let vs_start = if start.time_ratio > 0.0 { s.time_ratio / start.time_ratio } else { f64::INFINITY };
+        s.time_ratio <= self.max_slowdown + 1e-9 && vs_start <= self.limit_headroom + 1e-9
+    }
+
+    /// GPU-seconds slowed per second of run, per watt saved, by going from `step` to `step - 1`.
+    fn cost_down(&self, step: usize) -> f64 {
+        let (Some(lo), Some(hi)) = (step.checked_sub(1).and_then(|s| self.steps.get(s)), self.steps.get(step)) else { return f64::INFINITY };
+        let saved_w = hi.power_w - lo.power_w;
+        if saved_w <= 0.0 {
+            return f64::INFINITY;
+        }
+        (lo.time_ratio - hi.time_ratio).max(0.0) * f64::from(self.gpus.max(1)) / saved_w
+    }
+}
+
+/// What [`decide`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decided {
+    /// Each running job's ceiling (`None`: runs at its own clock).
+    pub ceilings: BTreeMap<JobId, Option<Ceiling>>,
+    /// Predicted cluster GPU power with the ceilings, W.
+    pub predicted_w: f64,
+    /// The cap could not be met within the jobs' bounds.
+    pub unmet: bool,
+}
+
+/// The rule (module docs). `base_w`: the GPU power of everything the jobs do not account for
+/// (idle GPUs, jobs not directed); `cap_w`: the cap in force (`None`: no cap).
+pub fn decide(cap_w: Option<f64>, base_w: f64, jobs: &[RunningPower]) -> Decided {
+    let mut at: Vec<usize> = jobs.iter().map(|j| j.start_step.min(j.steps.len().saturating_sub(1))).collect();
+    let power = |at: &[usize]| base_w + jobs.iter().zip(at).map(|(j, &s)| j.steps.get(s).map_or(0.0, |p| p.power_w)).sum::<f64>();
+    let mut total = power(&at);
+    let mut unmet = false;
+    if let Some(cap) = cap_w {
+        while total > cap + 1e-9 {
+            // The cheapest next step down; performance jobs only when no other job can move.
+            let next = jobs
+                .iter()
+                .enumerate()
+                .filter(|(i, j)| at[*i] > 0 && j.may_lower_to(at[*i] - 1))
+                .map(|(i, j)| (i, (j.policy == EnergyPolicy::Performance, j.cost_down(at[i]), j.job)))
+                .min_by(|a, b| a.1.0.cmp(&b.1.0).then(a.1.1.total_cmp(&b.1.1)).then(a.1.2.cmp(&b.1.2)));
+            let Some((i, _)) = next else {
+                unmet = true;
+                break;
+            };
+            at[i] -= 1;
+            total = power(&at);
+        }
+    }
+    let ceilings = jobs
+        .iter()
+        .zip(&at)
+        .map(|(j, &s)| {
+            let c = (s < j.start_step).then(|| j.steps.get(s).map(|p| Ceiling { clock_mhz: p.clock_mhz, power_limit_w: p.power_limit_w })).flatten();
+            (j.job, c)
+        })
+        .collect();
+    Decided { ceilings, predicted_w: total, unmet }
+}
+
+/// A job's directive in force and its number.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Directive {
+    pub seq: u64,
+    pub ceiling: Option<Ceiling>,
+}
+
+/// One change made by [`DirectiveTable::update`], for the log.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Change {
+    pub job: JobId,
+    pub before: Option<Ceiling>,
+    pub after: Option<Ceiling>,
+    pub seq: u64,
+}
+
+/// Every running job's directive (module docs).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DirectiveTable {
+    jobs: BTreeMap<JobId, Directive>,
+    last_seq: u64,
+}
+
+impl DirectiveTable {
+    /// Takes this cycle's ceilings: a job first seen, or whose ceiling changed, gets a new
+    /// number; jobs no longer listed are forgotten. Returns the changes of ceiling (a job first
+    /// seen without a ceiling is numbered but is no change).
+    pub fn update(&mut self, ceilings: &BTreeMap<JobId, Option<Ceiling>>, now_unix_ms: u64) -> Vec<Change> {
+        self.jobs.retain(|j, _| ceilings.contains_key(j));
+        let mut changes = Vec::new();
+        for (&job, &ceiling) in ceilings {
+            let before = self.jobs.get(&job).copied();
+            if before.is_some_and(|d| d.ceiling == ceiling) {
+                continue;
+            }
+            self.last_seq = (self.last_seq + 1).max(now_unix_ms);
+            self.jobs.insert(job, Directive { seq: self.last_seq, ceiling });
+            let was = before.and_then(|d| d.ceiling);
+            if before.is_some() || ceiling.is_some() {
+                changes.push(Change { job, before: was, after: ceiling, seq: self.last_seq });
+            }
+        }
+        changes
+    }
+
+    /// The directive of `job` (`None`: not a running job this table knows).
+    pub fn get(&self, job: JobId) -> Option<Directive> {
+        self.jobs.get(&job).copied()
+    }
+
+    /// How many jobs have a ceiling now.
+    pub fn capped(&self) -> usize {
+        self.jobs.values().filter(|d| d.ceiling.is_some()).count()
+    }
+}
+
+/// The reply to one GPU-use report: the directive in force for that job on that node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DirectiveReply {
+    pub job_id: u32,
+    pub node: String,
+    pub seq: u64,
+    pub ceiling: Option<Ceiling>,
+}
+
+impl DirectiveReply {
+    pub fn to_wire(&self) -> String {
+        let ceiling = match self.ceiling {
+            Some(c) => format!("ceiling_mhz={} power_limit_w={:.0}", c.clock_mhz, c.power_limit_w),
+            None => "ceiling_mhz=none".to_string(),
+        };
+        format!("{WIRE_MAGIC} job={} node={} seq={} {ceiling}", self.job_id, self.node, self.seq)
+    }
+
+    /// Parses [`DirectiveReply::to_wire`]; every field must be there and well formed.
+    pub fn parse(text: &str) -> Result<DirectiveReply, String> {
+        let mut words = text.split_whitespace();
+        if words.next() != Some(WIRE_MAGIC) {
+            return Err(format!("not a directive (no {WIRE_MAGIC})"));
+        }
+        let fields: BTreeMap<&str, &str> = words.filter_map(|w| w.split_once('=')).collect();
+        let get = |k: &str| fields.get(k).copied().ok_or_else(|| format!("directive without {k}="));
+        let num = |k: &str| -> Result<u64, String> { get(k)?.parse::<u64>().map_err(|_| format!("directive: bad {k}=")) };
+        let node = get("node")?;
+        if node.is_empty() || node.len() > 256 {
+            return Err("directive: bad node=".into());
+        }
+        let ceiling = match get("ceiling_mhz")? {
+            "none" => None,
+            mhz => {
+                let clock_mhz = mhz.parse::<u32>().ok().filter(|m| *m > 0).ok_or("directive: bad ceiling_mhz=")?;
+                let power_limit_w = match fields.get("power_limit_w") {
+                    Some(w) => w.parse::<f64>().ok().filter(|w| w.is_finite() && *w >= 0.0).ok_or("directive: bad power_limit_w=")?,
+                    None => 0.0,
+                };
+                Some(Ceiling { clock_mhz, power_limit_w })
+            }
+        };
+        Ok(DirectiveReply {
+            job_id: u32::try_from(num("job")?).map_err(|_| "directive: bad job=")?,
+            node: node.to_string(),
+            seq: num("seq")?,
+            ceiling,
+        })
+    }
+}
+
+impl fmt::Display for Ceiling {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.power_limit_w > 0.0 {
+            write!(f, "{} MHz ({:.0} W limit)", self.clock_mhz, self.power_limit_w)
+        } else {
+            write!(f, "{} MHz", self.clock_mhz)
+        }
+    }
+}
+
+/// The rule's input from a snapshot: idle GPUs' power, and each running job that runs alone on
+/// its GPUs with its ladder as [`Predictor`] predicts it (as for new jobs). Jobs sharing a GPU,
+/// and jobs on GPU types without curves, are counted at their clock's power and never
+/// directed. Returns (`base_w`, the jobs).
+pub fn running_powers(snap: &Snapshot, pred: &Predictor) -> (f64, Vec<RunningPower>) {
+    let mut base_w = 0.0;
+    let mut busy: BTreeMap<u32, u32> = BTreeMap::new();
+    let mut jobs = Vec::new();
+    for r in &snap.running {
+        let gpus: u32 = r.allocations.iter().map(|a| a.gpu_indices.len() as u32).sum();
+        for a in &r.allocations {
+            *busy.entry(a.node.0).or_default() += a.gpu_indices.len() as u32;
+        }
+        if gpus == 0 {
+            continue;
+        }
+        let Some(gt) = r.allocations.first().and_then(|a| snap.nodes.get(a.node.0 as usize)).and_then(|n| snap.gpu_types.get(n.gpu_type)) else { continue };
+        let family = Predictor::family(r.hints.tag.as_deref());
+        let Some(curves) = pred.curves(&gt.name).filter(|_| !r.shared) else {
+            let step = pred.curves(&gt.name).map_or(0, |c| c.default_step());
+            base_w += pred.predict_clock(&gt.name, gt.max_power_w, family.as_deref(), step).power_w * f64::from(gpus);
+            continue;
+        };
+        let steps: Vec<StepPower> = curves
+            .ladder
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let p = pred.predict_clock(&gt.name, gt.max_power_w, family.as_deref(), i);
+                let clock_mhz = ((s.clock_frac * f64::from(gt.default_clock_mhz)).round() as u32).clamp(gt.min_clock_mhz, gt.max_clock_mhz);
+                StepPower { clock_mhz, power_limit_w: s.power_limit_w, power_w: p.power_w * f64::from(gpus), time_ratio: p.time_ratio }
+            })
+            .collect();
+        // The step it started at: the one whose clock is nearest its recorded clock.
+        let start_step = steps.iter().enumerate().min_by_key(|(_, s)| s.clock_mhz.abs_diff(r.clock_mhz)).map_or(0, |(i, _)| i);
+        // Its predicted end at its start clock (the runtime history's fraction of its limit).
+        let limit_s = r.end_time_s - r.start_time_s;
+        let predicted_end_s = r.start_time_s + pred.runtime.predict(r.user, r.hints.tag.as_deref()).runtime_fraction * limit_s;
+        let left_s = predicted_end_s - snap.now_s;
+        let limit_headroom = if left_s > 0.0 { ((r.end_time_s - snap.now_s) / left_s).max(1.0) } else { 1.0 };
+        jobs.push(RunningPower { job: r.id, policy: r.hints.policy, gpus, steps, start_step, max_slowdown: r.hints.max_slowdown.max(1.0), limit_headroom });
+    }
+    for (i, n) in snap.nodes.iter().enumerate() {
+        if n.power == PowerState::Suspended {
+            continue;
+        }
+        let idle_w = snap.gpu_types.get(n.gpu_type).map_or(0.0, |g| g.idle_power_w);
+        base_w += idle_w * f64::from(n.gpus.saturating_sub(busy.get(&(i as u32)).copied().unwrap_or(0)));
+    }
+    (base_w, jobs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 4-step ladder (MHz 900..1530) with this job's powers (W at each step, all GPUs) and
+    /// time ratios.
+    fn job(id: u32, policy: EnergyPolicy, max_slowdown: f64, powers_w: [f64; 4], ratios: [f64; 4]) -> RunningPower {
+        let clocks = [900, 1100, 1300, 1530];
+        RunningPower {
+            job: JobId(id),
+            policy,
+            gpus: 1,
+            steps: (0..4).map(|i| StepPower { clock_mhz: clocks[i], power_limit_w: 100.0 + 50.0 * i as f64, power_w: powers_w[i], time_ratio: ratios[i] }).collect(),
+            start_step: 3,
+            max_slowdown,
+            limit_headroom: 10.0,
+        }
+    }
+
+    const CHEAP: [f64; 4] = [1.06, 1.03, 1.01, 1.0];
+    const DEAR: [f64; 4] = [1.6, 1.3, 1.1, 1.0];
+    const POWER: [f64; 4] = [150.0, 200.0, 250.0, 300.0];
+
+    fn ceiling_of(d: &Decided, id: u32) -> Option<u32> {
+        d.ceilings[&JobId(id)].map(|c| c.clock_mhz)
+    }
+
+    #[test]
+    fn no_cap_or_a_cap_above_the_draw_directs_nothing() {
+        let jobs = [job(1, EnergyPolicy::Balanced, 2.0, POWER, CHEAP)];
+        for cap in [None, Some(400.0)] {
+            let d = decide(cap, 100.0, &jobs);
+            assert_eq!(ceiling_of(&d, 1), None);
+            assert!(!d.unmet);
+        }
+    }
+
+    #[test]
+    fn a_cap_drop_slows_the_cheapest_job_first() {
+        let jobs = [job(1, EnergyPolicy::Balanced, 2.0, POWER, DEAR), job(2, EnergyPolicy::Balanced, 2.0, POWER, CHEAP)];
+        // 600 W drawn; 500 W cap: 100 W to save, two steps of the cheap job.
+        let d = decide(Some(500.0), 0.0, &jobs);
+        assert_eq!((ceiling_of(&d, 1), ceiling_of(&d, 2)), (None, Some(1100)));
+        assert!(d.predicted_w <= 500.0 && !d.unmet);
+        // Deeper: the cheap job to its floor, then the dear one.
+        let d = decide(Some(400.0), 0.0, &jobs);
+        assert_eq!((ceiling_of(&d, 1), ceiling_of(&d, 2)), (Some(1300), Some(900)));
+    }
+
+    #[test]
+    fn performance_jobs_are_slowed_last() {
+        // The performance job is the cheapest to slow, and still waits for the other.
+        let jobs = [job(1, EnergyPolicy::Performance, 2.0, POWER, CHEAP), job(2, EnergyPolicy::Efficiency, 2.0, POWER, DEAR)];
+        let d = decide(Some(450.0), 0.0, &jobs);
+        assert_eq!((ceiling_of(&d, 1), ceiling_of(&d, 2)), (None, Some(900)));
+        let d = decide(Some(350.0), 0.0, &jobs);
+        assert_eq!((ceiling_of(&d, 1), ceiling_of(&d, 2)), (Some(1100), Some(900)));
+    }
+
+    #[test]
+    fn no_job_is_slowed_beyond_its_bound_or_its_time_limit() {
+        let mut tight = job(1, EnergyPolicy::Balanced, 1.05, POWER, DEAR);
+        let mut short = job(2, EnergyPolicy::Balanced, 3.0, POWER, DEAR);
+        short.limit_headroom = 1.15;
+        let d = decide(Some(10.0), 0.0, &[tight.clone(), short.clone()]);
+        assert_eq!((ceiling_of(&d, 1), ceiling_of(&d, 2)), (None, Some(1300)), "1.1 > 1.05 for job 1; 1.3 > 1.15 for job 2");
+        assert!(d.unmet, "a cap no bound allows stays unmet");
+        // A job that already started at a lower clock is bounded relative to the default.
+        tight.max_slowdown = 1.3;
+        tight.start_step = 2;
+        short.limit_headroom = 1.0;
+        let d = decide(Some(10.0), 0.0, &[tight, short]);
+        assert_eq!((ceiling_of(&d, 1), ceiling_of(&d, 2)), (Some(1100), None));
+    }
+
+    #[test]
+    fn a_rising_cap_gives_back_in_reverse_order_and_a_lifted_cap_removes_every_ceiling() {
+        let jobs = [job(1, EnergyPolicy::Performance, 2.0, POWER, CHEAP), job(2, EnergyPolicy::Balanced, 2.0, POWER, DEAR)];
+        let low = decide(Some(350.0), 0.0, &jobs);
+        assert_eq!((ceiling_of(&low, 1), ceiling_of(&low, 2)), (Some(1100), Some(900)));
+        // Slowed last (the performance job), given back first.
+        let mid = decide(Some(450.0), 0.0, &jobs);
+        assert_eq!((ceiling_of(&mid, 1), ceiling_of(&mid, 2)), (None, Some(900)));
+        let lifted = decide(None, 0.0, &jobs);
+        assert!(lifted.ceilings.values().all(Option::is_none));
+        // Through the table: each change numbered above the last, the lift included.
+        let mut table = DirectiveTable::default();
+        let first = table.update(&low.ceilings, 1_000);
+        assert_eq!(first.len(), 2);
+        let s1 = table.get(JobId(1)).expect("known").seq;
+        assert!(table.update(&low.ceilings, 2_000).is_empty(), "no change, no new number");
+        assert_eq!(table.get(JobId(1)).expect("known").seq, s1);
+        let lift = table.update(&lifted.ceilings, 1_500);
+        assert_eq!(lift.len(), 2);
+        let d1 = table.get(JobId(1)).expect("known");
+        assert!(d1.seq > s1 && d1.ceiling.is_none(), "{d1:?}");
+        assert_eq!(table.capped(), 0);
+        // A job that ended is forgotten.
+        table.update(&BTreeMap::from([(JobId(2), None)]), 3_000);
+        assert_eq!(table.get(JobId(1)), None);
+    }
+
+    #[test]
+    fn a_restarted_table_numbers_above_the_old_one_and_says_none_to_jobs_it_first_sees() {
+        let mut before = DirectiveTable::default();
+        before.update(&BTreeMap::from([(JobId(7), Some(Ceiling { clock_mhz: 900, power_limit_w: 0.0 }))]), 1_000_000);
+        let old = before.get(JobId(7)).expect("known").seq;
+        let mut after = DirectiveTable::default();
+        let changes = after.update(&BTreeMap::from([(JobId(7), None)]), 1_005_000);
+        assert!(changes.is_empty(), "first sight without a ceiling is not logged as a change");
+        let d = after.get(JobId(7)).expect("numbered at first sight");
+        assert!(d.seq > old && d.ceiling.is_none());
+    }
+
+    #[test]
+    fn the_reply_round_trips_and_bad_ones_are_refused() {
+        let r = DirectiveReply { job_id: 12, node: "n1".into(), seq: 1_764_280_000_123, ceiling: Some(Ceiling { clock_mhz: 1087, power_limit_w: 170.0 }) };
+        assert_eq!(DirectiveReply::parse(&r.to_wire()), Ok(r.clone()));
+        let none = DirectiveReply { ceiling: None, ..r };
+        assert_eq!(DirectiveReply::parse(&none.to_wire()), Ok(none));
+        for bad in ["", "slurm-energy-use/1 job=1", "slurm-energy-directive/1 job=1 node=n seq=x ceiling_mhz=none", "slurm-energy-directive/1 job=1 node=n seq=1 ceiling_mhz=0", "slurm-energy-directive/1 job=1 seq=1 ceiling_mhz=none"] {
+            assert!(DirectiveReply::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}
