@@ -10,6 +10,12 @@
 //! count. The threads wait at most [`POLL`] for a datagram, so dropping the listener (plugin
 //! `fini`, reconfigure) stops and joins them promptly.
 //!
+//! Each kept report is answered, on the socket it came in on, with its job's power directive
+//! ([`crate::power_directives`], docs/power-cap.md): one datagram signed by munge as
+//! slurmctld's user and decodable only by SlurmdUser (the extern step that sent the report).
+//! A reply that cannot be signed or sent is logged once a minute and answered again at the
+//! job's next report.
+//!
 //! A port that cannot be bound never fails the plugin's `init`: 24.11's slurmctld reconfigures
 //! by starting a new process while the old one still holds the port, and another local process
 //! may hold it at start or at failover. The thread then tries again every [`RETRY`], says so in
@@ -76,6 +82,10 @@ impl UseListener {
     ) -> Result<UseListener, String> {
         let munge = Munge::new(munge_socket.as_deref())
             .map_err(|e| format!("learning.gpu_use_port {port}: {e}"))?;
+        // Replies are signed for SlurmdUser only (the uid the reporting extern step runs as).
+        let signer = Munge::new(munge_socket.as_deref())
+            .and_then(|mut m| m.restrict_decoder_uid(trusted.slurmd_user_id).map(|()| m))
+            .map_err(|e| format!("learning.gpu_use_port {port}: power directives: {e}"))?;
         let log = Arc::new(Mutex::new(UseLog::default()));
         let nodes = Arc::new(Mutex::new(Posted::default()));
         let stop = Arc::new(AtomicBool::new(false));
@@ -87,8 +97,9 @@ impl UseListener {
             .spawn(move || {
                 let Some(sockets) = bind_when_free(port, &thread_stop) else { return };
                 thread_listening.store(true, Ordering::SeqCst);
+                let replier = Replier::new(&sockets, signer);
                 let gate = Gate { sources: Sources::default(), rate: RateLimit::default(), trusted, decoder: munge };
-                serve(sockets, gate, &thread_nodes, &thread_log, &thread_stop);
+                serve(sockets, gate, replier, &thread_nodes, &thread_log, &thread_stop);
             })
             .map_err(|e| format!("cannot start the GPU use listener: {e}"))?;
         Ok(UseListener {
@@ -189,11 +200,11 @@ fn bind_all(port: u16) -> std::io::Result<Vec<UdpSocket>> {
 
 /// Receives on `socket` until `stop`, handing each datagram to the judging thread; drops
 /// what does not fit in its queue.
-fn receive(socket: UdpSocket, queue: SyncSender<(Vec<u8>, SocketAddr)>, stop: &AtomicBool) {
+fn receive(socket: UdpSocket, index: usize, queue: SyncSender<(Vec<u8>, SocketAddr, usize)>, stop: &AtomicBool) {
     let mut buf = vec![0u8; 4096];
     while !stop.load(Ordering::SeqCst) {
         match socket.recv_from(&mut buf) {
-            Ok((n, from)) => match queue.try_send((buf[..n].to_vec(), from)) {
+            Ok((n, from)) => match queue.try_send((buf[..n].to_vec(), from, index)) {
                 Ok(()) | Err(TrySendError::Full(_)) => {}
                 Err(TrySendError::Disconnected(_)) => return,
             },
@@ -213,18 +224,18 @@ fn receive(socket: UdpSocket, queue: SyncSender<(Vec<u8>, SocketAddr)>, stop: &A
 }
 
 /// Starts a receiving thread per socket and judges what they receive, until `stop`.
-fn serve(sockets: Vec<UdpSocket>, mut gate: Gate<Munge>, nodes: &Mutex<Posted>, log: &Mutex<UseLog>, stop: &Arc<AtomicBool>) {
+fn serve(sockets: Vec<UdpSocket>, mut gate: Gate<Munge>, mut replier: Replier, nodes: &Mutex<Posted>, log: &Mutex<UseLog>, stop: &Arc<AtomicBool>) {
     let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
     let mut receivers = Vec::new();
-    for socket in sockets {
+    for (index, socket) in sockets.into_iter().enumerate() {
         let (tx, stop) = (tx.clone(), Arc::clone(stop));
-        match std::thread::Builder::new().name("sched/energy rx".into()).spawn(move || receive(socket, tx, &stop)) {
+        match std::thread::Builder::new().name("sched/energy rx".into()).spawn(move || receive(socket, index, tx, &stop)) {
             Ok(t) => receivers.push(t),
             Err(e) => LOG.error(&format!("learning: GPU use listener: cannot start a receiving thread: {e}")),
         }
     }
     drop(tx);
-    judge_all(&rx, &mut gate, nodes, log, stop);
+    judge_all(&rx, &mut gate, &mut replier, nodes, log, stop);
     for t in receivers {
         if t.join().is_err() {
             LOG.error("a GPU use receiving thread ended with a panic");
@@ -232,7 +243,7 @@ fn serve(sockets: Vec<UdpSocket>, mut gate: Gate<Munge>, nodes: &Mutex<Posted>, 
     }
 }
 
-fn judge_all(rx: &Receiver<(Vec<u8>, SocketAddr)>, gate: &mut Gate<Munge>, nodes: &Mutex<Posted>, log: &Mutex<UseLog>, stop: &AtomicBool) {
+fn judge_all(rx: &Receiver<(Vec<u8>, SocketAddr, usize)>, gate: &mut Gate<Munge>, replier: &mut Replier, nodes: &Mutex<Posted>, log: &Mutex<UseLog>, stop: &AtomicBool) {
     let mut refusals = RefusalLog::new(REFUSAL_LOG_EVERY);
     let (mut seen_generation, mut received) = (0u64, 0u64);
     while !stop.load(Ordering::SeqCst) {
@@ -243,7 +254,7 @@ fn judge_all(rx: &Receiver<(Vec<u8>, SocketAddr)>, gate: &mut Gate<Munge>, nodes
             std::thread::sleep(Duration::from_millis(50));
             continue;
         }
-        let (datagram, from) = match rx.recv_timeout(POLL) {
+        let (datagram, peer, socket) = match rx.recv_timeout(POLL) {
             Ok(x) => x,
             Err(RecvTimeoutError::Timeout) => {
                 if let Some(line) = refusals.due(Instant::now()) {
@@ -254,7 +265,7 @@ fn judge_all(rx: &Receiver<(Vec<u8>, SocketAddr)>, gate: &mut Gate<Munge>, nodes
             Err(RecvTimeoutError::Disconnected) => return,
         };
         // A v4 peer on the dual-stack socket shows as ::ffff:a.b.c.d.
-        let from = SocketAddr::new(from.ip().to_canonical(), from.port());
+        let from = SocketAddr::new(peer.ip().to_canonical(), peer.port());
         match gate.judge(&datagram, from, Instant::now()) {
             Ok(report) => {
                 received += 1;
@@ -270,6 +281,12 @@ fn judge_all(rx: &Receiver<(Vec<u8>, SocketAddr)>, gate: &mut Gate<Munge>, nodes
                     report.util_pct,
                     report.to_unix_s - report.from_unix_s
                 );
+                if let Some(reply) = crate::power_directives::reply_for(report.job_id, &report.node)
+                    && let Err(e) = replier.send(&reply, socket, peer)
+                    && let Some(line) = refusals.note(format!("power directive for JobId={} to {peer} not sent: {e}", report.job_id), Instant::now())
+                {
+                    LOG.error(&line);
+                }
                 log.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).add(report);
             }
             Err(why) => {
@@ -278,6 +295,34 @@ fn judge_all(rx: &Receiver<(Vec<u8>, SocketAddr)>, gate: &mut Gate<Munge>, nodes
                 }
             }
         }
+    }
+}
+
+/// Answers reports: signs a directive and sends it from the socket the report came in on.
+struct Replier {
+    sockets: Vec<Option<UdpSocket>>,
+    signer: Munge,
+}
+
+impl Replier {
+    fn new(sockets: &[UdpSocket], signer: Munge) -> Replier {
+        let sockets = sockets
+            .iter()
+            .map(|s| match s.try_clone() {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    LOG.error(&format!("learning: GPU use listener: no reply socket ({e}); power directives are not sent"));
+                    None
+                }
+            })
+            .collect();
+        Replier { sockets, signer }
+    }
+
+    fn send(&mut self, reply: &model::power_directive::DirectiveReply, socket: usize, to: SocketAddr) -> Result<(), String> {
+        let s = self.sockets.get(socket).and_then(Option::as_ref).ok_or("no reply socket")?;
+        let cred = self.signer.encode(reply.to_wire().as_bytes()).map_err(|e| e.to_string())?;
+        s.send_to(cred.as_bytes(), to).map(|_| ()).map_err(|e| e.to_string())
     }
 }
 
@@ -427,6 +472,45 @@ mod tests {
         let log = listener.reports();
         assert!(log.mean_since(41, 0.0).is_some() && log.mean_since(61, 0.0).is_some(), "v4 and v6 reports kept");
         assert!(log.mean_since(62, 0.0).is_none(), "a report naming another node than its sender was kept");
+    }
+
+    // Issue 24: each kept report is answered with its job's power directive, signed by
+    // slurmctld's munge (here root) and naming the job and node of the report.
+    #[test]
+    fn a_kept_report_is_answered_with_its_jobs_directive() {
+        if !running_as_root() {
+            return eprintln!("skipped: needs root (munged)");
+        }
+        let Some(m) = munged() else { return };
+        let socket = m.socket().display().to_string();
+        let port = UdpSocket::bind(("0.0.0.0", 0)).and_then(|s| s.local_addr()).expect("a free port").port();
+        let listener = UseListener::start(port, Some(socket.clone()), Trusted { slurmd_user_id: 0 }).expect("start");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !listener.listening() {
+            assert!(Instant::now() < deadline, "not listening");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        listener.set_nodes(vec![NodeAddresses { name: "n1".into(), hosts: vec!["127.0.0.1".into()] }]);
+        let ceiling = model::power_directive::Ceiling { clock_mhz: 1087, power_limit_w: 170.0 };
+        crate::power_directives::set_for_test(&std::collections::BTreeMap::from([(model::types::JobId(424_242), Some(ceiling))]));
+        std::thread::sleep(POLL + Duration::from_millis(200));
+        let node = UdpSocket::bind("127.0.0.1:0").expect("node socket");
+        node.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        let mut munge = Munge::new(Some(&socket)).expect("munge");
+        let cred = munge.encode(report("n1", 424_242).as_bytes()).expect("encode");
+        node.send_to(cred.as_bytes(), format!("127.0.0.1:{port}")).expect("send");
+        let mut buf = [0u8; 4096];
+        let (n, _) = node.recv_from(&mut buf).expect("a reply within 5 s");
+        let v = munge.decode(std::str::from_utf8(&buf[..n]).expect("text")).expect("munge accepts the reply");
+        assert_eq!(v.uid, 0, "signed as slurmctld's user");
+        let reply = model::power_directive::DirectiveReply::parse(std::str::from_utf8(&v.payload).expect("text")).expect("a directive");
+        assert_eq!((reply.job_id, reply.node.as_str(), reply.ceiling), (424_242, "n1", Some(ceiling)));
+        assert!(reply.seq > 0);
+        // A job the table does not know gets no reply.
+        let cred = munge.encode(report("n1", 424_243).as_bytes()).expect("encode");
+        node.send_to(cred.as_bytes(), format!("127.0.0.1:{port}")).expect("send");
+        node.set_read_timeout(Some(Duration::from_secs(2))).expect("timeout");
+        assert!(node.recv_from(&mut buf).is_err(), "a reply for a job no cycle saw");
     }
 
     #[test]

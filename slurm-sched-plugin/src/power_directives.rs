@@ -1,0 +1,72 @@
+//! Running jobs' power directives (docs/power-cap.md): each cycle, the ceilings
+//! `model::power_directive` decides for the running jobs under the cap in force, kept in one
+//! table the GPU-use listener reads to answer each report. Nothing is decided here.
+
+use std::sync::{Mutex, MutexGuard};
+
+use model::power_directive::{self, DirectiveReply, DirectiveTable};
+use model::predictor::Predictor;
+use model::types::{JobId, Snapshot};
+use slurm_bindings::slurm_log;
+
+use crate::LOG;
+
+/// The directives in force (one plugin per slurmctld process).
+static TABLE: Mutex<Option<Table>> = Mutex::new(None);
+
+struct Table {
+    directives: DirectiveTable,
+    /// The last "cap not met" state logged, so that it is said once per change.
+    unmet_logged: bool,
+}
+
+fn table() -> MutexGuard<'static, Option<Table>> {
+    TABLE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// One cycle's directives, from the snapshot the cycle planned on and the cap it planned under
+/// (`cap_w` 0: none). Changes are logged.
+pub fn update(snapshot: &Snapshot, cap_w: f64, pred: &Predictor) {
+    let (base_w, jobs) = power_directive::running_powers(snapshot, pred);
+    let cap = (cap_w > 0.0).then_some(cap_w);
+    let decided = power_directive::decide(cap, base_w, &jobs);
+    let mut guard = table();
+    let t = guard.get_or_insert_with(|| Table { directives: DirectiveTable::default(), unmet_logged: false });
+    for c in t.directives.update(&decided.ceilings, unix_now_ms()) {
+        match (c.before, c.after) {
+            (_, Some(after)) => slurm_log!(LOG, info, "sched/energy: JobId={} GPU clock ceiling {after} under the power cap ({:.0} W; predicted {:.0} W with the ceilings) (directive {})", c.job.0, cap_w, decided.predicted_w, c.seq),
+            (Some(before), None) => slurm_log!(LOG, info, "sched/energy: JobId={} GPU clock ceiling {before} lifted (power cap {}) (directive {})", c.job.0, cap.map_or("none".to_string(), |w| format!("{w:.0} W")), c.seq),
+            (None, None) => {}
+        }
+    }
+    if decided.unmet != t.unmet_logged {
+        t.unmet_logged = decided.unmet;
+        if decided.unmet {
+            LOG.error(&format!("sched/energy: power cap {cap_w:.0} W not met by slowing running jobs within their slowdown bounds and time limits (predicted {:.0} W); no job is killed for it, new jobs wait", decided.predicted_w));
+        } else {
+            slurm_log!(LOG, info, "sched/energy: power cap met again (predicted {:.0} W)", decided.predicted_w);
+        }
+    }
+}
+
+/// The reply to a report of `job_id` from `node`: its directive in force. `None` before the
+/// first cycle, or for a job no cycle saw running (it gets one at its next report).
+pub fn reply_for(job_id: u32, node: &str) -> Option<DirectiveReply> {
+    let guard = table();
+    let d = guard.as_ref()?.directives.get(JobId(job_id))?;
+    Some(DirectiveReply { job_id, node: node.to_string(), seq: d.seq, ceiling: d.ceiling })
+}
+
+fn unix_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Tests: sets the table's ceilings as a cycle would.
+#[cfg(test)]
+pub(crate) fn set_for_test(ceilings: &std::collections::BTreeMap<JobId, Option<model::power_directive::Ceiling>>) {
+    let mut guard = table();
+    let t = guard.get_or_insert_with(|| Table { directives: DirectiveTable::default(), unmet_logged: false });
+    t.directives.update(ceilings, unix_now_ms());
+}
