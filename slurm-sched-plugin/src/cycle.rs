@@ -195,6 +195,8 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
 
     let plan_start = Instant::now();
     let outcome = plan(&built, cfg, predictor);
+    // Running jobs' clock ceilings under the cap (answered to their nodes' GPU-use reports).
+    crate::power_directives::update(&built.snapshot, cfg.planner.power_cap_w, predictor);
     let plan_time = plan_start.elapsed();
 
     let mut stats = CycleStats {
