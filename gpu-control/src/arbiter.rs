@@ -9,6 +9,13 @@
 //! [`Source::Explicit`] `--gpu-freq` beats the [`Source::Policy`] clock (of the same step, or of
 //! the batch step around an `srun --gpu-freq`).
 //!
+//! A [`Source::Ceiling`] (sched/energy's power directive for a running job, applied by the
+//! job's extern step, docs/power-cap.md) is not a request: it bounds the GPU's clock from
+//! above, whatever the tenants ask for (the lowest ceiling on the GPU wins; a GPU no step
+//! asks anything of runs at its default clock bounded by the ceiling). It is a record of the
+//! extern step like any other, so it goes when that step ends (its release, or repair once its
+//! slurmstepd is gone) and the GPU's clock comes back.
+//!
 //! How a clock reaches a GPU is the GPU's **control** ([`crate::clock_control`]): locked clocks,
 //! application clocks or a power limit, probed in that order (or `$SLURM_ENERGY_GPU_CONTROLS`)
 //! the first time a step asks for a setting on the GPU, kept in the ledger, and undone the same
@@ -106,6 +113,8 @@ pub enum Source {
     Policy,
     /// The user's `--gpu-freq`.
     Explicit,
+    /// A bound on the GPU's clock (sched/energy's power directive), not a request.
+    Ceiling,
 }
 
 impl Source {
@@ -113,12 +122,14 @@ impl Source {
         match self {
             Source::Policy => "policy",
             Source::Explicit => "explicit",
+            Source::Ceiling => "ceiling",
         }
     }
     fn parse(s: &str) -> Option<Source> {
         match s {
             "policy" => Some(Source::Policy),
             "explicit" => Some(Source::Explicit),
+            "ceiling" => Some(Source::Ceiling),
             _ => None,
         }
     }
@@ -251,13 +262,27 @@ impl Ledger {
     pub fn job_settings(&self, uuid: &str) -> Vec<Setting> {
         let key = |c: &AppClocksMhz| (c.graphics_mhz, c.memory_mhz);
         let mut per_job: BTreeMap<u32, (Source, Setting)> = BTreeMap::new();
-        for r in self.requests.iter().filter(|r| r.uuid == uuid) {
+        for r in self.requests.iter().filter(|r| r.uuid == uuid && r.source != Source::Ceiling) {
             let e = per_job.entry(r.step.job_id).or_insert((r.source, r.setting()));
             if r.source > e.0 || (r.source == e.0 && key(&r.clocks_mhz) > key(&e.1.clocks_mhz)) {
                 *e = (r.source, r.setting());
             }
         }
         per_job.into_values().map(|(_, s)| s).collect()
+    }
+
+    /// The lowest ceiling on GPU `uuid` ([`Source::Ceiling`] records): the lowest graphics clock,
+    /// the lowest memory clock among those that bound it (0: unbounded), the lowest power
+    /// limit among those that carry one. `None`: no ceiling.
+    pub fn ceiling(&self, uuid: &str) -> Option<Setting> {
+        let min_nonzero = |a: u32, b: u32| if a == 0 { b } else if b == 0 { a } else { a.min(b) };
+        self.requests.iter().filter(|r| r.uuid == uuid && r.source == Source::Ceiling).map(Request::setting).reduce(|a, b| Setting {
+            clocks_mhz: AppClocksMhz { memory_mhz: min_nonzero(a.clocks_mhz.memory_mhz, b.clocks_mhz.memory_mhz), graphics_mhz: a.clocks_mhz.graphics_mhz.min(b.clocks_mhz.graphics_mhz) },
+            power_limit_mw: match (a.power_limit_mw, b.power_limit_mw) {
+                (Some(x), Some(y)) => Some(x.min(y)),
+                (x, y) => x.or(y),
+            },
+        })
     }
 
     fn gpu_mut(&mut self, uuid: &str) -> Option<&mut GpuRecord> {
@@ -520,6 +545,35 @@ impl Arbiter {
         Ok(out)
     }
 
+    /// Step `step` (a job's extern step) bounds the clock of the GPUs with NVML indices `gpus`
+    /// by `ceiling` (`None`: lifts its ceiling); replaces its earlier ceiling there and applies
+    /// each GPU's effective setting. The graphics clock bounds the GPU's; a memory clock of 0
+    /// leaves the memory clock unbounded.
+    pub fn set_ceiling(&self, gpu: &dyn GpuControl, step: &StepKey, gpus: &[u32], ceiling: Option<Setting>) -> Result<Outcome, ArbiterError> {
+        if let Some(c) = ceiling {
+            let each: Vec<(u32, Setting)> = gpus.iter().map(|&g| (g, c)).collect();
+            return self.request_settings(gpu, step, &each, Source::Ceiling);
+        }
+        let _lock = self.lock()?;
+        let mut out = Outcome::default();
+        let mut ledger = self.load(&mut out)?;
+        if out.quarantined.is_some() {
+            reset_off_default(gpu, &mut out);
+        }
+        let mut touched = prune_dead(&mut ledger, &mut out);
+        let before = ledger.requests.len();
+        ledger.requests.retain(|r| {
+            let mine = r.source == Source::Ceiling && r.step.same_step(step);
+            if mine {
+                touched.insert(r.uuid.clone());
+            }
+            !mine
+        });
+        let changed = ledger.requests.len() != before || !out.repaired_steps.is_empty();
+        self.apply(gpu, &mut ledger, &touched, &BTreeMap::new(), &mut out, changed)?;
+        Ok(out)
+    }
+
     /// Step `step` is over: drop all its requests (every source, every GPU) and apply what
     /// remains on its GPUs (the default when nothing does).
     pub fn release(&self, gpu: &dyn GpuControl, step: &StepKey) -> Result<Outcome, ArbiterError> {
@@ -649,7 +703,9 @@ impl Arbiter {
                 continue;
             };
             let record = ledger.gpus.iter().find(|g| &g.uuid == uuid).cloned();
-            let wanted = clock_control::combine(gpu, index, &ledger.job_settings(uuid));
+            let asked = clock_control::combine(gpu, index, &ledger.job_settings(uuid));
+            let defaults = record.as_ref().and_then(|r| r.default_clocks_mhz);
+            let wanted = bounded(gpu, index, asked, ledger.ceiling(uuid), defaults);
             match (wanted, record.as_ref().and_then(|r| r.control)) {
                 (Some(setting), Some(control)) => match clock_control::apply(gpu, index, control, setting) {
                     Ok(applied) => out.applied.push((index, applied)),
@@ -786,6 +842,27 @@ impl Arbiter {
 /// The ledger was lost: nothing tells which GPU a step of ours slowed, so every GPU of the node
 /// gets every control back to its default ([`clock_control::reset_all`]). Live steps lose their request and
 /// run on at the default clock, never slower than without the bundle.
+/// What the tenants ask for (`asked`; `None`: nothing, the GPU's default), bounded by the
+/// ceiling on the GPU, if any.
+fn bounded(gpu: &dyn GpuControl, index: u32, asked: Option<Setting>, ceiling: Option<Setting>, defaults: Option<AppClocksMhz>) -> Option<Setting> {
+    let Some(c) = ceiling else { return asked };
+    let base = match asked {
+        Some(a) => a,
+        None => {
+            let clocks_mhz = defaults.or_else(|| gpu.default_application_clocks_mhz(index).ok())?;
+            Setting::clocks(clocks_mhz)
+        }
+    };
+    let memory_mhz = if c.clocks_mhz.memory_mhz == 0 { base.clocks_mhz.memory_mhz } else { base.clocks_mhz.memory_mhz.min(c.clocks_mhz.memory_mhz) };
+    Some(Setting {
+        clocks_mhz: AppClocksMhz { memory_mhz, graphics_mhz: base.clocks_mhz.graphics_mhz.min(c.clocks_mhz.graphics_mhz) },
+        power_limit_mw: match (base.power_limit_mw, c.power_limit_mw) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        },
+    })
+}
+
 fn reset_off_default(gpu: &dyn GpuControl, out: &mut Outcome) {
     let count = match gpu.device_count() {
         Ok(n) => n,
@@ -929,6 +1006,48 @@ mod tests {
         assert_eq!(app(&gpus, 0), 1312);
         let ledger = arb.ledger().unwrap();
         assert!(ledger.requests.is_empty() && ledger.gpus.is_empty(), "{ledger:?}");
+    }
+
+    // Issue 24: a power directive bounds the GPU's clock; it is not one more request that the
+    // highest-request rule would ignore when it is lower than another's.
+    #[test]
+    fn a_ceiling_bounds_the_requests_and_goes_with_its_step() {
+        let dir = tmp_dir("ceiling");
+        let arb = Arbiter::open(&dir).unwrap();
+        let gpus = FakeGpus::v100s(2);
+        let batch = live_step(1, 0xffff_fffb);
+        let ext = live_step(1, 0xffff_fffc);
+        let other = live_step(2, 0);
+        let ceiling = |mhz: u32| Some(Setting::clocks(AppClocksMhz { memory_mhz: 0, graphics_mhz: mhz }));
+        // No request: the default clock (1312) bounded.
+        arb.set_ceiling(&gpus, &ext, &[0], ceiling(1087)).unwrap();
+        assert_eq!(app(&gpus, 0), 1087);
+        assert_eq!(app(&gpus, 1), 1312, "the other GPU is untouched");
+        // A request above the ceiling is bounded; one below it stands.
+        arb.request(&gpus, &batch, &[0], clocks(1200), Source::Policy).unwrap();
+        assert_eq!(app(&gpus, 0), 1087);
+        arb.request(&gpus, &other, &[0], clocks(1300), Source::Explicit).unwrap();
+        assert_eq!(app(&gpus, 0), 1087, "another tenant's higher request does not lift the ceiling");
+        arb.set_ceiling(&gpus, &ext, &[0], ceiling(945)).unwrap();
+        assert_eq!(app(&gpus, 0), 945, "a new directive replaces the step's ceiling");
+        assert_eq!(arb.ledger().unwrap().requests.iter().filter(|r| r.source == Source::Ceiling).count(), 1);
+        // Lifted: the highest request again.
+        arb.set_ceiling(&gpus, &ext, &[0], None).unwrap();
+        assert_eq!(app(&gpus, 0), 1300);
+        // Set again, then the extern step ends: the ceiling goes with it.
+        arb.set_ceiling(&gpus, &ext, &[0], ceiling(810)).unwrap();
+        assert_eq!(app(&gpus, 0), 810);
+        arb.release(&gpus, &ext).unwrap();
+        assert_eq!(app(&gpus, 0), 1300);
+        arb.release(&gpus, &other).unwrap();
+        arb.release(&gpus, &batch).unwrap();
+        assert_eq!(app(&gpus, 0), 1312, "back to the default when the job ends");
+        // The ledger round-trips a ceiling record.
+        arb.set_ceiling(&gpus, &ext, &[1], ceiling(900)).unwrap();
+        let ledger = arb.ledger().unwrap();
+        assert_eq!(Ledger::parse(&ledger.to_text()).unwrap(), ledger);
+        arb.release(&gpus, &ext).unwrap();
+        assert_eq!(app(&gpus, 1), 1312);
     }
 
     #[test]
