@@ -17,12 +17,20 @@
 //! GPU's utilisation split equally among the jobs that have compute processes on it. A GPU on
 //! which the job has no process yet (it is still starting) is left out, so start-up does not
 //! read as idle use.
+//!
+//! slurmctld answers each report with the job's power directive (docs/power-cap.md): a clock
+//! ceiling, or none, and a sequence number. The answers arrive on the sockets the reports left
+//! from and are read, without waiting, at the next poll ([`UseReporter::directives`]). One is
+//! accepted only when munge verifies it was signed by SlurmUser (slurmctld's uid), it names
+//! this job and this node, and its number is newer than the last accepted ([`DirectiveGate`]);
+//! the caller applies it through the node's clock arbiter as a ceiling.
 
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::path::Path;
 
 use gpu_control::GpuControl;
 use model::gpu_use::UseReport;
+use model::power_directive::DirectiveReply;
 use slurm_bindings::munge::Munge;
 
 use crate::share;
@@ -119,6 +127,43 @@ pub struct UseReporter {
     targets: Targets,
     munge: Munge,
     last_unix_us: u64,
+    /// Decodes slurmctld's answers (no uid restriction: it only verifies).
+    verifier: Munge,
+    gate: DirectiveGate,
+}
+
+/// Which answers from slurmctld a job's extern step accepts (module docs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DirectiveGate {
+    pub job_id: u32,
+    pub node: String,
+    /// slurm.conf's SlurmUser: the uid slurmctld signs as.
+    pub slurm_user_id: u32,
+    /// The number of the last directive accepted (0: none yet).
+    pub last_seq: u64,
+}
+
+impl DirectiveGate {
+    /// Judges one answer, given the uid munge verified it was signed by and its payload; an
+    /// accepted one becomes the last.
+    pub fn accept(&mut self, signer_uid: u32, payload: &[u8]) -> Result<DirectiveReply, String> {
+        if signer_uid != self.slurm_user_id {
+            return Err(format!("signed by uid {signer_uid}, not SlurmUser ({})", self.slurm_user_id));
+        }
+        let text = std::str::from_utf8(payload).map_err(|_| "not text".to_string())?;
+        let d = DirectiveReply::parse(text)?;
+        if d.job_id != self.job_id {
+            return Err(format!("for job {}, not job {}", d.job_id, self.job_id));
+        }
+        if d.node != self.node {
+            return Err(format!("for node {}, not {}", d.node, self.node));
+        }
+        if d.seq <= self.last_seq {
+            return Err(format!("directive {} is not newer than directive {} (replayed or out of order)", d.seq, self.last_seq));
+        }
+        self.last_seq = d.seq;
+        Ok(d)
+    }
 }
 
 /// Where a report goes: one address per `SlurmctldHost`, each sent to from a socket of its
@@ -157,6 +202,22 @@ impl Targets {
 
     /// Sends `datagram` to every target, whatever happens to the others; the failures, if any,
     /// as one error naming each.
+    /// Every datagram waiting on the sockets (never waits).
+    pub fn receive_waiting(&self) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 4096];
+        for s in [self.v4.as_ref(), self.v6.as_ref()].into_iter().flatten() {
+            // Bounded: a flood cannot keep a poll here.
+            for _ in 0..64 {
+                match s.recv_from(&mut buf) {
+                    Ok((n, _)) => out.push(buf[..n].to_vec()),
+                    Err(_) => break,
+                }
+            }
+        }
+        out
+    }
+
     pub fn send(&self, datagram: &[u8]) -> Result<(), String> {
         let failed: Vec<String> = self
             .addrs
@@ -189,6 +250,8 @@ impl UseReporter {
     ) -> Result<UseReporter, String> {
         let targets = Targets::resolve(slurmctld_hosts, port)?;
         let munge = signer(munge_socket, slurm_user_id)?;
+        let verifier = Munge::new(munge_socket).map_err(|e| e.to_string())?;
+        let gate = DirectiveGate { job_id, node: node.clone(), slurm_user_id, last_seq: 0 };
         Ok(UseReporter {
             job_id,
             node,
@@ -196,7 +259,28 @@ impl UseReporter {
             targets,
             munge,
             last_unix_us: unix_now_us(),
+            verifier,
+            gate,
         })
+    }
+
+    /// The job (NVML indices of its GPUs on this node, the job id, the node name).
+    pub fn job(&self) -> (&[u32], u32, &str) {
+        (&self.gpus, self.job_id, &self.node)
+    }
+
+    /// slurmctld's answers received since the last look: each accepted directive, or why one
+    /// was refused (module docs). Never waits.
+    pub fn directives(&mut self) -> Vec<Result<DirectiveReply, String>> {
+        self.targets
+            .receive_waiting()
+            .into_iter()
+            .map(|datagram| {
+                let cred = std::str::from_utf8(&datagram).map_err(|_| "not text".to_string())?;
+                let v = self.verifier.decode(cred).map_err(|e| format!("munge: {e}"))?;
+                self.gate.accept(v.uid, &v.payload)
+            })
+            .collect()
     }
 
     /// Measures the interval since the last poll and sends it. `Ok(None)`: the job had no
@@ -371,6 +455,52 @@ mod tests {
         assert!(!ok && out.contains("Unauthorized"), "nobody decoded a report meant for SlurmUser: {out}");
         let decoded = Munge::new(Some(&path)).expect("munge").decode(&cred).expect("SlurmUser decodes");
         assert_eq!(String::from_utf8(decoded.payload).expect("text"), report.to_wire());
+    }
+
+    fn gate() -> DirectiveGate {
+        DirectiveGate { job_id: 12, node: "n1".into(), slurm_user_id: 64030, last_seq: 0 }
+    }
+
+    fn directive(job_id: u32, node: &str, seq: u64) -> Vec<u8> {
+        let ceiling = Some(model::power_directive::Ceiling { clock_mhz: 1087, power_limit_w: 0.0 });
+        DirectiveReply { job_id, node: node.into(), seq, ceiling }.to_wire().into_bytes()
+    }
+
+    // Issue 24: a directive slows a running job: only slurmctld's, for this job and node, newer
+    // than the last, is accepted.
+    #[test]
+    fn a_directive_is_accepted_only_from_slurm_user_for_this_job_and_node_and_newer() {
+        let mut g = gate();
+        let e = g.accept(0, &directive(12, "n1", 5)).expect_err("root is not SlurmUser");
+        assert!(e.contains("uid 0"), "{e}");
+        let e = g.accept(1000, &directive(12, "n1", 5)).expect_err("a user");
+        assert!(e.contains("uid 1000"), "{e}");
+        let e = g.accept(64030, &directive(13, "n1", 5)).expect_err("another job");
+        assert!(e.contains("job 13"), "{e}");
+        let e = g.accept(64030, &directive(12, "n2", 5)).expect_err("another node");
+        assert!(e.contains("node n2"), "{e}");
+        assert!(g.accept(64030, b"slurm-energy-use/1 job=12").is_err(), "not a directive");
+        assert_eq!(g.last_seq, 0, "nothing refused counts");
+        let d = g.accept(64030, &directive(12, "n1", 5)).expect("slurmctld's");
+        assert_eq!((d.seq, d.ceiling.map(|c| c.clock_mhz)), (5, Some(1087)));
+        let e = g.accept(64030, &directive(12, "n1", 5)).expect_err("replayed");
+        assert!(e.contains("not newer"), "{e}");
+        assert!(g.accept(64030, &directive(12, "n1", 4)).is_err(), "older");
+        assert!(g.accept(64030, &directive(12, "n1", 6)).is_ok(), "newer");
+    }
+
+    // Issue 24: the answers are read from the socket the reports left from, without waiting.
+    #[test]
+    fn answers_to_the_reports_are_read_from_the_sending_socket() {
+        let controller = listener("127.0.0.1:0");
+        let targets = Targets::new(vec![controller.local_addr().expect("address")]).expect("targets");
+        assert!(targets.receive_waiting().is_empty(), "nothing yet, and no wait");
+        targets.send(b"report").expect("send");
+        let mut buf = [0u8; 64];
+        let (_, node) = controller.recv_from(&mut buf).expect("the report");
+        controller.send_to(b"answer", node).expect("answer");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(targets.receive_waiting(), vec![b"answer".to_vec()]);
     }
 
     #[test]

@@ -105,6 +105,8 @@ struct State {
     reporter: Option<UseReporter>,
     /// A report failed (logged once per step).
     report_failed: bool,
+    /// The extern step holds a power-directive ceiling in the clock arbiter (released at fini).
+    ceiling_step: Option<gpu_control::arbiter::StepKey>,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -116,6 +118,7 @@ static STATE: Mutex<State> = Mutex::new(State {
     unknown: false,
     reporter: None,
     report_failed: false,
+    ceiling_step: None,
 });
 
 fn state() -> MutexGuard<'static, State> {
@@ -170,6 +173,16 @@ pub extern "C" fn fini() -> c_int {
             }
         }
         st.meter = None;
+        if let Some(step) = st.ceiling_step.take()
+            && let Ok(nvml) = nvml::shared()
+        {
+            // The job's extern step ends: its ceiling goes (repair would drop it anyway once
+            // this slurmstepd is gone, at the node's next clock operation).
+            match gpu_control::arbiter::Arbiter::open(&ledger_dir_from_env()).and_then(|a| a.release(nvml.as_ref(), &step)) {
+                Ok(_) => LOG.info(&format!("{}: power directive's GPU clock ceiling released", st.ctx)),
+                Err(e) => LOG.error(&format!("{}: power directive's ceiling not released: {e} (the next clock operation on the node repairs it)", st.ctx)),
+            }
+        }
         drop(st);
         nvml::close();
         SLURM_SUCCESS
@@ -241,7 +254,56 @@ fn poll(st: &mut State) -> EnergyFields {
         meter.gpus(),
         st.last.current_watts
     );
+    if st.reporter.is_some()
+        && let Ok(nvml) = nvml::shared()
+    {
+        apply_directives(st, nvml.as_ref(), &ctx);
+    }
     st.last
+}
+
+/// slurmctld's accepted power directives (gres_energy::use_report), applied through the node's
+/// clock arbiter as a ceiling held by this extern step; refusals are logged at debug level (a
+/// stray or replayed datagram is not the job's problem).
+fn apply_directives(st: &mut State, ctrl: &dyn GpuControl, ctx: &str) {
+    let Some(reporter) = st.reporter.as_mut() else { return };
+    let accepted: Vec<_> = reporter
+        .directives()
+        .into_iter()
+        .filter_map(|r| r.map_err(|e| slurm_log!(LOG, debug, "{ctx}: answer from slurmctld refused: {e}")).ok())
+        .collect();
+    // Only the newest counts (they were accepted in increasing order).
+    let Some(d) = accepted.last() else { return };
+    let (gpus, job_id, node) = reporter.job();
+    let gpus = gpus.to_vec();
+    let step = match st.ceiling_step.clone() {
+        Some(s) => s,
+        None => match gpu_control::arbiter::StepKey::for_process(job_id, SLURM_EXTERN_CONT, node, std::process::id()) {
+            Ok(s) => s,
+            Err(e) => return LOG.error(&format!("{ctx}: power directive {} not applied: this slurmstepd's start time: {e}", d.seq)),
+        },
+    };
+    let ceiling = d.ceiling.map(|c| gpu_control::clock_control::Setting {
+        clocks_mhz: gpu_control::AppClocksMhz { memory_mhz: 0, graphics_mhz: c.clock_mhz },
+        power_limit_mw: Some((c.power_limit_w * 1000.0).round()).filter(|mw| mw.is_finite() && *mw >= 1.0 && *mw <= f64::from(u32::MAX)).map(|mw| mw as u32),
+    });
+    let arbiter = match gpu_control::arbiter::Arbiter::open(&ledger_dir_from_env()) {
+        Ok(a) => a,
+        Err(e) => return LOG.error(&format!("{ctx}: power directive {} not applied: {e}", d.seq)),
+    };
+    match arbiter.set_ceiling(ctrl, &step, &gpus, ceiling) {
+        Ok(out) => {
+            for e in &out.gpu_errors {
+                LOG.error(&format!("{ctx}: power directive {}: {e}", d.seq));
+            }
+            match d.ceiling {
+                Some(c) => LOG.info(&format!("{ctx}: power directive {} from slurmctld: GPU clock ceiling {c} on NVML GPU(s) {gpus:?}", d.seq)),
+                None => LOG.info(&format!("{ctx}: power directive {} from slurmctld: no ceiling", d.seq)),
+            }
+            st.ceiling_step = Some(step);
+        }
+        Err(e) => LOG.error(&format!("{ctx}: power directive {} not applied: {e}", d.seq)),
+    }
 }
 
 fn write_fields(out: &mut sys::acct_gather_energy_t, f: &EnergyFields) {
