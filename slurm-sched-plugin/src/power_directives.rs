@@ -34,17 +34,17 @@ pub fn update(snapshot: &Snapshot, cap_w: f64, pred: &Predictor) {
     let t = guard.get_or_insert_with(|| Table { directives: DirectiveTable::default(), unmet_logged: false });
     for c in t.directives.update(&decided.ceilings, unix_now_ms()) {
         match (c.before, c.after) {
-            (_, Some(after)) => slurm_log!(LOG, info, "sched/energy: JobId={} GPU clock ceiling {after} under the power cap ({:.0} W; predicted {:.0} W with the ceilings) (directive {})", c.job.0, cap_w, decided.predicted_w, c.seq),
-            (Some(before), None) => slurm_log!(LOG, info, "sched/energy: JobId={} GPU clock ceiling {before} lifted (power cap {}) (directive {})", c.job.0, cap.map_or("none".to_string(), |w| format!("{w:.0} W")), c.seq),
+            (_, Some(after)) => slurm_log!(LOG, info, "JobId={} GPU clock ceiling {after} under the power cap ({:.0} W; predicted {:.0} W with the ceilings) (directive {})", c.job.0, cap_w, decided.predicted_w, c.seq),
+            (Some(before), None) => slurm_log!(LOG, info, "JobId={} GPU clock ceiling {before} lifted (power cap {}) (directive {})", c.job.0, cap.map_or("none".to_string(), |w| format!("{w:.0} W")), c.seq),
             (None, None) => {}
         }
     }
     if decided.unmet != t.unmet_logged {
         t.unmet_logged = decided.unmet;
         if decided.unmet {
-            LOG.error(&format!("sched/energy: power cap {cap_w:.0} W not met by slowing running jobs within their slowdown bounds and time limits (predicted {:.0} W); no job is killed for it, new jobs wait", decided.predicted_w));
+            LOG.error(&format!("power cap {cap_w:.0} W not met by slowing running jobs within their slowdown bounds and time limits (predicted {:.0} W); no job is killed for it, new jobs wait", decided.predicted_w));
         } else {
-            slurm_log!(LOG, info, "sched/energy: power cap met again (predicted {:.0} W)", decided.predicted_w);
+            slurm_log!(LOG, info, "power cap met again (predicted {:.0} W)", decided.predicted_w);
         }
     }
 }
