@@ -1,0 +1,172 @@
+//! Running jobs slowed under a lowered power cap, live (docs/power-cap.md, "Running jobs'
+//! clocks from slurmctld"): one node of two fake V100s under sched/energy with `[power_cap]
+//! file` and `[learning] gpu_use_port`, so each job's extern step reports its GPU use and gets
+//! its power directive in the answer.
+//!
+//! 1. Two `--energy-policy=performance --energy-max-slowdown=2` jobs start at the default clock
+//!    (no cap) and keep their GPUs busy (the fake NVML's per-process samples).
+//! 2. The cap file lowers the cap by 30 % of the two jobs' predicted power: slurmctld logs a
+//!    ceiling for the running jobs, and their GPUs' clocks go below the default within
+//!    [`COMPLY_BOUND`] of the write (cap file refresh 1 s + cycle 1 s + report period 1 s + the
+//!    next poll that reads the answer 1 s, with room for a loaded CI machine).
+//! 3. The cap is lifted (`none`): the clocks are back at the default within the same bound.
+//! 4. Both jobs complete (no job killed or lost for the cap).
+//!
+//! The fake GPUs' power (fake NVML's own clock-power model, not the planner's prediction) is
+//! printed before and after and must have dropped; that it is under the cap is not asserted,
+//! since the fake's model and the planner's curves differ.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use model::decision::{recorded_clock_mhz, recorded_field};
+use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
+
+mod common;
+use common::{admin_comment, data_dir, fake_gpu_node, free_udp_port, plugin_dir, spank_plugin, wait_running_on};
+
+const NAME: &str = "a_lowered_cap_slows_running_jobs_and_a_lifted_one_restores_them";
+const DEFAULT_CLOCK_MHZ: u32 = 1312;
+const GPUS: u32 = 2;
+/// From writing the cap file to every busy GPU below (or back at) the default clock.
+const COMPLY_BOUND: Duration = Duration::from_secs(20);
+
+struct Job {
+    id: u32,
+    pid: u32,
+    stop: PathBuf,
+}
+
+fn start(cluster: &LocalCluster, name: &str) -> Job {
+    let stop = cluster.job_dir().join(format!("stop-{name}"));
+    let out = cluster.job_dir().join(format!("{name}.out"));
+    let script = format!("#!/bin/sh\necho PID=$$\nwhile [ ! -e {} ]; do sleep 0.2; done\n", stop.display());
+    let out_arg = out.display().to_string();
+    let id = cluster
+        .sbatch(&["-J", name, "-G", "1", "-t", "10", "-o", &out_arg, "--energy-policy=performance", "--energy-max-slowdown=2"], &script)
+        .unwrap_or_else(|e| panic!("sbatch {name}: {e}"));
+    wait_running_on(cluster, id, Duration::from_secs(60));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        if let Some(pid) = text.lines().find_map(|l| l.strip_prefix("PID=")?.trim().parse().ok()) {
+            return Job { id, pid, stop };
+        }
+        assert!(Instant::now() < deadline, "{name} printed no PID");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Both jobs' processes busy on both GPUs (each job counts its own processes on its GPU).
+fn busy(fake: &fake_nvml::FakeNvml, pids: &[u32]) {
+    fake.update(|s| {
+        for g in s.gpus.iter_mut() {
+            g.util_gpu_pct = 90;
+            g.processes = pids.iter().map(|&pid| fake_nvml::GpuProcess { pid, used_memory_bytes: 1 << 30, sm_util_pct: Some(45) }).collect();
+        }
+    })
+    .expect("fake load");
+}
+
+fn gpu_clocks(fake: &fake_nvml::FakeNvml) -> Vec<u32> {
+    fake.state().expect("fake state").gpus.iter().map(|g| g.target_graphics_clock_mhz()).collect()
+}
+
+/// The fake GPUs' power now (its own clock-power model, not the planner's), W.
+fn measured_w(fake: &fake_nvml::FakeNvml) -> f64 {
+    let state = fake.state().expect("fake state");
+    state.gpus.iter().map(|g| fake_nvml::model::power_mw(&fake.config, g)).sum::<f64>() / 1000.0
+}
+
+fn write_cap(file: &Path, content: &str) {
+    let tmp = file.with_extension("new");
+    std::fs::write(&tmp, content).expect("write the cap file");
+    std::fs::rename(&tmp, file).expect("rename the cap file");
+}
+
+/// Waits until `ok` holds of the GPUs' clocks; the time it took.
+fn wait_clocks(cluster: &LocalCluster, fake: &fake_nvml::FakeNvml, since: Instant, what: &str, ok: impl Fn(&[u32]) -> bool) -> Duration {
+    loop {
+        let clocks = gpu_clocks(fake);
+        if ok(&clocks) {
+            return since.elapsed();
+        }
+        assert!(since.elapsed() < COMPLY_BOUND, "{what}: GPU clocks {clocks:?} {COMPLY_BOUND:?} after the cap file changed\n--- slurmctld\n{}\n--- slurmd\n{}", cluster.slurmctld_log(), cluster.slurmd_log("n1"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[cfg_attr(live_skip, ignore = "live cluster: needs root and slurmctld (tools/slurm-env.sh); SLURM_ENERGY_NO_LIVE=1 leaves it out")]
+#[test]
+fn a_lowered_cap_slows_running_jobs_and_a_lifted_one_restores_them() {
+    if skip_live_test(NAME) {
+        return;
+    }
+    let Some(spank) = spank_plugin() else {
+        return slurm_testcluster::skip_for(NAME, "libspank_energy.so not built (run `cargo test -p spank-energy -p slurm-sched-plugin`)");
+    };
+    let Some(data) = data_dir() else {
+        return slurm_testcluster::skip_for(NAME, "measured data not found (set SLURM_ENERGY_DATA)");
+    };
+    let t0 = Instant::now();
+    let plugins = plugin_dir();
+    let work = tempfile::Builder::new().prefix("power-directive-live-").tempdir().expect("temp dir");
+    let node = fake_gpu_node(work.path(), plugins.path(), GPUS, "cpu_count = 2\nnuma_nodes = 1\n");
+    let cap_file = work.path().join("power-cap");
+    let port = free_udp_port();
+    let toml = format!(
+        "[sched]\ninterval_s = 1\ndebug = true\ndata_dir = \"{}\"\n\n[learning]\ngpu_use_port = {port}\n\n[gpu_types.\"{}\"]\nmodel = \"v100\"\n\n[power_cap]\nfile = \"{}\"\nrefresh_s = 1\n",
+        data.display(),
+        node.gpu_type,
+        cap_file.display()
+    );
+    let mut config = ClusterConfig { with_accounting: false, ..node.cluster(plugins.path(), toml, &spank) };
+    // The extern step's energy polls (which send the reports and read the answers) run in
+    // jobacct_gather's sampling thread.
+    config.extra_slurm_conf.push("JobAcctGatherType=jobacct_gather/linux".into());
+    let cluster = LocalCluster::start(config).unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+
+    // 1. Two busy jobs at the default clock.
+    let a = start(&cluster, "A");
+    let b = start(&cluster, "B");
+    busy(&node.fake, &[a.pid, b.pid]);
+    let mut full_w = 0.0;
+    for job in [&a, &b] {
+        let record = admin_comment(&cluster, job.id);
+        assert_eq!(recorded_clock_mhz(&record), Some(DEFAULT_CLOCK_MHZ), "no cap: the default clock: {record}");
+        full_w += recorded_field(&record, "pred_w").and_then(|w| w.parse::<f64>().ok()).unwrap_or_else(|| panic!("no pred_w: {record}"));
+    }
+    // Let the extern steps report (and take their first, empty, directive).
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(gpu_clocks(&node.fake), vec![DEFAULT_CLOCK_MHZ; GPUS as usize]);
+    let before_w = measured_w(&node.fake);
+
+    // 2. The cap 30 % under the jobs' predicted power.
+    let cap_w = (0.7 * full_w).round();
+    let lowered = Instant::now();
+    write_cap(&cap_file, &format!("{cap_w}\n"));
+    let comply = wait_clocks(&cluster, &node.fake, lowered, "lowered cap", |c| c.iter().all(|&mhz| mhz + 8 < DEFAULT_CLOCK_MHZ));
+    let slowed = gpu_clocks(&node.fake);
+    let slowed_w = measured_w(&node.fake);
+    assert!(slowed_w < before_w, "the fake GPUs draw {slowed_w:.0} W at {slowed:?} MHz, {before_w:.0} W before");
+    let log = cluster.slurmctld_log();
+    assert!(log.contains("GPU clock ceiling") && log.contains("under the power cap"), "no ceiling logged:\n{log}");
+    let stepd = cluster.slurmd_log("n1");
+    assert!(stepd.contains("power directive") && stepd.contains("GPU clock ceiling"), "no directive applied on the node:\n{stepd}");
+    println!("  cap {cap_w} W (jobs' predicted {full_w:.0} W): GPU clocks {slowed:?} MHz after {:.1} s; the fake GPUs' power {before_w:.0} W -> {slowed_w:.0} W", comply.as_secs_f64());
+
+    // 3. Lifted: the clocks come back.
+    let lifted = Instant::now();
+    write_cap(&cap_file, "none\n");
+    let restore = wait_clocks(&cluster, &node.fake, lifted, "lifted cap", |c| c.iter().all(|&mhz| mhz == DEFAULT_CLOCK_MHZ));
+    assert!(cluster.slurmctld_log().contains("lifted (power cap none)"), "{}", cluster.slurmctld_log());
+    println!("  cap lifted: GPU clocks back at {DEFAULT_CLOCK_MHZ} MHz after {:.1} s", restore.as_secs_f64());
+
+    // 4. Both jobs complete.
+    for job in [&a, &b] {
+        std::fs::write(&job.stop, "").expect("stop file");
+        assert_eq!(cluster.wait_job_done(job.id, Duration::from_secs(60)).expect("job done"), "COMPLETED");
+    }
+    println!("{NAME}: {:.1} s (to comply {:.1} s, to restore {:.1} s)", t0.elapsed().as_secs_f64(), comply.as_secs_f64(), restore.as_secs_f64());
+    cluster.stop().expect("stop");
+}
