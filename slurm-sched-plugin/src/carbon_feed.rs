@@ -3,27 +3,20 @@
 //! time changed. The planner gets a signal only while the file covers the present; a missing
 //! or stale file is logged once and means "no carbon signal" until it is back.
 
-use std::path::PathBuf;
-use std::time::{Instant, SystemTime};
-
 use model::carbon::CarbonSignal;
 use model::carbon_source::{CarbonSourceError, IntensitySeries, SourceFormat};
 use slurm_bindings::slurm_log;
 
 use crate::LOG;
 use crate::config::CarbonSettings;
+use crate::watched_file::{Look, WatchedFile};
 
 #[derive(Debug)]
 pub struct CarbonFeed {
-    path: PathBuf,
+    file: WatchedFile,
     format: SourceFormat,
-    refresh_s: f64,
-    last_check: Option<Instant>,
-    mtime: Option<SystemTime>,
     signal: Option<CarbonSignal>,
     series: Option<IntensitySeries>,
-    /// What was last logged about the file being unusable (logged once until it changes).
-    complaint: Option<String>,
     /// The file did not cover the present at the last look (logged once).
     stale: bool,
 }
@@ -34,53 +27,48 @@ impl CarbonFeed {
     pub fn start(settings: &CarbonSettings) -> Result<Option<CarbonFeed>, CarbonSourceError> {
         let Some(path) = settings.source.clone() else { return Ok(None) };
         let format = settings.source_format().unwrap_or(SourceFormat::Auto);
-        let mut feed = CarbonFeed { path, format, refresh_s: settings.refresh_s, last_check: None, mtime: None, signal: None, series: None, complaint: None, stale: false };
-        match std::fs::metadata(&feed.path) {
+        let mut feed = CarbonFeed { file: WatchedFile::new(path, settings.refresh_s), format, signal: None, series: None, stale: false };
+        match std::fs::metadata(feed.file.path()) {
             Ok(_) => {
                 feed.load()?;
                 if let Some((a, b)) = feed.series.as_ref().and_then(IntensitySeries::span_unix_s) {
-                    slurm_log!(LOG, info, "carbon source {}: {} values from {a} to {b}", feed.path.display(), feed.series.as_ref().map_or(0, |s| s.intervals().len()));
+                    slurm_log!(LOG, info, "carbon source {}: {} values from {a} to {b}", feed.file.path().display(), feed.series.as_ref().map_or(0, |s| s.intervals().len()));
                 }
             }
-            Err(e) => feed.complain(format!("carbon source {} not readable ({e}): no carbon signal until it is", feed.path.display())),
+            Err(e) => {
+                let text = format!("carbon source {} not readable ({e}): no carbon signal until it is", feed.file.path().display());
+                feed.file.complain(text);
+            }
         }
-        feed.last_check = Some(Instant::now());
+        feed.file.looked();
         Ok(Some(feed))
     }
 
     fn load(&mut self) -> Result<(), CarbonSourceError> {
-        let mtime = std::fs::metadata(&self.path).and_then(|m| m.modified()).ok();
-        let series = IntensitySeries::from_file_as(&self.path, self.format)?;
+        let mtime = self.file.mtime_now();
+        let series = IntensitySeries::from_file_as(self.file.path(), self.format)?;
         self.signal = Some(CarbonSignal::published(series.clone()));
         self.series = Some(series);
-        self.mtime = mtime;
+        self.file.loaded(mtime);
         Ok(())
-    }
-
-    fn complain(&mut self, text: String) {
-        if self.complaint.as_deref() != Some(text.as_str()) {
-            LOG.error(&text);
-            self.complaint = Some(text);
-        }
     }
 
     /// Re-reads the file if `refresh_s` passed and it changed. A file that became unreadable
     /// or unparsable is logged; the values read before stay (they stop covering the present in
     /// time, and then there is no signal).
     pub fn refresh(&mut self) {
-        if self.last_check.is_some_and(|t| t.elapsed().as_secs_f64() < self.refresh_s) {
-            return;
-        }
-        self.last_check = Some(Instant::now());
-        match std::fs::metadata(&self.path).and_then(|m| m.modified()) {
-            Err(e) => self.complain(format!("carbon source {} not readable ({e}): the values read before are used while they cover the present", self.path.display())),
-            Ok(m) if Some(m) == self.mtime => {}
-            Ok(_) => match self.load() {
+        match self.file.look() {
+            Look::Unchanged => {}
+            Look::Unreadable(e) => {
+                let text = format!("carbon source {} not readable ({e}): the values read before are used while they cover the present", self.file.path().display());
+                self.file.complain(text);
+            }
+            Look::Changed => match self.load() {
                 Ok(()) => {
-                    self.complaint = None;
-                    slurm_log!(LOG, info, "carbon source {} re-read: {} values", self.path.display(), self.series.as_ref().map_or(0, |s| s.intervals().len()));
+                    self.file.clear_complaint();
+                    slurm_log!(LOG, info, "carbon source {} re-read: {} values", self.file.path().display(), self.series.as_ref().map_or(0, |s| s.intervals().len()));
                 }
-                Err(e) => self.complain(format!("carbon source: {e}; the values read before are used while they cover the present")),
+                Err(e) => self.file.complain(format!("carbon source: {e}; the values read before are used while they cover the present")),
             },
         }
     }
@@ -90,7 +78,7 @@ impl CarbonFeed {
         let covered = self.series.as_ref().and_then(|s| s.intensity_at(now_unix_s)).is_some();
         if covered && self.stale {
             self.stale = false;
-            slurm_log!(LOG, info, "carbon source {}: covers the present again", self.path.display());
+            slurm_log!(LOG, info, "carbon source {}: covers the present again", self.file.path().display());
         }
         if !covered {
             if self.stale {
@@ -99,8 +87,8 @@ impl CarbonFeed {
             self.stale = true;
             let end = self.series.as_ref().and_then(IntensitySeries::span_unix_s).map(|(_, b)| b);
             LOG.error(&match end {
-                Some(end) => format!("carbon source {}: no value for now (its values end at {end}): no carbon signal until it is refreshed", self.path.display()),
-                None => format!("carbon source {}: no values: no carbon signal", self.path.display()),
+                Some(end) => format!("carbon source {}: no value for now (its values end at {end}): no carbon signal until it is refreshed", self.file.path().display()),
+                None => format!("carbon source {}: no values: no carbon signal", self.file.path().display()),
             });
             return None;
         }
@@ -148,7 +136,7 @@ mod tests {
         assert!(feed.signal_at(t).is_none());
         // The cron job writes it: re-read after refresh_s.
         std::fs::write(&path, format!("{},300\n{},100\n", t - 60, t + 1740)).expect("write");
-        feed.last_check = Some(Instant::now() - std::time::Duration::from_secs(2));
+        feed.file.expire();
         feed.refresh();
         let s = feed.signal_at(t).expect("covers now");
         assert_eq!(s.intensity_at(t as f64), 300.0);
@@ -159,9 +147,9 @@ mod tests {
         std::fs::write(&path, "100,5\n200,lots\n").expect("write");
         let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
         std::fs::File::options().write(true).open(&path).and_then(|f| f.set_modified(later)).expect("mtime");
-        feed.last_check = Some(Instant::now() - std::time::Duration::from_secs(2));
+        feed.file.expire();
         feed.refresh();
-        assert!(feed.complaint.as_deref().is_some_and(|c| c.contains("ci.csv:2: intensity")), "{:?}", feed.complaint);
+        assert!(feed.file.complaint().is_some_and(|c| c.contains("ci.csv:2: intensity")), "{:?}", feed.file.complaint());
         assert_eq!(feed.signal_at(t).map(|s| s.intensity_at(t as f64)), Some(300.0));
     }
 }

@@ -17,6 +17,7 @@ pub mod accounting;
 pub mod carbon_feed;
 pub mod power_cap_feed;
 pub mod power_directives;
+pub mod watched_file;
 pub mod config;
 pub mod cycle;
 pub mod gpu_use_listener;

@@ -5,24 +5,18 @@
 //! stays; a missing file means "the file says nothing" (energy.toml's `power_cap_w` holds).
 //! Every change of the cap the planner plans under is logged.
 
-use std::path::PathBuf;
-use std::time::{Instant, SystemTime};
 
 use model::power_cap::{CapFileError, CapSchedule, effective_cap_w};
 use slurm_bindings::slurm_log;
 
 use crate::LOG;
 use crate::config::PowerCapSettings;
+use crate::watched_file::{Look, WatchedFile};
 
 #[derive(Debug)]
 pub struct PowerCapFeed {
-    path: PathBuf,
-    refresh_s: f64,
-    last_check: Option<Instant>,
-    mtime: Option<SystemTime>,
+    file: WatchedFile,
     schedule: Option<CapSchedule>,
-    /// What was last logged about the file being unusable (logged once until it changes).
-    complaint: Option<String>,
     /// The cap last returned (W, 0: none), to log changes.
     last_cap_w: Option<f64>,
 }
@@ -31,51 +25,47 @@ impl PowerCapFeed {
     /// `None` without `[power_cap] file`.
     pub fn start(settings: &PowerCapSettings) -> Result<Option<PowerCapFeed>, CapFileError> {
         let Some(path) = settings.file.clone() else { return Ok(None) };
-        let mut feed = PowerCapFeed { path, refresh_s: settings.refresh_s, last_check: None, mtime: None, schedule: None, complaint: None, last_cap_w: None };
-        match std::fs::metadata(&feed.path) {
+        let mut feed = PowerCapFeed { file: WatchedFile::new(path, settings.refresh_s), schedule: None, last_cap_w: None };
+        match std::fs::metadata(feed.file.path()) {
             Ok(_) => {
                 feed.load()?;
-                slurm_log!(LOG, info, "power cap file {}: {} change(s)", feed.path.display(), feed.schedule.as_ref().map_or(0, |s| s.changes().len()));
+                slurm_log!(LOG, info, "power cap file {}: {} change(s)", feed.file.path().display(), feed.schedule.as_ref().map_or(0, |s| s.changes().len()));
             }
-            Err(e) => feed.complain(format!("power cap file {} not readable ({e}): energy.toml's power_cap_w holds until it is", feed.path.display())),
+            Err(e) => {
+                let text = format!("power cap file {} not readable ({e}): energy.toml's power_cap_w holds until it is", feed.file.path().display());
+                feed.file.complain(text);
+            }
         }
-        feed.last_check = Some(Instant::now());
+        feed.file.looked();
         Ok(Some(feed))
     }
 
     fn load(&mut self) -> Result<(), CapFileError> {
-        let mtime = std::fs::metadata(&self.path).and_then(|m| m.modified()).ok();
+        let mtime = self.file.mtime_now();
+        let path = self.file.path();
         // SAFETY: geteuid() has no preconditions and cannot fail.
         let me = unsafe { libc::geteuid() };
-        trusted(&self.path, me).map_err(|reason| CapFileError { path: self.path.clone(), line: None, reason })?;
-        self.schedule = Some(CapSchedule::from_file(&self.path)?);
-        self.mtime = mtime;
+        trusted(path, me).map_err(|reason| CapFileError { path: path.to_path_buf(), line: None, reason })?;
+        self.schedule = Some(CapSchedule::from_file(path)?);
+        self.file.loaded(mtime);
         Ok(())
-    }
-
-    fn complain(&mut self, text: String) {
-        if self.complaint.as_deref() != Some(text.as_str()) {
-            LOG.error(&text);
-            self.complaint = Some(text);
-        }
     }
 
     /// Re-reads the file if `refresh_s` passed and it changed. A file that became unreadable
     /// or unparsable is logged; the schedule read before stays.
     pub fn refresh(&mut self) {
-        if self.last_check.is_some_and(|t| t.elapsed().as_secs_f64() < self.refresh_s) {
-            return;
-        }
-        self.last_check = Some(Instant::now());
-        match std::fs::metadata(&self.path).and_then(|m| m.modified()) {
-            Err(e) => self.complain(format!("power cap file {} not readable ({e}): the schedule read before stays", self.path.display())),
-            Ok(m) if Some(m) == self.mtime => {}
-            Ok(_) => match self.load() {
+        match self.file.look() {
+            Look::Unchanged => {}
+            Look::Unreadable(e) => {
+                let text = format!("power cap file {} not readable ({e}): the schedule read before stays", self.file.path().display());
+                self.file.complain(text);
+            }
+            Look::Changed => match self.load() {
                 Ok(()) => {
-                    self.complaint = None;
-                    slurm_log!(LOG, info, "power cap file {} re-read: {} change(s)", self.path.display(), self.schedule.as_ref().map_or(0, |s| s.changes().len()));
+                    self.file.clear_complaint();
+                    slurm_log!(LOG, info, "power cap file {} re-read: {} change(s)", self.file.path().display(), self.schedule.as_ref().map_or(0, |s| s.changes().len()));
                 }
-                Err(e) => self.complain(format!("power cap file: {e}; the schedule read before stays")),
+                Err(e) => self.file.complain(format!("power cap file: {e}; the schedule read before stays")),
             },
         }
     }
@@ -86,11 +76,11 @@ impl PowerCapFeed {
         let cap_w = effective_cap_w(self.schedule.as_ref(), static_cap_w, now_unix_s);
         if self.last_cap_w != Some(cap_w) {
             if cap_w > 0.0 {
-                slurm_log!(LOG, info, "cluster GPU power cap now {cap_w:.0} W (power cap file {})", self.path.display());
+                slurm_log!(LOG, info, "cluster GPU power cap now {cap_w:.0} W (power cap file {})", self.file.path().display());
             } else if self.last_cap_w.is_none() {
-                slurm_log!(LOG, info, "no cluster GPU power cap in force (power cap file {})", self.path.display());
+                slurm_log!(LOG, info, "no cluster GPU power cap in force (power cap file {})", self.file.path().display());
             } else {
-                slurm_log!(LOG, info, "cluster GPU power cap lifted (power cap file {})", self.path.display());
+                slurm_log!(LOG, info, "cluster GPU power cap lifted (power cap file {})", self.file.path().display());
             }
             self.last_cap_w = Some(cap_w);
         }
@@ -138,22 +128,22 @@ mod tests {
         let mut feed = PowerCapFeed::start(&settings(&path)).expect("missing is fine").expect("feed");
         assert_eq!(feed.cap_w(60_000.0, 1_000), 60_000.0);
         std::fs::write(&path, "48000\n").expect("write");
-        feed.last_check = None;
+        feed.file.expire();
         feed.refresh();
         assert_eq!(feed.cap_w(60_000.0, 1_000), 48_000.0);
         // Bad content: logged, the last good schedule stays.
         std::fs::write(&path, "lots\n").expect("write");
         set_mtime_later(&path, &feed);
-        feed.last_check = None;
+        feed.file.expire();
         feed.refresh();
-        assert!(feed.complaint.as_deref().is_some_and(|c| c.contains(":1:")), "{:?}", feed.complaint);
+        assert!(feed.file.complaint().is_some_and(|c| c.contains(":1:")), "{:?}", feed.file.complaint());
         assert_eq!(feed.cap_w(60_000.0, 1_000), 48_000.0);
         // Fixed: read again.
         std::fs::write(&path, "1000,none\n2000,33600\n").expect("write");
         set_mtime_later(&path, &feed);
-        feed.last_check = None;
+        feed.file.expire();
         feed.refresh();
-        assert_eq!(feed.complaint, None);
+        assert_eq!(feed.file.complaint(), None);
         assert_eq!(feed.cap_w(60_000.0, 1_500), 0.0);
         assert_eq!(feed.cap_w(60_000.0, 2_000), 33_600.0);
         assert_eq!(feed.cap_w(60_000.0, 999), 60_000.0);
@@ -185,7 +175,7 @@ mod tests {
 
     /// Writes within one second may keep the modification time: move it on.
     fn set_mtime_later(path: &std::path::Path, feed: &PowerCapFeed) {
-        let later = feed.mtime.unwrap_or(SystemTime::UNIX_EPOCH) + std::time::Duration::from_secs(2);
+        let later = feed.file.loaded_mtime().unwrap_or(std::time::SystemTime::UNIX_EPOCH) + std::time::Duration::from_secs(2);
         let f = std::fs::File::options().write(true).open(path).expect("open");
         f.set_modified(later).expect("set mtime");
     }
