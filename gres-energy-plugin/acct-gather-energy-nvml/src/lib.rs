@@ -274,6 +274,11 @@ fn apply_directives(st: &mut State, ctrl: &dyn GpuControl, ctx: &str) {
         .collect();
     // Only the newest counts (they were accepted in increasing order).
     let Some(d) = accepted.last() else { return };
+    if d.ceiling.is_none() && st.ceiling_step.is_none() {
+        // No ceiling to lift (the number every job gets when slurmctld first sees it).
+        slurm_log!(LOG, debug, "{ctx}: power directive {} from slurmctld: no ceiling", d.seq);
+        return;
+    }
     let (gpus, job_id, node) = reporter.job();
     let gpus = gpus.to_vec();
     let step = match st.ceiling_step.clone() {
