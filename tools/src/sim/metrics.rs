@@ -43,6 +43,7 @@ pub struct Accumulators {
     wakes: u64,
     killed: u64,
     killed_work_gpu_s: f64,
+    killed_remaining: Vec<(u32, f64)>,
     slowdown_sum: f64,
     last_end_s: f64,
 }
@@ -88,6 +89,11 @@ pub struct Metrics {
     pub killed_at_time_limit: u64,
     /// Work those jobs had left, in GPU hours at full speed: lost to the users.
     pub killed_work_gpu_h: f64,
+    /// The least energy any policy could have spent on that unfinished work (each killed job's
+    /// remaining work at the `oracle`'s least energy per work second for it, kWh): what the
+    /// policy's energy is compared with the oracle's bound with, since the bound does all the
+    /// work (`oracle.rs`). 0 for the oracle.
+    pub unfinished_work_floor_kwh: f64,
     pub planner_cycles: u64,
     pub mean_cycle_us: f64,
     pub wall_s: f64,
@@ -115,6 +121,8 @@ pub struct RunResult {
     pub power_kw: Vec<(f64, f64)>,
     /// Sorted job completion times (s).
     pub jct_sorted_s: Vec<f64>,
+    /// Jobs killed at their time limit: (job id, work seconds left at the request's speed).
+    pub killed_remaining_work_s: Vec<(u32, f64)>,
 }
 
 fn percentile_sorted(v: &[f64], q: f64) -> f64 {
@@ -159,6 +167,7 @@ impl Accumulators {
             wakes: 0,
             killed: 0,
             killed_work_gpu_s: 0.0,
+            killed_remaining: Vec::new(),
             slowdown_sum: 0.0,
             last_end_s: 0.0,
         }
@@ -213,6 +222,7 @@ impl Accumulators {
     pub fn record_kill(&mut self, job: &SimJob, ready_s: f64, end_s: f64, remaining_work_s: f64) {
         self.killed += 1;
         self.killed_work_gpu_s += remaining_work_s * job.total_gpus() as f64;
+        self.killed_remaining.push((job.id.0, remaining_work_s));
         let limit = end_s - ready_s;
         self.record_finish(job, ready_s, ready_s, end_s, limit);
     }
@@ -250,12 +260,13 @@ impl Accumulators {
             node_resumes: self.wakes,
             killed_at_time_limit: self.killed,
             killed_work_gpu_h: self.killed_work_gpu_s / 3600.0,
+            unfinished_work_floor_kwh: 0.0,
             planner_cycles: self.cycles,
             mean_cycle_us: if self.cycles > 0 { self.cycle_time_s / self.cycles as f64 * 1e6 } else { 0.0 },
             wall_s,
         };
         let power_kw = self.power_bins_j.iter().enumerate().map(|(i, j)| ((i as f64 + 0.5) * BIN_S / 86_400.0, j / BIN_S / 1000.0)).collect();
-        RunResult { jobs: self.per_job, name: name.to_string(), metrics, power_kw, jct_sorted_s: self.jct_s }
+        RunResult { jobs: self.per_job, name: name.to_string(), metrics, power_kw, jct_sorted_s: self.jct_s, killed_remaining_work_s: self.killed_remaining }
     }
 }
 

@@ -95,12 +95,33 @@ impl Workload {
 
     pub fn run_one(&self, setup: &Setup, on_progress: impl FnMut(u64)) -> RunResult {
         let engine = Engine::new(setup, &self.spec, &self.truth, &self.prepared.jobs, self.prepared.seed, self.predictor.clone(), self.carbon.clone(), self.scaling.clone());
-        engine.run(on_progress)
+        let mut r = engine.run(on_progress);
+        self.charge_unfinished_work(std::slice::from_mut(&mut r));
+        r
     }
 
-    /// The `oracle` lower bound for the current jobs.
+    /// The `oracle` lower bound for the current jobs (every power limit of the planner's clock
+    /// ladder allowed).
     pub fn oracle(&self) -> RunResult {
-        oracle::run_oracle(&self.prepared.jobs, &self.truth, &self.spec, self.carbon.as_ref())
+        oracle::run_oracle(&self.prepared.jobs, &self.truth, &self.spec, self.carbon.as_ref(), &self.ladder_limits_w())
+    }
+
+    /// The power limits of the planner's clock ladder: every limit a policy may set.
+    fn ladder_limits_w(&self) -> Vec<f64> {
+        self.predictor.curves(&self.spec.cluster.gpu_type).map(|c| c.ladder.iter().map(|s| s.power_limit_w).collect()).unwrap_or_default()
+    }
+
+    /// Fill in each run's [`metrics::Metrics::unfinished_work_floor_kwh`] (its killed jobs'
+    /// unfinished work at the oracle's least energy per work second).
+    fn charge_unfinished_work(&self, results: &mut [RunResult]) {
+        if results.iter().all(|r| r.killed_remaining_work_s.is_empty()) {
+            return;
+        }
+        let ladder = self.ladder_limits_w();
+        let bounder = oracle::Bounder::new(&self.truth, &self.spec, &self.prepared.jobs, &ladder);
+        for r in results {
+            r.metrics.unfinished_work_floor_kwh = bounder.unfinished_floor_kwh(&self.prepared.jobs, &r.killed_remaining_work_s);
+        }
     }
 
     /// Run every setup, `threads` at a time, with a progress bar per run on a terminal.
