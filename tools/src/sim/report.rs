@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::plots::{Series, downsample, line_chart_svg, stacked_bar_svg};
 use crate::sim::frontier::Point;
 use crate::sim::metrics::RunResult;
-use crate::sim::stats::{Estimate, paired};
+use crate::sim::stats::{Estimate, paired, share_of_saving};
 
 /// Runs of the same setups under several seeds: `runs[k]` holds every setup's result for
 /// `seeds[k]`, in the same setup order for every seed.
@@ -21,6 +21,15 @@ pub struct SeededRuns {
 
 /// Baselines that paired ratios are given against, headline first.
 pub const BASELINES: [&str; 2] = ["slurm-powersave", "slurm"];
+
+/// The reference of the oracle's saving (the headline baseline).
+pub const REFERENCE: &str = "slurm-powersave";
+/// The lower bound (`oracle.rs`).
+pub const ORACLE: &str = "oracle";
+/// The policy whose paired differences to every other policy are given.
+pub const FOCUS: &str = "energy";
+/// Metrics of those differences.
+const DIFF_METRICS: [&str; 2] = ["energy_kwh", "mean_jct_s"];
 
 /// Metrics that the ratio tables compare.
 const RATIO_METRICS: [&str; 6] = ["energy_kwh", "carbon_kg", "mean_jct_s", "p99_jct_s", "mean_wait_s", "makespan_s"];
@@ -51,6 +60,30 @@ impl SeededRuns {
             let e = Estimate::of(&self.values(name, &m));
             (m, e)
         }).collect()
+    }
+
+    /// A setup's energy per seed plus the least energy of the work its killed jobs left undone
+    /// (what the oracle's bound holds for, `oracle.rs`).
+    pub fn charged_energy_kwh(&self, name: &str) -> Vec<f64> {
+        self.values(name, "energy_kwh").iter().zip(self.values(name, "unfinished_work_floor_kwh")).map(|(e, u)| e + u).collect()
+    }
+
+    /// Share of the oracle's saving over [`REFERENCE`] that `name` reaches, per seed (energies as
+    /// [`SeededRuns::charged_energy_kwh`]), then mean and interval; `None` without the reference
+    /// or the oracle.
+    pub fn oracle_share(&self, name: &str) -> Option<Estimate> {
+        let (p, r, o) = (self.charged_energy_kwh(name), self.charged_energy_kwh(REFERENCE), self.charged_energy_kwh(ORACLE));
+        (!r.is_empty() && p.len() == r.len() && o.len() == r.len()).then(|| share_of_saving(&p, &r, &o))
+    }
+
+    /// Paired per-seed difference [`FOCUS`] − `name` of `metric` (mean and interval).
+    pub fn focus_difference(&self, name: &str, metric: &str) -> Option<Estimate> {
+        self.paired(FOCUS, name, metric).map(|(_, d)| d)
+    }
+
+    /// Setups the oracle share and the differences are given for: all but the oracle.
+    fn compared(&self) -> Vec<String> {
+        self.names().into_iter().filter(|n| n != ORACLE).collect()
     }
 
     /// Paired (ratio, difference) of `metric` of `name` against `baseline`, seed by seed.
@@ -115,6 +148,37 @@ pub fn table(all: &SeededRuns) -> String {
             );
         }
     }
+    out.push_str(&share_and_differences(all));
+    out
+}
+
+/// The share of the oracle's saving each policy reaches, and `energy`'s paired differences to
+/// every other policy (empty when the runs lack what they need).
+fn share_and_differences(all: &SeededRuns) -> String {
+    let mut out = String::new();
+    let names = all.names();
+    if names.iter().any(|n| n == REFERENCE) && names.iter().any(|n| n == ORACLE) {
+        let _ = writeln!(
+            out,
+            "\nshare of the oracle's saving over {REFERENCE}, per seed (E_{REFERENCE} - E) / (E_{REFERENCE} - E_oracle), then mean ± 95 % interval;\nE includes the least energy of the work killed jobs left undone (the oracle's bound does all the work):"
+        );
+        let _ = writeln!(out, "{:<34} {:>17} {:>24}", "policy", "share %", "unfinished work floor kWh");
+        for name in all.compared() {
+            let share = all.oracle_share(&name).map_or_else(|| "-".to_string(), |e| e.scaled(100.0).show(1));
+            let floor = Estimate::of(&all.values(&name, "unfinished_work_floor_kwh")).show(1);
+            let _ = writeln!(out, "{:<34} {:>17} {:>24}", name, share, floor);
+        }
+    }
+    if names.iter().any(|n| n == FOCUS) && all.seeds.len() > 1 {
+        let _ = writeln!(out, "\n{FOCUS} - each policy, paired by seed (mean ± 95 % interval; * = the interval excludes 0):");
+        let _ = writeln!(out, "{:<34} {:>20} {:>20}", "policy", "energy MWh", "mean JCT h");
+        for name in all.compared().into_iter().filter(|n| n != FOCUS) {
+            let cell = |metric: &str, scale: f64, decimals: usize| {
+                all.focus_difference(&name, metric).map_or_else(|| "-".to_string(), |d| format!("{}{}", d.scaled(scale).show(decimals), if d.excludes_zero() { " *" } else { "  " }))
+            };
+            let _ = writeln!(out, "{:<34} {:>20} {:>20}", name, cell("energy_kwh", 1e-3, 2), cell("mean_jct_s", 1.0 / 3600.0, 2));
+        }
+    }
     out
 }
 
@@ -156,6 +220,21 @@ pub fn json(all: &SeededRuns, extra: serde_json::Value) -> serde_json::Value {
             against.insert(name, serde_json::Value::Object(m));
         }
         doc.insert(format!("vs_{baseline}"), serde_json::Value::Object(against));
+    }
+    let shares: serde_json::Map<String, serde_json::Value> = all.compared().into_iter().filter_map(|n| all.oracle_share(&n).map(|e| (n, est_json(e)))).collect();
+    if !shares.is_empty() {
+        doc.insert("oracle_share".into(), json!({ "reference": REFERENCE, "policies": shares }));
+    }
+    if all.names().iter().any(|n| n == FOCUS) {
+        let mut diffs = serde_json::Map::new();
+        for name in all.compared().into_iter().filter(|n| n != FOCUS) {
+            let m: serde_json::Map<String, serde_json::Value> = DIFF_METRICS
+                .iter()
+                .filter_map(|metric| all.focus_difference(&name, metric).map(|d| (metric.to_string(), json!({ "mean": d.mean, "ci95": d.ci95, "excludes_zero": d.excludes_zero() }))))
+                .collect();
+            diffs.insert(name, serde_json::Value::Object(m));
+        }
+        doc.insert(format!("{FOCUS}_minus"), serde_json::Value::Object(diffs));
     }
     doc.insert("seeds".into(), json!(all.seeds));
     doc.insert("per_seed".into(), serde_json::Value::Object(per_seed));
