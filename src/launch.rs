@@ -95,6 +95,11 @@ pub struct RecoveryWatch {
     registrations: Vec<RegistrationAsked>,
     /// Watched jobs found younger than Slurm's grace after their node registered without them.
     grace_waits: Vec<u32>,
+    /// Watched jobs whose node was asked to register again because it reported them without
+    /// their batch script.
+    script_asks: Vec<u32>,
+    /// Watched jobs seen waiting for their prolog, and when the wait was seen to end (Unix s).
+    prolog_wait_ended: Vec<(u32, i64)>,
 }
 
 /// A node the watch asked to register again, for a job picked after the node had registered.
@@ -105,6 +110,8 @@ pub struct RegistrationAsked {
     pub job_id: u32,
     /// 0: queued to slurmctld's agent.
     pub rc: i32,
+    /// Asked because the node reported the job without its batch script (else: without the job).
+    pub for_script: bool,
 }
 
 /// A job the watch ended.
@@ -114,6 +121,10 @@ pub struct MissingJob {
     pub node: String,
     /// job_complete()'s return code (0: ended or requeued).
     pub rc: i32,
+    /// Its node ran other steps of it (its extern step) but not its batch script.
+    pub script_gone: bool,
+    /// Every node of it had completed its epilog (ended there; not requeued).
+    pub no_node_left: bool,
 }
 
 impl RecoveryWatch {
@@ -128,6 +139,8 @@ impl RecoveryWatch {
             registration_asked: Vec::new(),
             registrations: Vec::new(),
             grace_waits: Vec::new(),
+            script_asks: Vec::new(),
+            prolog_wait_ended: Vec::new(),
         }
     }
 
@@ -202,7 +215,7 @@ impl SlurmctldLock {
                             // SAFETY: reads the job's bitmap and the node table under the job
                             // and node locks; the agent takes its own copy of the request.
                             let rc = unsafe { sys::energy_request_first_node_registration(rec) };
-                            watch.registrations.push(RegistrationAsked { node: node.clone(), job_id: id, rc });
+                            watch.registrations.push(RegistrationAsked { node: node.clone(), job_id: id, rc, for_script: false });
                             watch.registration_asked.push(node);
                         }
                         // SAFETY: reads the job's state reason and prolog bitmap under the job lock.
@@ -211,6 +224,8 @@ impl SlurmctldLock {
                         }
                         continue;
                     }
+                    // SAFETY: the job's batch step record under the job write lock.
+                    unsafe { sys::energy_batch_step_forget_report(rec) };
                     watch.watched.push(id);
                     // SAFETY: reads the job's state reason and prolog bitmap under the job lock.
                     if unsafe { sys::energy_job_waits_for_prolog(rec) } && !watch.prolog_waits.contains(&id) {
@@ -238,18 +253,31 @@ impl SlurmctldLock {
             let Some(rec) = (unsafe { job.as_mut() }) else { continue };
             // SAFETY: the shim reads the record's state, bitmaps, prolog state and the node
             // table under the job lock.
+            let waits_for_prolog = unsafe { sys::energy_job_waits_for_prolog(rec) };
+            if !waits_for_prolog && watch.held_for_prolog.contains(&id) && !watch.prolog_wait_ended.iter().any(|&(j, _)| j == id) {
+                watch.prolog_wait_ended.push((id, now_s()));
+            }
+            // SAFETY: as above.
             let facts = unsafe {
                 let first_node_registered = sys::energy_job_first_node_registered(rec);
                 WatchedStartFacts {
+                    job_id: id,
                     running: sys::energy_job_is_running(rec),
+                    no_node_left: sys::energy_job_no_node_left(rec),
                     first_node_registered,
                     // Zeroed when picked; the first node's registration sets it for every job
                     // it reports.
                     reported: first_node_registered && rec.time_last_active != 0,
-                    waits_for_prolog: sys::energy_job_waits_for_prolog(rec),
+                    waits_for_prolog,
                     seen_waiting_for_prolog: watch.held_for_prolog.contains(&id),
                     age_s: now_s() - rec.start_time,
                     waited_for_grace: watch.grace_waits.contains(&id),
+                    batch_step_reported: match sys::energy_batch_step_reported(rec) {
+                        -1 => None,
+                        r => Some(r == 1),
+                    },
+                    asked_for_script: watch.script_asks.contains(&id),
+                    since_prolog_wait_ended_s: watch.prolog_wait_ended.iter().find(|&&(j, _)| j == id).map(|&(_, at)| now_s() - at),
                     batch_start_timeout_s,
                     msg_timeout_s,
                 }
@@ -287,7 +315,23 @@ impl SlurmctldLock {
                     // SAFETY: reads the job's bitmap and the node table under the job and node
                     // locks; the agent takes its own copy of the request.
                     let rc = unsafe { sys::energy_request_first_node_registration(rec) };
-                    watch.registrations.push(RegistrationAsked { node, job_id: id, rc });
+                    watch.registrations.push(RegistrationAsked { node, job_id: id, rc, for_script: false });
+                }
+                StartWatchAction::AskNodeForScript => {
+                    // Forgotten, so that what the asked registration reports can be told:
+                    // slurmctld sets both again for a job and a step the node reports. A
+                    // registration that does not report the job at all runs slurmctld's own
+                    // missing-job check on it.
+                    rec.time_last_active = 0;
+                    // SAFETY: the job's batch step record under the job write lock.
+                    unsafe { sys::energy_batch_step_forget_report(rec) };
+                    // SAFETY: batch host string owned by the record.
+                    let node = unsafe { opt_str(rec.batch_host) }.unwrap_or("?").to_string();
+                    // SAFETY: as for AskNodeAgain.
+                    let rc = unsafe { sys::energy_request_first_node_registration(rec) };
+                    watch.registrations.push(RegistrationAsked { node, job_id: id, rc, for_script: true });
+                    watch.script_asks.push(id);
+                    still.push(id);
                 }
                 StartWatchAction::MarkActive => {
                     // Left to Slurm's own check of missing batch jobs, from the time slurmctld
@@ -300,8 +344,23 @@ impl SlurmctldLock {
                     let node = unsafe { opt_str(rec.batch_host) }.unwrap_or("?").to_string();
                     // SAFETY: a running batch job under the job write lock, ended as slurmctld
                     // ends a batch job missing from its node.
-                    let rc = unsafe { sys::energy_job_complete_missing(rec) };
-                    ended.push(MissingJob { job_id: id, node, rc });
+                    let rc = unsafe { sys::energy_job_complete_missing(rec, true) };
+                    ended.push(MissingJob { job_id: id, node, rc, script_gone: false, no_node_left: false });
+                }
+                StartWatchAction::EndScriptGone => {
+                    // SAFETY: batch host string owned by the record.
+                    let node = unsafe { opt_str(rec.batch_host) }.unwrap_or("?").to_string();
+                    // SAFETY: as for EndAsMissing.
+                    let rc = unsafe { sys::energy_job_complete_missing(rec, true) };
+                    ended.push(MissingJob { job_id: id, node, rc, script_gone: true, no_node_left: false });
+                }
+                StartWatchAction::EndNoNodeLeft => {
+                    // SAFETY: batch host string owned by the record.
+                    let node = unsafe { opt_str(rec.batch_host) }.unwrap_or("?").to_string();
+                    // SAFETY: a running batch job under the job write lock; not requeued (it ran
+                    // to its end on its nodes).
+                    let rc = unsafe { sys::energy_job_complete_missing(rec, false) };
+                    ended.push(MissingJob { job_id: id, node, rc, script_gone: false, no_node_left: true });
                 }
             }
         }
@@ -313,7 +372,10 @@ impl SlurmctldLock {
 /// What [`SlurmctldLock::watch_recovered_starts`] read of one watched job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WatchedStartFacts {
+    pub job_id: u32,
     pub running: bool,
+    /// Running, and none of its nodes is left on it (node count 0, empty node bitmap).
+    pub no_node_left: bool,
     /// Its first node (the batch host) registered with this slurmctld.
     pub first_node_registered: bool,
     /// That registration reported the job.
@@ -325,6 +387,13 @@ pub struct WatchedStartFacts {
     pub age_s: i64,
     /// Seen younger than Slurm's grace at an earlier look, its node registered.
     pub waited_for_grace: bool,
+    /// Whether the registrations since it was last forgotten reported its batch step (None: the
+    /// job has no batch step record).
+    pub batch_step_reported: Option<bool>,
+    /// Its node was asked to register again because it reported it without its batch script.
+    pub asked_for_script: bool,
+    /// Seconds since its prolog wait was seen to end (None: not seen waiting, or still waiting).
+    pub since_prolog_wait_ended_s: Option<i64>,
     /// slurm.conf `BatchStartTimeout`.
     pub batch_start_timeout_s: i64,
     /// slurm.conf `MessageTimeout`.
@@ -348,6 +417,15 @@ pub enum StartWatchAction {
     AskNodeAgain,
     /// End it as slurmctld ends a batch job missing from its node.
     EndAsMissing,
+    /// Its node reported it without its batch script: forget what was reported (the job's and
+    /// its batch step's `time_last_active`), ask the node to register again, and look again.
+    AskNodeForScript,
+    /// The registration asked for reported it without its batch script again: end it as
+    /// slurmctld ends a batch job missing from its node.
+    EndScriptGone,
+    /// Ended on all its nodes (their epilogs completed): end it, not requeued, releasing what
+    /// it holds.
+    EndNoNodeLeft,
 }
 
 /// A recovered job whose prolog completion the previous slurmctld answered and never wrote:
@@ -450,7 +528,7 @@ impl SlurmctldLock {
                     let node = unsafe { opt_str(rec.batch_host) }.unwrap_or("?").to_string();
                     // SAFETY: a running batch job under the job write lock, ended as slurmctld
                     // ends a batch job missing from its node.
-                    let rc = unsafe { sys::energy_job_complete_missing(rec) };
+                    let rc = unsafe { sys::energy_job_complete_missing(rec, true) };
                     watch.held_for_prolog.retain(|&j| j != id);
                     finished.push(LostProlog { job_id: id, done: PrologWaitEnd::EndedAsMissing { node }, rc });
                 }

@@ -7,14 +7,26 @@
 //! registration) ends only jobs older than `BatchStartTimeout` + min(10 s, `MessageTimeout`) at
 //! that registration, and the nodes register at once after a restart: a younger job would hold
 //! its nodes until its time limit. The plugin watches each such job from slurmctld's start
-//! until its first node registers; the node's registration reports every job it runs. This
-//! module only decides; it never touches Slurm (`src/launch.rs` reads the facts and acts).
+//! until its first node registers; the node's registration reports every job it runs.
+//!
+//! The other way round: a job whose script ended just before the crash, its completion answered
+//! by the previous slurmctld and never saved, is recovered as running. Without an extern step
+//! its node reports nothing and Slurm's check ends it; with `PrologFlags=Contain` the node
+//! reports its extern step, which keeps it "active" for Slurm until its time limit, holding its
+//! nodes. The registration also says which steps run: a job reported without its batch step,
+//! past the grace, is asked about once more and then ended as missing ([`BatchStep`]).
+//!
+//! This module only decides; it never touches Slurm (`src/launch.rs` reads the facts and acts).
 
 /// What the plugin read of one watched job (a batch job the previous slurmctld started).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct WatchedJob {
     /// Running (not pending, not ended).
     pub running: bool,
+    /// Running with none of its nodes left: every node's epilog completion reached this
+    /// slurmctld (the previous one had sent the kill and died before saving the end), which
+    /// takes each node off the job; with its steps deleted, nothing can ever report it.
+    pub no_node_left: bool,
     /// Its first node (the batch host) registered with this slurmctld.
     pub first_node_registered: bool,
     /// That registration reported the job (a step of it runs there).
@@ -29,6 +41,25 @@ pub struct WatchedJob {
     /// it: its launch may have reached the node since, which the node reports only at its next
     /// registration.
     pub waited_for_grace: bool,
+    /// Whether the registration that reported the job reported its batch script too.
+    pub batch_step: BatchStep,
+    /// Its node was asked to register again because it reported the job without its batch
+    /// script; `reported` and `batch_step` then tell what that registration said.
+    pub asked_for_script: bool,
+    /// Seconds since its prolog wait was seen to end (None: never seen waiting, or still waiting).
+    pub since_prolog_wait_ended_s: Option<i64>,
+}
+
+/// The batch step (the script's slurmstepd) at the registrations since it was last looked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BatchStep {
+    /// slurmctld has no batch step record for the job: nothing to tell.
+    #[default]
+    Unknown,
+    /// Reported by its node.
+    Reported,
+    /// Not reported (the node reported other steps of the job, e.g. its extern step).
+    NotReported,
 }
 
 /// What to do with it now.
@@ -57,6 +88,18 @@ pub enum LaunchVerdict {
     /// Its node registered without it, and it is past Slurm's grace: the launch never left.
     /// End it as slurmctld ends a batch job missing from its node.
     EndAsMissing,
+    /// Reported by its node without its batch script (only its extern step, `PrologFlags=Contain`),
+    /// past Slurm's grace (and past it since its prolog wait ended): ask the node to register
+    /// again, forgetting what was reported, and keep watching.
+    AskNodeForScript,
+    /// Ended on every node (their epilogs completed) while slurmctld still has it running: end
+    /// it (not requeued: its nodes ran it to its end), releasing what it holds.
+    EndedOnItsNodes,
+    /// The registration asked for reported the job again without its batch script: the script
+    /// ended and its completion was lost (answered by the previous slurmctld, which died before
+    /// saving it), or its slurmstepd died. Slurm's own check never ends such a job (its extern
+    /// step keeps it "active"): end it as slurmctld ends a batch job missing from its node.
+    ScriptGone,
 }
 
 /// Slurm's grace for a batch job at its node's registration (`_purge_missing_jobs`):
@@ -70,11 +113,28 @@ pub fn judge(job: &WatchedJob, grace_s: i64) -> LaunchVerdict {
     if !job.running {
         return LaunchVerdict::Settled;
     }
+    if job.no_node_left {
+        return LaunchVerdict::EndedOnItsNodes;
+    }
     if !job.first_node_registered {
         return LaunchVerdict::KeepWatching;
     }
     if job.reported {
-        return LaunchVerdict::Alive;
+        return match job.batch_step {
+            BatchStep::Unknown | BatchStep::Reported => LaunchVerdict::Alive,
+            BatchStep::NotReported if job.asked_for_script => LaunchVerdict::ScriptGone,
+            // The script is launched once the prolog ends.
+            BatchStep::NotReported if job.waits_for_prolog => LaunchVerdict::PrologMayRun,
+            BatchStep::NotReported => {
+                let waited = job.age_s >= grace_s && job.since_prolog_wait_ended_s.is_none_or(|s| s >= grace_s);
+                if waited { LaunchVerdict::AskNodeForScript } else { LaunchVerdict::KeepWatching }
+            }
+        };
+    }
+    if job.asked_for_script {
+        // The registration asked for has not come yet (one that does not report the job at
+        // all is Slurm's own missing-job check's to judge).
+        return LaunchVerdict::KeepWatching;
     }
     if job.waits_for_prolog {
         return LaunchVerdict::PrologMayRun;
@@ -99,7 +159,51 @@ mod tests {
 
     /// A job whose node registered without it, long after its start.
     fn missing() -> WatchedJob {
-        WatchedJob { running: true, first_node_registered: true, reported: false, waits_for_prolog: false, seen_waiting_for_prolog: false, age_s: 600, waited_for_grace: false }
+        WatchedJob { running: true, first_node_registered: true, age_s: 600, ..WatchedJob::default() }
+    }
+
+    /// Reported by its node with only its extern step (its script's completion lost).
+    fn script_not_reported() -> WatchedJob {
+        WatchedJob { reported: true, batch_step: BatchStep::NotReported, ..missing() }
+    }
+
+    #[test]
+    fn a_job_reported_without_its_script_is_asked_about_again_then_ended() {
+        let grace = launch_grace_s(10, 10);
+        assert_eq!(judge(&script_not_reported(), grace), LaunchVerdict::AskNodeForScript);
+        // The asked registration: not in yet, then reported without the script, or with it.
+        assert_eq!(judge(&WatchedJob { reported: false, asked_for_script: true, ..script_not_reported() }, grace), LaunchVerdict::KeepWatching);
+        assert_eq!(judge(&WatchedJob { asked_for_script: true, ..script_not_reported() }, grace), LaunchVerdict::ScriptGone);
+        assert_eq!(judge(&WatchedJob { asked_for_script: true, batch_step: BatchStep::Reported, ..script_not_reported() }, grace), LaunchVerdict::Alive);
+        // Ended by Slurm meanwhile.
+        assert_eq!(judge(&WatchedJob { running: false, asked_for_script: true, ..script_not_reported() }, grace), LaunchVerdict::Settled);
+    }
+
+    #[test]
+    fn a_script_may_still_be_launching_within_the_grace_and_after_the_prolog() {
+        let grace = launch_grace_s(10, 10);
+        assert_eq!(judge(&WatchedJob { age_s: 19, ..script_not_reported() }, grace), LaunchVerdict::KeepWatching);
+        assert_eq!(judge(&WatchedJob { age_s: 20, ..script_not_reported() }, grace), LaunchVerdict::AskNodeForScript);
+        // Its launch follows its prolog.
+        assert_eq!(judge(&WatchedJob { waits_for_prolog: true, ..script_not_reported() }, grace), LaunchVerdict::PrologMayRun);
+        assert_eq!(judge(&WatchedJob { seen_waiting_for_prolog: true, since_prolog_wait_ended_s: Some(5), ..script_not_reported() }, grace), LaunchVerdict::KeepWatching);
+        assert_eq!(judge(&WatchedJob { seen_waiting_for_prolog: true, since_prolog_wait_ended_s: Some(20), ..script_not_reported() }, grace), LaunchVerdict::AskNodeForScript);
+    }
+
+    #[test]
+    fn a_running_job_none_of_whose_nodes_is_left_is_ended() {
+        let grace = launch_grace_s(10, 10);
+        // Whatever else is known (its node gone from the job, nothing registered for it).
+        assert_eq!(judge(&WatchedJob { no_node_left: true, first_node_registered: false, age_s: 1, ..missing() }, grace), LaunchVerdict::EndedOnItsNodes);
+        assert_eq!(judge(&WatchedJob { no_node_left: true, waits_for_prolog: true, ..missing() }, grace), LaunchVerdict::EndedOnItsNodes);
+        assert_eq!(judge(&WatchedJob { no_node_left: true, running: false, ..missing() }, grace), LaunchVerdict::Settled);
+    }
+
+    #[test]
+    fn a_job_reported_with_its_script_or_without_a_batch_step_record_is_alive() {
+        let grace = launch_grace_s(10, 10);
+        assert_eq!(judge(&WatchedJob { batch_step: BatchStep::Reported, ..script_not_reported() }, grace), LaunchVerdict::Alive);
+        assert_eq!(judge(&WatchedJob { batch_step: BatchStep::Unknown, ..script_not_reported() }, grace), LaunchVerdict::Alive);
     }
 
     #[test]

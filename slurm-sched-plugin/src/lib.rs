@@ -335,7 +335,10 @@ fn watch_recovery(watch: &mut slurm_bindings::launch::RecoveryWatch, finish_lost
     finish_lost_prologs_of(&mut lock, watch, finish_lost_prologs);
     let watched_before = (watch.watched(), watch.prolog_waits());
     let judged = lock.watch_recovered_starts(watch, |f| {
-        use model::lost_launch::{LaunchVerdict, WatchedJob, judge, launch_grace_s};
+        use model::lost_launch::{BatchStep, LaunchVerdict, WatchedJob, judge, launch_grace_s};
+        if LOG.debug_enabled() {
+            LOG.debug(&format!("recovered start watched: {f:?}"));
+        }
         use slurm_bindings::launch::StartWatchAction;
         let job = WatchedJob {
             running: f.running,
@@ -345,6 +348,14 @@ fn watch_recovery(watch: &mut slurm_bindings::launch::RecoveryWatch, finish_lost
             seen_waiting_for_prolog: f.seen_waiting_for_prolog,
             age_s: f.age_s,
             waited_for_grace: f.waited_for_grace,
+            no_node_left: f.no_node_left,
+            batch_step: match f.batch_step_reported {
+                None => BatchStep::Unknown,
+                Some(true) => BatchStep::Reported,
+                Some(false) => BatchStep::NotReported,
+            },
+            asked_for_script: f.asked_for_script,
+            since_prolog_wait_ended_s: f.since_prolog_wait_ended_s,
         };
         match judge(&job, launch_grace_s(f.batch_start_timeout_s, f.msg_timeout_s)) {
             LaunchVerdict::Settled | LaunchVerdict::Alive => StartWatchAction::Stop,
@@ -354,11 +365,34 @@ fn watch_recovery(watch: &mut slurm_bindings::launch::RecoveryWatch, finish_lost
             LaunchVerdict::WaitForGrace => StartWatchAction::WaitForGrace,
             LaunchVerdict::AskNodeAgain => StartWatchAction::AskNodeAgain,
             LaunchVerdict::EndAsMissing => StartWatchAction::EndAsMissing,
+            LaunchVerdict::AskNodeForScript => StartWatchAction::AskNodeForScript,
+            LaunchVerdict::ScriptGone => StartWatchAction::EndScriptGone,
+            LaunchVerdict::EndedOnItsNodes => StartWatchAction::EndNoNodeLeft,
         }
     });
     match judged {
         Ok(ended) => {
-            for m in ended {
+            for m in ended.iter().filter(|m| m.script_gone) {
+                slurm_log!(
+                    LOG,
+                    info,
+                    "Batch JobId={} missing from batch node {} after slurmctld restart (its node runs other steps of it but not its batch script, at a registration asked for past BatchStartTimeout: the script ended and its completion was lost with the previous slurmctld, or its slurmstepd died): ended as Slurm ends missing batch jobs (rc {})",
+                    m.job_id,
+                    m.node,
+                    m.rc
+                );
+            }
+            for m in ended.iter().filter(|m| m.no_node_left) {
+                slurm_log!(
+                    LOG,
+                    info,
+                    "recovered batch JobId={} (batch node {}) has ended on all its nodes (their epilogs completed after slurmctld restart: the previous slurmctld ended it and died before saving that): ended as NODE_FAIL, not requeued, its resources released (rc {})",
+                    m.job_id,
+                    m.node,
+                    m.rc
+                );
+            }
+            for m in ended.iter().filter(|m| !m.script_gone && !m.no_node_left) {
                 slurm_log!(
                     LOG,
                     info,
@@ -372,7 +406,16 @@ fn watch_recovery(watch: &mut slurm_bindings::launch::RecoveryWatch, finish_lost
         Err(e) => LOG.error(&format!("recovered jobs not checked: {e}")),
     }
     for r in watch.take_registrations() {
-        if r.rc == 0 {
+        if r.rc == 0 && r.for_script {
+            slurm_log!(
+                LOG,
+                info,
+                "recovered batch JobId={}: its node {} reported it without its batch script (only its other steps); asked {} to register again to tell whether the script still runs",
+                r.job_id,
+                r.node,
+                r.node
+            );
+        } else if r.rc == 0 {
             slurm_log!(
                 LOG,
                 info,

@@ -15,6 +15,7 @@
 
 #include "src/slurmctld/agent.h"
 #include "src/slurmctld/ping_nodes.h"
+#include "src/slurmctld/node_scheduler.h"
 
 /* The shim's own copy, for energy_log(); written once by a successful resolve. */
 static energy_slurm_api_t resolved;
@@ -215,7 +216,8 @@ bitstr_t *energy_job_gres_bitmap(const energy_node_api_t *api, energy_list_t job
 	X(hostlist_create)                   \
 	X(set_agent_arg_r_uid)               \
 	X(agent_queue_request)               \
-	X(ping_begin)
+	X(ping_begin)                        \
+	X(deallocate_nodes)
 
 static struct {
 #define ENERGY_SHIM_MEMBER(name) __typeof__(name) *name;
@@ -1066,9 +1068,25 @@ bool energy_any_node_registered(void)
 	return false;
 }
 
-int energy_job_complete_missing(job_record_t *job)
+bool energy_job_no_node_left(const job_record_t *job)
 {
-	bool requeue = job->details && job->details->requeue;
+	return resolved_ok && IS_JOB_RUNNING(job) &&
+	       (job->node_cnt == 0 || !job->node_bitmap || shim_fns.bit_ffs(job->node_bitmap) < 0);
+}
+
+int energy_job_complete_missing(job_record_t *job, bool may_requeue)
+{
+	bool requeue = may_requeue && job->details && job->details->requeue;
+	/*
+	 * A running job none of whose nodes is left: their epilog completions reached this
+	 * slurmctld (the job ended there before the previous slurmctld died, which had sent the
+	 * kill and not saved the end), and make_node_idle() took each node off the job.
+	 * job_complete() then releases nothing (node_cnt 0 reads as "resources given to another
+	 * job"): its cores, memory, GRES and limits would stay allocated with no job. Released
+	 * afterwards as _job_timed_out() releases such a job at its time limit (deallocate_nodes()).
+	 */
+	bool no_node_left = IS_JOB_RUNNING(job) && job->node_cnt == 0;
+	int rc;
 
 	if (!resolved_ok)
 		return -1;
@@ -1077,12 +1095,15 @@ int energy_job_complete_missing(job_record_t *job)
 	/* 25.11 names the job by its step id (no SLUID: found by job id). */
 	slurm_step_id_t step_id = { .sluid = 0, .job_id = job->job_id,
 				    .step_het_comp = NO_VAL, .step_id = NO_VAL };
-	return shim_fns.job_complete(&step_id, (*resolved.slurm_conf).slurm_user_id,
-				     requeue, true, NO_VAL);
+	rc = shim_fns.job_complete(&step_id, (*resolved.slurm_conf).slurm_user_id,
+				   requeue, true, NO_VAL);
 #else
-	return shim_fns.job_complete(job->job_id, (*resolved.slurm_conf).slurm_user_id,
-				     requeue, true, NO_VAL);
+	rc = shim_fns.job_complete(job->job_id, (*resolved.slurm_conf).slurm_user_id,
+				   requeue, true, NO_VAL);
 #endif
+	if (rc == SLURM_SUCCESS && no_node_left && job->details)
+		(void) shim_fns.deallocate_nodes(job, false, false, false);
+	return rc;
 }
 
 bool energy_job_waits_for_prolog(const job_record_t *job)
@@ -1144,6 +1165,37 @@ void energy_drop_batch_step(job_record_t *job)
 	step = shim_fns.find_step_record(job, &id);
 	if (step)
 		shim_fns.delete_step_record(job, step);
+}
+
+/* The job's batch step record, or NULL. */
+static step_record_t *batch_step_of(const job_record_t *job)
+{
+	slurm_step_id_t id = {
+		.job_id = job->job_id,
+		.step_id = SLURM_BATCH_SCRIPT,
+		.step_het_comp = NO_VAL,
+	};
+
+	if (!resolved_ok || !job->step_list)
+		return NULL;
+	return shim_fns.find_step_record((job_record_t *) job, &id);
+}
+
+int energy_batch_step_reported(const job_record_t *job)
+{
+	step_record_t *step = batch_step_of(job);
+
+	if (!step)
+		return -1;
+	return step->time_last_active != 0;
+}
+
+void energy_batch_step_forget_report(job_record_t *job)
+{
+	step_record_t *step = batch_step_of(job);
+
+	if (step)
+		step->time_last_active = 0;
 }
 
 int energy_server_thread_count(void)

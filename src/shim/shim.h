@@ -560,6 +560,13 @@ extern int energy_prepare_batch_launch(job_record_t *job);
 /* Right before launch_job(): drop the batch step energy_prepare_batch_launch() made, as
  * launch_job() makes its own. Needs the job write lock. */
 extern void energy_drop_batch_step(job_record_t *job);
+/* Whether a node registration reported the job's batch step since its time_last_active was
+ * zeroed (validate_jobs_on_node() sets it for every step a node reports): -1 when the job has
+ * no batch step record, else 0 or 1. Under the job read lock. */
+extern int energy_batch_step_reported(const job_record_t *job);
+/* Zeroes the batch step's time_last_active (read only for steps other than batch and extern,
+ * by _notify_srun_missing_step()). Under the job write lock. */
+extern void energy_batch_step_forget_report(job_record_t *job);
 /* Whether the first node of a job's allocation, whose registration reports a batch job to
  * slurmctld (and refreshes its time_last_active), has registered with this slurmctld: its
  * registration, jobs included, has been processed (validate_jobs_on_node() runs before
@@ -572,9 +579,14 @@ extern int energy_request_first_node_registration(const job_record_t *job);
 /* Whether any node has registered with this slurmctld. Needs the job or node lock. */
 extern bool energy_any_node_registered(void);
 /* What slurmctld does with a batch job missing from its batch node (_purge_missing_jobs(): exit
- * code 1, job_complete() as a node failure, requeued when the job allows it). Needs the job
- * write lock. Returns job_complete()'s code. */
-extern int energy_job_complete_missing(job_record_t *job);
+ * code 1, job_complete() as a node failure, requeued when the job allows it and may_requeue); a running job no
+ * node is left on (their epilogs completed) is then released as at its time limit
+ * (deallocate_nodes(), which job_complete() skips for it). Needs the job write lock. Returns
+ * job_complete()'s code. */
+extern int energy_job_complete_missing(job_record_t *job, bool may_requeue);
+/* A running job none of whose nodes is left on it (node_cnt 0 or an empty node bitmap: every
+ * node's epilog completion was taken, make_node_idle()). Under the job read lock. */
+extern bool energy_job_no_node_left(const job_record_t *job);
 /* Whether a job is marked as waiting for its prolog (PrologFlags=Alloc: state_reason WAIT_PROLOG
  * with nodes left in node_bitmap_pr). Needs the job lock. */
 extern bool energy_job_waits_for_prolog(const job_record_t *job);
