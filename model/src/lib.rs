@@ -33,4 +33,5 @@ pub mod state;
 pub mod time_min;
 pub mod tag;
 pub mod types;
+pub mod whatif;
 pub mod workloads;
