@@ -9,3 +9,4 @@ pub mod replay;
 pub mod sim;
 pub mod soak;
 pub mod trace;
+pub mod whatif;

@@ -75,10 +75,54 @@ enum Command {
     ///
     /// Needs root on Debian 12, like `demo` (not with --sim-only).
     Replay(tools::replay::cli::ReplayArgs),
+    /// What sched/energy would do with a job before it is submitted: its expected start, run
+    /// time, GPU energy, carbon and nodes under each policy (performance, balanced,
+    /// efficiency) and with its deferral window, from the live cluster (scontrol), the
+    /// energy.toml beside slurm.conf and the learnt history of this user and tag
+    /// (docs/whatif.md).
+    ///
+    /// Give the job's sbatch options (or its batch script, whose #SBATCH lines are read):
+    /// -N, -n, -c, --ntasks-per-node, --gres=gpu[:type]:N, -G/--gpus, --gpus-per-node, -t,
+    /// -p, --mem, --mem-per-cpu, --uid and the --energy-* options. Names, output files, mail
+    /// and account are ignored (with a note); options that constrain placement in ways the
+    /// what-if does not model (-w, -x, -C, -d, --array, --exclusive, ...) are refused.
+    /// Example: `slurm-energy whatif --gres=gpu:2 -t 2:00:00 --energy-tag=bert`.
+    Whatif(WhatifArgs),
     /// The program a replayed job runs: advances its work at the simulator's ground-truth rate
     /// for the clock its fake GPUs run at, and makes them draw the truth's power.
     #[command(hide = true)]
     Workload(tools::replay::cli::WorkloadCliArgs),
+}
+
+#[derive(Args)]
+struct WhatifArgs {
+    /// Write the what-if as JSON to this file (`-` for standard output, instead of the table).
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// The energy.toml to read. Default: the one beside the slurm.conf scontrol names.
+    #[arg(long)]
+    energy_toml: Option<PathBuf>,
+    /// sched/energy's learning state. Default: `[learning] state_file`, else
+    /// energy-learning.json in StateSaveLocation.
+    #[arg(long)]
+    learning_state: Option<PathBuf>,
+    /// The job's sbatch options (and optionally its batch script), as given to sbatch.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    sbatch: Vec<String>,
+}
+
+fn whatif(a: WhatifArgs) -> Result<(), String> {
+    let opts = tools::whatif::WhatifOptions { sbatch: a.sbatch, energy_toml: a.energy_toml, learning_state: a.learning_state, ..Default::default() };
+    let report = tools::whatif::run(&opts)?;
+    match a.json.as_deref() {
+        Some(p) if p == std::path::Path::new("-") => println!("{}", tools::whatif::render::json(&report)?),
+        Some(p) => {
+            std::fs::write(p, tools::whatif::render::json(&report)?).map_err(|e| format!("{}: {e}", p.display()))?;
+            print!("{}", tools::whatif::render::text(&report));
+        }
+        None => print!("{}", tools::whatif::render::text(&report)),
+    }
+    Ok(())
 }
 
 #[derive(Args)]
@@ -479,6 +523,7 @@ fn main() -> ExitCode {
         Command::Package(a) => tools::package::cli::run(a),
         Command::Report(a) => acct_report(a),
         Command::Replay(a) => tools::replay::cli::replay(a),
+        Command::Whatif(a) => whatif(a),
         Command::Workload(a) => tools::replay::cli::workload(a),
     };
     match result {
