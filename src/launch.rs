@@ -350,8 +350,9 @@ impl SlurmctldLock {
                 StartWatchAction::EndScriptGone => {
                     // SAFETY: batch host string owned by the record.
                     let node = unsafe { opt_str(rec.batch_host) }.unwrap_or("?").to_string();
-                    // SAFETY: as for EndAsMissing.
-                    let rc = unsafe { sys::energy_job_complete_missing(rec, true) };
+                    // SAFETY: as for EndAsMissing; not requeued (its script most likely ran to its
+                    // end: stock keeps such a job to its time limit and ends it unrequeued).
+                    let rc = unsafe { sys::energy_job_complete_missing(rec, false) };
                     ended.push(MissingJob { job_id: id, node, rc, script_gone: true, no_node_left: false });
                 }
                 StartWatchAction::EndNoNodeLeft => {
@@ -421,7 +422,7 @@ pub enum StartWatchAction {
     /// its batch step's `time_last_active`), ask the node to register again, and look again.
     AskNodeForScript,
     /// The registration asked for reported it without its batch script again: end it as
-    /// slurmctld ends a batch job missing from its node.
+    /// slurmctld ends a batch job missing from its node, not requeued.
     EndScriptGone,
     /// Ended on all its nodes (their epilogs completed): end it, not requeued, releasing what
     /// it holds.

@@ -98,7 +98,9 @@ pub enum LaunchVerdict {
     /// The registration asked for reported the job again without its batch script: the script
     /// ended and its completion was lost (answered by the previous slurmctld, which died before
     /// saving it), or its slurmstepd died. Slurm's own check never ends such a job (its extern
-    /// step keeps it "active"): end it as slurmctld ends a batch job missing from its node.
+    /// step keeps it "active"): end it as slurmctld ends a batch job missing from its node, but
+    /// not requeued: the script most likely ran to its end (requeueing would run it twice), and
+    /// stock, which keeps such a job to its time limit, ends it unrequeued too.
     ScriptGone,
 }
 

@@ -376,7 +376,7 @@ fn watch_recovery(watch: &mut slurm_bindings::launch::RecoveryWatch, finish_lost
                 slurm_log!(
                     LOG,
                     info,
-                    "Batch JobId={} missing from batch node {} after slurmctld restart (its node runs other steps of it but not its batch script, at a registration asked for past BatchStartTimeout: the script ended and its completion was lost with the previous slurmctld, or its slurmstepd died): ended as Slurm ends missing batch jobs (rc {})",
+                    "Batch JobId={} missing from batch node {} after slurmctld restart (its node runs other steps of it but not its batch script, at a registration asked for past BatchStartTimeout: the script ended and its completion was lost with the previous slurmctld, or its slurmstepd died): ended as NODE_FAIL, not requeued (rc {})",
                     m.job_id,
                     m.node,
                     m.rc
