@@ -152,9 +152,13 @@ pub struct Estimate {
     pub runtime_max_s: Option<f64>,
     /// Predicted GPU power of the job (W, all its GPUs).
     pub gpu_power_w: Option<f64>,
-    /// Predicted energy (J) over the expected run time, and if it runs to its limit.
+    /// Predicted GPU energy (J) of the job's GPUs over the expected run time (what sacct's
+    /// ConsumedEnergy counts with a GPU energy plugin), and if it runs to its limit.
     pub energy_j: Option<f64>,
     pub energy_max_j: Option<f64>,
+    /// The energy the planner weighs the placement by (its decision record's `pred_kwh`): the
+    /// GPUs' plus, where the placement wakes or keeps a node on, that node's host share.
+    pub planner_energy_j: Option<f64>,
     /// Carbon (g) of the expected energy at the forecast intensity over the expected run, when
     /// a carbon signal is configured and covers it.
     pub carbon_g: Option<f64>,
@@ -208,6 +212,7 @@ fn estimate(snapshot: &Snapshot, job: &PendingJob, scenario: &Scenario, cfg: &Pl
         gpu_power_w: None,
         energy_j: None,
         energy_max_j: None,
+        planner_energy_j: None,
         carbon_g: None,
         planned_at_start: false,
     };
@@ -286,12 +291,14 @@ fn fill(e: &mut Estimate, d: &StartDecision, time_limit_s: f64, runtime_fraction
     e.runtime_s = Some(runtime_s);
     e.runtime_max_s = Some(runtime_max_s);
     e.gpu_power_w = Some(d.predicted_power_w);
-    e.energy_j = Some(d.predicted_energy_j);
-    e.energy_max_j = Some(if runtime_s > 0.0 { d.predicted_energy_j * runtime_max_s / runtime_s } else { d.predicted_energy_j });
+    let energy_j = d.predicted_power_w * runtime_s;
+    e.energy_j = Some(energy_j);
+    e.energy_max_j = Some(d.predicted_power_w * runtime_max_s);
+    e.planner_energy_j = Some(d.predicted_energy_j);
     if e.nodes.is_empty() {
         e.nodes = d.allocations.iter().map(|a| a.node).collect();
     }
-    e.carbon_g = carbon_g(pred, e.start_s.unwrap_or(start_s), start_s, runtime_s, d.predicted_energy_j);
+    e.carbon_g = carbon_g(pred, e.start_s.unwrap_or(start_s), start_s, runtime_s, energy_j);
 }
 
 /// Carbon (g) of `energy_j` spread evenly over `[start_s, start_s + runtime_s)`, at the
