@@ -62,7 +62,7 @@ pub fn text(r: &Report) -> String {
         r.carbon_source.as_deref().unwrap_or("no source configured")
     );
     let _ = writeln!(out);
-    let _ = writeln!(out, "{:<18} {:<14} {:>9} {:<12} {:>6} {:>6} {:>19} {:>21} {:>9}", "policy", "start", "wait", "nodes", "MHz", "slow", "run time (max)", "energy kWh (max)", "CO2 g");
+    let _ = writeln!(out, "{:<18} {:<14} {:>9} {:<12} {:>6} {:>6} {:>19} {:>21} {:>9}", "policy", "start", "wait", "nodes", "MHz", "slow", "run time (max)", "GPU kWh (max)", "CO2 g");
     for row in &r.rows {
         let e = &row.estimate;
         let start = match (e.kind, e.start_s) {
