@@ -7,6 +7,9 @@
 //! shape reads the log when it is searched and marks those nodes stale in a bitmap (a few KB a
 //! shape, which stays in cache where a change counter per node and shape would not), and a
 //! stale node's fit is computed again only when it comes first (lazily, like a priority queue).
+//! Since fits only grow within a cycle, a shape's nodes wait in a monotone queue
+//! ([`radix_queue`]): the fits it started with sorted once and taken from the front, a fit
+//! computed again appended to a bucket by its highest bit, not moved through a tree.
 //! The same bound starts a new shape: a shorter duration's fits (same amount, earliest start
 //! and route) are lower bounds of a longer one's, so a new shape copies the nearest shorter
 //! one's, all stale, instead of computing every node's fit; only the first shape of an amount
@@ -17,7 +20,9 @@
 
 use std::collections::HashMap;
 
-use crate::min_tree::MinTree;
+mod radix_queue;
+
+use radix_queue::RadixQueue;
 
 /// What the earliest fits of a reservation search depend on: the amount per node (GPUs, CPUs,
 /// memory), the duration, the earliest start and the route (node set, own reservation); f64s as
@@ -37,7 +42,8 @@ fn same_but_duration(key: &FitKey, other: &FitKey) -> bool {
 /// Every node's earliest fit (or a lower bound of it) for one shape.
 #[derive(Clone)]
 struct ShapeFits {
-    by_time: MinTree,
+    /// The nodes that can take the shape, by fit (ties to the lowest node).
+    by_time: RadixQueue,
     /// One bit per node: its key in `by_time` is only a lower bound.
     stale: Vec<u64>,
     /// How much of the change log this shape has marked.
@@ -105,29 +111,28 @@ impl FitIndex {
         // taken before it.
         let mut taken: Vec<(u64, usize)> = Vec::new();
         let mut found = None;
-        while let Some((bits, i)) = shape.by_time.first() {
+        while let Some((bits, i)) = shape.by_time.pop() {
             if shape.is_stale(i) {
                 shape.clear(i);
-                shape.by_time.set(i, fit(i));
+                if let Some(later) = fit(i) {
+                    shape.by_time.push(later, i);
+                }
                 continue;
             }
             let start = f64::from_bits(bits);
+            taken.push((bits, i));
             if k == 1 {
                 // Its earliest fit is a start for it alone.
                 found = Some((start, vec![i]));
                 break;
             }
-            shape.by_time.set(i, None);
-            taken.push((bits, i));
             let together: Vec<usize> = taken.iter().map(|&(_, n)| n).filter(|&n| covers(n, start)).take(k).collect();
             if together.len() == k {
                 found = Some((start, together));
                 break;
             }
         }
-        for (bits, i) in taken {
-            shape.by_time.set(i, Some(bits));
-        }
+        shape.by_time.give_back(&taken);
         found
     }
 
@@ -142,7 +147,10 @@ impl FitIndex {
             .max_by(|a, b| duration_s(a.0).total_cmp(&duration_s(b.0)));
         match shorter {
             Some((_, s)) => ShapeFits { by_time: s.by_time.clone(), stale: vec![u64::MAX; words], log_read: self.changed.len() },
-            None => ShapeFits { by_time: MinTree::new((0..self.nodes).map(fit)), stale: vec![0; words], log_read: self.changed.len() },
+            None => {
+                let by_time = RadixQueue::from_pairs((0..self.nodes).filter_map(|i| fit(i).map(|bits| (bits, i as u32))).collect());
+                ShapeFits { by_time, stale: vec![0; words], log_read: self.changed.len() }
+            }
         }
     }
 }
