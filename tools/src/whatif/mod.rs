@@ -242,14 +242,21 @@ pub fn run(opts: &WhatifOptions) -> Result<Report, String> {
         }
     }
     let mut learning_state = None;
+    let mut history_unreadable = false;
     if cfg.learning.enabled {
         let path = opts.learning_state.clone().or_else(|| cfg.learning.state_file.clone()).or_else(|| text.config_value("StateSaveLocation").map(|d| Path::new(&d).join(LEARNING_STATE_FILE)));
         match path {
-            Some(p) if p.exists() => match load_learning(&p, &mut pred) {
-                Ok(what) => learning_state = Some(what),
-                Err(e) => notes.push(format!("{e}: predictions use the prior (sched/energy itself uses the history)")),
+            Some(p) => match p.try_exists() {
+                Ok(false) => notes.push(format!("no learning state at {} yet: predictions use the prior", p.display())),
+                // Readable or not (mode 0600 in StateSaveLocation): reading says which.
+                Ok(true) | Err(_) => match load_learning(&p, &mut pred) {
+                    Ok(what) => learning_state = Some(what),
+                    Err(e) => {
+                        history_unreadable = true;
+                        notes.push(format!("{e}: predictions use the prior (sched/energy itself uses the history)"));
+                    }
+                },
             },
-            Some(p) => notes.push(format!("no learning state at {} yet: predictions use the prior", p.display())),
             None => notes.push("no StateSaveLocation and no [learning] state_file: predictions use the prior".into()),
         }
     } else {
@@ -345,7 +352,8 @@ pub fn run(opts: &WhatifOptions) -> Result<Report, String> {
     let w: WhatIf = what_if(&built.snapshot, &job, &scenarios(&job_opts.hints, &defaults), &planner, &pred);
     if w.from_prior {
         let tag = job_opts.hints.tag.as_deref().map_or(String::new(), |t| format!(" and tag {t}"));
-        notes.insert(0, format!("no history for user {user}{tag}: the prior is used (jobs run {:.0} % of their time limit, power as modelled)", w.runtime_fraction * 100.0));
+        let what = if history_unreadable { "no history read" } else { "no history" };
+        notes.insert(0, format!("{what} for user {user}{tag}: the prior is used (jobs run {:.0} % of their time limit, power as modelled)", w.runtime_fraction * 100.0));
     }
     let rows = w
         .estimates
@@ -469,6 +477,16 @@ mod tests {
         // (0.2 + 0.5 x 3) / 5 of the hour.
         let rt = r.rows[0].estimate.runtime_s.unwrap();
         assert!((rt - 3600.0 * 1.7 / 5.0).abs() < 1.0, "{rt}");
+        // A state file that cannot be read: the prior, and a note naming the file.
+        o.learning_state = Some(dir.path().join("missing-dir").join(LEARNING_STATE_FILE));
+        let r = run(&o).unwrap();
+        assert!(r.from_prior && r.notes[0].starts_with("no history for user 1000 and tag bert"), "{:?}", r.notes);
+        assert!(r.notes.iter().any(|n| n.contains("no learning state at")), "{:?}", r.notes);
+        o.learning_state = Some(dir.path().to_path_buf());
+        let r = run(&o).unwrap();
+        assert!(r.from_prior && r.notes[0].starts_with("no history read for user 1000"), "{:?}", r.notes);
+        assert!(r.notes.iter().any(|n| n.contains("cannot read") && n.contains("predictions use the prior")), "{:?}", r.notes);
+        o.learning_state = None;
         o.sbatch = args(&["--gres=gpu:1", "-p", "nope"]);
         assert!(run(&o).unwrap_err().contains("--partition=nope"));
         o.sbatch = args(&["--gres=gpu:1", "-t", "2-0"]);
