@@ -462,4 +462,25 @@ mod tests {
         let perf = &w.estimates[0];
         assert!((perf.runtime_s.unwrap() - 3600.0 * w.runtime_fraction).abs() < 1e-6, "{perf:?}");
     }
+
+    #[test]
+    fn a_deferral_window_waits_for_the_cleaner_hour_and_its_carbon_is_lower() {
+        let mut pred = predictor();
+        // 400 g/kWh now (t = 1000), 100 g/kWh from t = 4600 on, for hours.
+        let series = crate::carbon_source::IntensitySeries::from_points(&[(0, 400.0), (4600, 100.0), (4600 + 36_000, 100.0)], Some(3600));
+        pred.carbon = Some(crate::carbon::CarbonSignal::published(series));
+        let d = HintDefaults::default();
+        let o = HintOptions { defer_s: Some(2.0 * 3600.0), ..HintOptions::default() };
+        let w = what_if(&snapshot(None), &job(1), &scenarios(&o, &d), &PlannerConfig::default(), &pred);
+        let by = |name: &str| w.estimates.iter().find(|e| e.scenario == name).unwrap_or_else(|| panic!("{name}"));
+        let (now, deferred) = (by("balanced"), by("balanced+defer"));
+        assert_eq!(now.kind, StartKind::Now);
+        assert_eq!(deferred.kind, StartKind::Deferred, "{deferred:?}");
+        assert_eq!(deferred.start_s, Some(4600.0));
+        assert!(deferred.planned_at_start && deferred.energy_j.is_some());
+        let (c_now, c_later) = (now.carbon_g.unwrap(), deferred.carbon_g.unwrap());
+        assert!((c_now - now.energy_j.unwrap() / 3.6e6 * 400.0).abs() < 1e-6 * c_now.max(1.0), "{now:?}");
+        assert!(c_later < c_now * 0.5, "{c_later} vs {c_now}");
+        assert_eq!(by("performance").kind, StartKind::Now, "performance never defers");
+    }
 }
