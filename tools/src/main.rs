@@ -341,8 +341,9 @@ struct SimulateArgs {
     #[arg(long)]
     data: Option<PathBuf>,
     /// Policies to run, comma-separated: slurm, slurm-powersave, eaco, powerflow, greenflow,
-    /// synergy, energy, and oracle (the lower bound under the same truth: every job at its
-    /// energy-optimal clock, no waiting, hosts on only while busy). Default: all.
+    /// synergy, energy, and oracle (a lower bound on energy under the same truth: each job at
+    /// the least energy per unit of work over every choice a policy may make, no waiting, hosts
+    /// on only while busy). Default: all.
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,
     /// Run each policy over a sweep of its own knobs (slowdown bound, power cap on/off, sharing
