@@ -6,8 +6,12 @@
 //! jobs) exceeds the cap, lower by one clock step the job whose next step down costs least,
 //! in GPU-time slowed per watt saved; jobs of the `performance` policy only once no other job
 //! can go lower. A job is never lowered beyond its slowdown bound (`--energy-max-slowdown`,
-//! relative to the default clock), nor beyond what its time limit leaves room for (its
-//! predicted remaining run time, slowed, must still end within the limit). The rule is
+//! relative to the default clock), nor beyond what its time limit may be extended to (its
+//! predicted remaining run time, slowed, must still end within the limit as Slurm lets it be
+//! extended: MaxTime, the QOS' and association's MaxWall, the deadline; an admin's limit is
+//! not extended). A job given a ceiling, or a lower one, has its time limit extended by the
+//! slowdown of its remaining time ([`Decided::slowdowns`], [`extension_factor`]), as a planned
+//! slowdown extends the limit of a job it starts. The rule is
 //! recomputed from scratch every cycle, so when the cap rises the last steps taken are the
 //! first given back (the reverse order), and a job whose ceiling is no longer needed loses it.
 //! A cap that cannot be met this way stays unmet: no job is killed or suspended for it.
@@ -66,8 +70,16 @@ pub struct RunningPower {
     /// Its slowdown bound (relative to the default clock, >= 1).
     pub max_slowdown: f64,
     /// How much slower (relative to its start step) its remaining run may become and still end
-    /// within its time limit (>= 1; 1 when nothing is left to spare or unknown).
+    /// within its time limit, extended as far as Slurm lets it be (>= 1; 1 when nothing is
+    /// left to spare or unknown).
     pub limit_headroom: f64,
+}
+
+/// By how much a job's remaining time grows when its slowdown (relative to its start step) goes
+/// from `before` to `after` (1 when it does not grow: a raised or lifted ceiling never
+/// shortens a limit).
+pub fn extension_factor(before: f64, after: f64) -> f64 {
+    if before > 0.0 && after > before + 1e-9 { after / before } else { 1.0 }
 }
 
 impl RunningPower {
@@ -98,6 +110,8 @@ pub struct Decided {
     pub predicted_w: f64,
     /// The cap could not be met within the jobs' bounds.
     pub unmet: bool,
+    /// Each job's predicted slowdown under its ceiling, relative to its start step (1: none).
+    pub slowdowns: BTreeMap<JobId, f64>,
 }
 
 /// The rule (module docs). `base_w`: the GPU power of everything the jobs do not account for
@@ -132,7 +146,16 @@ pub fn decide(cap_w: Option<f64>, base_w: f64, jobs: &[RunningPower]) -> Decided
             (j.job, c)
         })
         .collect();
-    Decided { ceilings, predicted_w: total, unmet }
+    let slowdowns = jobs
+        .iter()
+        .zip(&at)
+        .map(|(j, &s)| {
+            let ratio = |i: usize| j.steps.get(i).map_or(1.0, |p| p.time_ratio);
+            let vs_start = if s < j.start_step && ratio(j.start_step) > 0.0 { ratio(s) / ratio(j.start_step) } else { 1.0 };
+            (j.job, vs_start.max(1.0))
+        })
+        .collect();
+    Decided { ceilings, predicted_w: total, unmet, slowdowns }
 }
 
 /// A job's directive in force and its number.
@@ -252,11 +275,23 @@ impl fmt::Display for Ceiling {
     }
 }
 
+/// How much slower a job's remaining run (`left_s` predicted at its start step) may become and
+/// still end by the latest end its limit may be extended to (`cap_end_s`, or its `end_s` when
+/// Slurm allows no more; None: uncapped, only the slowdown bound counts). At least 1.
+fn limit_headroom(now_s: f64, end_s: f64, cap_end_s: Option<f64>, left_s: f64) -> f64 {
+    if left_s <= 0.0 {
+        return 1.0;
+    }
+    let extendable_end_s = cap_end_s.map_or(f64::INFINITY, |cap| cap.max(end_s));
+    ((extendable_end_s - now_s) / left_s).max(1.0)
+}
+
 /// The rule's input from a snapshot: idle GPUs' power, and each running job that runs alone on
 /// its GPUs with its ladder as [`Predictor`] predicts it (as for new jobs). Jobs sharing a GPU,
 /// and jobs on GPU types without curves, are counted at their clock's power and never
-/// directed. Returns (`base_w`, the jobs).
-pub fn running_powers(snap: &Snapshot, pred: &Predictor) -> (f64, Vec<RunningPower>) {
+/// directed. `limit_cap_end_s`: for each running job whose limit Slurm caps, the latest end
+/// its limit may be extended to (Unix s; absent: uncapped). Returns (`base_w`, the jobs).
+pub fn running_powers(snap: &Snapshot, pred: &Predictor, limit_cap_end_s: &BTreeMap<JobId, f64>) -> (f64, Vec<RunningPower>) {
     let mut base_w = 0.0;
     let mut busy: BTreeMap<u32, u32> = BTreeMap::new();
     let mut jobs = Vec::new();
@@ -291,7 +326,7 @@ pub fn running_powers(snap: &Snapshot, pred: &Predictor) -> (f64, Vec<RunningPow
         let limit_s = r.end_time_s - r.start_time_s;
         let predicted_end_s = r.start_time_s + pred.runtime.predict(r.user, r.hints.tag.as_deref()).runtime_fraction * limit_s;
         let left_s = predicted_end_s - snap.now_s;
-        let limit_headroom = if left_s > 0.0 { ((r.end_time_s - snap.now_s) / left_s).max(1.0) } else { 1.0 };
+        let limit_headroom = limit_headroom(snap.now_s, r.end_time_s, limit_cap_end_s.get(&r.id).copied(), left_s);
         jobs.push(RunningPower { job: r.id, policy: r.hints.policy, gpus, steps, start_step, max_slowdown: r.hints.max_slowdown.max(1.0), limit_headroom });
     }
     for (i, n) in snap.nodes.iter().enumerate() {
@@ -351,6 +386,34 @@ mod tests {
         // Deeper: the cheap job to its floor, then the dear one.
         let d = decide(Some(400.0), 0.0, &jobs);
         assert_eq!((ceiling_of(&d, 1), ceiling_of(&d, 2)), (Some(1300), Some(900)));
+    }
+
+    #[test]
+    fn a_ceiling_reports_its_slowdown_and_the_limit_grows_by_it_once() {
+        let jobs = [job(1, EnergyPolicy::Balanced, 2.0, POWER, DEAR), job(2, EnergyPolicy::Balanced, 2.0, POWER, CHEAP)];
+        let d = decide(Some(400.0), 0.0, &jobs);
+        // Job 1 at 1300 MHz (1.1 / 1.0), job 2 at 900 (1.06 / 1.0).
+        assert!((d.slowdowns[&JobId(1)] - 1.1).abs() < 1e-9 && (d.slowdowns[&JobId(2)] - 1.06).abs() < 1e-9, "{:?}", d.slowdowns);
+        assert_eq!(decide(None, 0.0, &jobs).slowdowns[&JobId(1)], 1.0);
+        // The limit grows by the change of slowdown only: first ceiling, a lower one, a raised one.
+        assert!((extension_factor(1.0, 1.1) - 1.1).abs() < 1e-9);
+        assert!((extension_factor(1.1, 1.3) - 1.3 / 1.1).abs() < 1e-9);
+        assert_eq!(extension_factor(1.3, 1.1), 1.0);
+        assert_eq!(extension_factor(1.1, 1.1), 1.0);
+    }
+
+    #[test]
+    fn the_room_to_slow_is_the_limit_slurm_lets_it_be_extended_to() {
+        // Now 1000 s; 100 s left predicted; the limit ends at 1110 s.
+        let room = |cap_end_s| limit_headroom(1000.0, 1110.0, cap_end_s, 100.0);
+        assert!((room(Some(1110.0)) - 1.1).abs() < 1e-9, "capped at its own limit (an admin's limit)");
+        assert!((room(Some(1050.0)) - 1.1).abs() < 1e-9, "a cap below its limit never shortens it");
+        assert!((room(Some(1130.0)) - 1.3).abs() < 1e-9, "MaxTime 20 s beyond it");
+        assert!(room(None).is_infinite(), "uncapped: only the slowdown bound counts");
+        assert_eq!(limit_headroom(1000.0, 1110.0, None, 0.0), 1.0, "nothing left predicted");
+        let mut capped = job(1, EnergyPolicy::Balanced, 2.0, POWER, DEAR);
+        capped.limit_headroom = room(Some(1130.0));
+        assert_eq!(ceiling_of(&decide(Some(10.0), 0.0, &[capped]), 1), Some(1100), "1.3 of room: down to 1100 (1.3), not 900 (1.6)");
     }
 
     #[test]

@@ -196,7 +196,7 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
     let plan_start = Instant::now();
     let outcome = plan(&built, cfg, predictor);
     // Running jobs' clock ceilings under the cap (answered to their nodes' GPU-use reports).
-    crate::power_directives::update(&built.snapshot, cfg.planner.power_cap_w, predictor);
+    let extensions = crate::power_directives::update(&built.snapshot, cfg.planner.power_cap_w, predictor, &built.limit_cap_end_s);
     let plan_time = plan_start.elapsed();
 
     let mut stats = CycleStats {
@@ -245,6 +245,19 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
         .iter()
         .filter_map(|d| if let Decision::Defer(x) = d { Some((x.job.0, deferral_reason(x))) } else { None })
         .collect();
+    if !extensions.is_empty() {
+        // Running jobs slowed by a new or lower power-cap ceiling: their limits grow by it.
+        let mut lock = SlurmctldLock::acquire(LockLevels::SCHEDULER).map_err(|e| e.to_string())?;
+        let held_since = Instant::now();
+        for x in &extensions {
+            match lock.extend_time_limit(x.job_id, x.limit_min) {
+                Ok(Some((old, new))) => slurm_log!(LOG, info, "JobId={}: time limit {old} -> {new} min (GPU clock ceiling under the power cap, predicted slowdown {:.3} of its remaining time)", x.job_id, x.slowdown),
+                Ok(None) => {}
+                Err(e) => slurm_log!(LOG, error, "JobId={}: time limit not extended: {e}", x.job_id),
+            }
+        }
+        stats.locked += held_since.elapsed();
+    }
     if !waiting_deny.is_empty() || !deferred.is_empty() || !built.hetjobs.is_empty() {
         let mut lock = SlurmctldLock::acquire(LockLevels::SCHEDULER).map_err(|e| e.to_string())?;
         let held_since = Instant::now();

@@ -16,6 +16,9 @@ static TABLE: Mutex<Option<Table>> = Mutex::new(None);
 
 struct Table {
     directives: DirectiveTable,
+    /// Each directed job's slowdown under its ceiling (relative to its start clock), as its time
+    /// limit was last extended for it.
+    slowdowns: std::collections::BTreeMap<JobId, f64>,
     /// The last "cap not met" state logged, so that it is said once per change.
     unmet_logged: bool,
 }
@@ -24,14 +27,41 @@ fn table() -> MutexGuard<'static, Option<Table>> {
     TABLE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// A running job's time limit to extend, because its ceiling slows it (as a planned slowdown
+/// extends the limit of a job it starts).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Extension {
+    pub job_id: u32,
+    /// The new limit, minutes (Slurm's caps still apply when it is set).
+    pub limit_min: u32,
+    /// The predicted slowdown of its remaining time under its ceiling.
+    pub slowdown: f64,
+}
+
 /// One cycle's directives, from the snapshot the cycle planned on and the cap it planned under
-/// (`cap_w` 0: none). Changes are logged.
-pub fn update(snapshot: &Snapshot, cap_w: f64, pred: &Predictor) {
-    let (base_w, jobs) = power_directive::running_powers(snapshot, pred);
+/// (`cap_w` 0: none), and Slurm's caps on the running jobs' limits. Changes are logged.
+/// Returns the time limits to extend for jobs whose ceiling was set or lowered.
+pub fn update(snapshot: &Snapshot, cap_w: f64, pred: &Predictor, limit_cap_end_s: &std::collections::BTreeMap<JobId, f64>) -> Vec<Extension> {
+    let (base_w, jobs) = power_directive::running_powers(snapshot, pred, limit_cap_end_s);
     let cap = (cap_w > 0.0).then_some(cap_w);
     let decided = power_directive::decide(cap, base_w, &jobs);
     let mut guard = table();
-    let t = guard.get_or_insert_with(|| Table { directives: DirectiveTable::default(), unmet_logged: false });
+    let t = guard.get_or_insert_with(|| Table { directives: DirectiveTable::default(), slowdowns: Default::default(), unmet_logged: false });
+    // Limits grow by the change of slowdown only, once per change (never compounded per cycle).
+    let mut extensions = Vec::new();
+    for r in &snapshot.running {
+        let after = decided.slowdowns.get(&r.id).copied().unwrap_or(1.0);
+        let before = t.slowdowns.get(&r.id).copied().unwrap_or(1.0);
+        let factor = power_directive::extension_factor(before, after);
+        if factor > 1.0 && r.end_time_s > snapshot.now_s {
+            let new_end_s = snapshot.now_s + (r.end_time_s - snapshot.now_s) * factor;
+            let limit_min = ((new_end_s - r.start_time_s) / 60.0).ceil();
+            if limit_min.is_finite() && limit_min >= 1.0 {
+                extensions.push(Extension { job_id: r.id.0, limit_min: limit_min.min(f64::from(u32::MAX - 1)) as u32, slowdown: after });
+            }
+        }
+    }
+    t.slowdowns = decided.slowdowns.iter().filter(|(_, s)| **s > 1.0).map(|(j, s)| (*j, *s)).collect();
     for c in t.directives.update(&decided.ceilings, unix_now_ms()) {
         match (c.before, c.after) {
             (_, Some(after)) => slurm_log!(LOG, info, "JobId={} GPU clock ceiling {after} under the power cap ({:.0} W; predicted {:.0} W with the ceilings) (directive {})", c.job.0, cap_w, decided.predicted_w, c.seq),
@@ -47,6 +77,7 @@ pub fn update(snapshot: &Snapshot, cap_w: f64, pred: &Predictor) {
             slurm_log!(LOG, info, "power cap met again (predicted {:.0} W)", decided.predicted_w);
         }
     }
+    extensions
 }
 
 /// The reply to a report of `job_id` from `node`: its directive in force. `None` before the
@@ -67,6 +98,6 @@ fn unix_now_ms() -> u64 {
 #[cfg(test)]
 pub(crate) fn set_for_test(ceilings: &std::collections::BTreeMap<JobId, Option<model::power_directive::Ceiling>>) {
     let mut guard = table();
-    let t = guard.get_or_insert_with(|| Table { directives: DirectiveTable::default(), unmet_logged: false });
+    let t = guard.get_or_insert_with(|| Table { directives: DirectiveTable::default(), slowdowns: Default::default(), unmet_logged: false });
     t.directives.update(ceilings, unix_now_ms());
 }

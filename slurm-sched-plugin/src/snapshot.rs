@@ -50,6 +50,10 @@ pub struct Built {
     /// `--time-min` jobs planned with their minimum (job id -> the limit they asked for, s):
     /// started, each gets the room its nodes have before the next held window, up to that.
     pub time_min_jobs: BTreeMap<u32, f64>,
+    /// Under a power cap: each running job whose limit Slurm caps, the latest end its limit may
+    /// be extended to (Unix s): MaxTime, MaxWall, the deadline, or its own limit when an admin
+    /// set it (model::power_directive). Empty without a cap.
+    pub limit_cap_end_s: BTreeMap<JobId, f64>,
 }
 
 /// Placements `select_nodes` refused, per job: nodes kept out of the job's routes for a while
@@ -108,6 +112,7 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
     let node_types: Vec<Vec<String>> = nodes.iter().map(|n| n.gpu_types()).collect();
 
     let mut running = Vec::new();
+    let mut limit_cap_end_s = BTreeMap::new();
     let mut shards = ShardJobs::default();
     let mut time_min_jobs: BTreeMap<u32, f64> = BTreeMap::new();
     for job in lock.jobs()? {
@@ -155,6 +160,11 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
                 .and_then(|n| gpu_types.get(n.gpu_type))
                 .map_or(0, |g| g.default_clock_mhz)
         });
+        if cfg.planner.power_cap_w > 0.0 && !completing
+            && let Some(cap_min) = job.limit_cap_min(now_s as i64)
+        {
+            limit_cap_end_s.insert(JobId(job.id()), job.start_time() as f64 + f64::from(cap_min) * 60.0);
+        }
         running.push(RunningJob {
             id: JobId(job.id()),
             user: job.user_id(),
@@ -362,6 +372,7 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
         routes,
         not_runnable,
         time_min_jobs,
+        limit_cap_end_s,
     })
 }
 

@@ -23,7 +23,7 @@ use model::decision::{recorded_clock_mhz, recorded_field};
 use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
 
 mod common;
-use common::{admin_comment, data_dir, fake_gpu_node, free_udp_port, plugin_dir, spank_plugin, wait_running_on};
+use common::{admin_comment, data_dir, fake_gpu_node, free_udp_port, plugin_dir, spank_plugin, squeue_field, wait_running_on};
 
 const NAME: &str = "a_lowered_cap_slows_running_jobs_and_a_lifted_one_restores_them";
 const DEFAULT_CLOCK_MHZ: u32 = 1312;
@@ -154,6 +154,14 @@ fn a_lowered_cap_slows_running_jobs_and_a_lifted_one_restores_them() {
     let stepd = cluster.slurmd_log("n1");
     assert!(stepd.contains("power directive") && stepd.contains("GPU clock ceiling"), "no directive applied on the node:\n{stepd}");
     println!("  cap {cap_w} W (jobs' predicted {full_w:.0} W): GPU clocks {slowed:?} MHz after {:.1} s; the fake GPUs' power {before_w:.0} W -> {slowed_w:.0} W", comply.as_secs_f64());
+    // Slowed, their time limits grew by the slowdown of their remaining time (nothing caps
+    // them here), as a planned slowdown extends a starting job's limit.
+    for job in [&a, &b] {
+        let limit = squeue_field(&cluster, job.id, "%l");
+        println!("  JobId={}: time limit {limit} under its ceiling", job.id);
+        assert_ne!(limit, "10:00", "JobId={}: time limit not extended under its ceiling:\n{}", job.id, cluster.slurmctld_log());
+    }
+    assert!(cluster.slurmctld_log().contains("(GPU clock ceiling under the power cap, predicted slowdown"), "no extension logged:\n{}", cluster.slurmctld_log());
 
     // 3. Lifted: the clocks come back.
     let lifted = Instant::now();
