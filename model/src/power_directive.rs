@@ -117,8 +117,25 @@ pub struct Decided {
 /// The rule (module docs). `base_w`: the GPU power of everything the jobs do not account for
 /// (idle GPUs, jobs not directed); `cap_w`: the cap in force (`None`: no cap).
 pub fn decide(cap_w: Option<f64>, base_w: f64, jobs: &[RunningPower]) -> Decided {
+    decide_corrected(cap_w, base_w, jobs, 1.0)
+}
+
+/// How far the cluster's measured GPU power is from the rule's prediction for the same state
+/// (the directives in force, applied): measured / predicted, bounded to [0.5, 2] so that one
+/// bad reading cannot swing the cluster; 1 when either is unknown.
+pub fn measured_correction(measured_w: Option<f64>, predicted_w: f64) -> f64 {
+    match measured_w {
+        Some(m) if m.is_finite() && m > 0.0 && predicted_w.is_finite() && predicted_w > 1.0 => (m / predicted_w).clamp(0.5, 2.0),
+        _ => 1.0,
+    }
+}
+
+/// [`decide`], with every predicted power scaled by `correction` ([`measured_correction`]): the
+/// measured power corrects the prediction. [`Decided::predicted_w`] is the corrected figure.
+pub fn decide_corrected(cap_w: Option<f64>, base_w: f64, jobs: &[RunningPower], correction: f64) -> Decided {
+    let correction = if correction.is_finite() && correction > 0.0 { correction } else { 1.0 };
     let mut at: Vec<usize> = jobs.iter().map(|j| j.start_step.min(j.steps.len().saturating_sub(1))).collect();
-    let power = |at: &[usize]| base_w + jobs.iter().zip(at).map(|(j, &s)| j.steps.get(s).map_or(0.0, |p| p.power_w)).sum::<f64>();
+    let power = |at: &[usize]| correction * (base_w + jobs.iter().zip(at).map(|(j, &s)| j.steps.get(s).map_or(0.0, |p| p.power_w)).sum::<f64>());
     let mut total = power(&at);
     let mut unmet = false;
     if let Some(cap) = cap_w {
@@ -414,6 +431,24 @@ mod tests {
         let mut capped = job(1, EnergyPolicy::Balanced, 2.0, POWER, DEAR);
         capped.limit_headroom = room(Some(1130.0));
         assert_eq!(ceiling_of(&decide(Some(10.0), 0.0, &[capped]), 1), Some(1100), "1.3 of room: down to 1100 (1.3), not 900 (1.6)");
+    }
+
+    #[test]
+    fn measured_power_above_the_prediction_slows_more() {
+        let jobs = [job(1, EnergyPolicy::Balanced, 2.0, POWER, DEAR), job(2, EnergyPolicy::Balanced, 2.0, POWER, CHEAP)];
+        // Predicted 600 W for a 500 W cap: two steps of the cheap job (500 W predicted).
+        assert_eq!(ceiling_of(&decide(Some(500.0), 0.0, &jobs), 2), Some(1100));
+        // Measured 20 % above that prediction: 500 W predicted is 600 W for real; more goes.
+        let c = measured_correction(Some(600.0), 500.0);
+        assert!((c - 1.2).abs() < 1e-9);
+        let d = decide_corrected(Some(500.0), 0.0, &jobs, c);
+        assert!(d.predicted_w <= 500.0 + 1e-9 && !d.unmet, "{d:?}");
+        assert_eq!((ceiling_of(&d, 1), ceiling_of(&d, 2)), (Some(1300), Some(900)));
+        // Bounded, and ignored when unknown.
+        assert_eq!(measured_correction(Some(5000.0), 500.0), 2.0);
+        assert_eq!(measured_correction(Some(10.0), 500.0), 0.5);
+        assert_eq!(measured_correction(None, 500.0), 1.0);
+        assert_eq!(measured_correction(Some(600.0), 0.0), 1.0);
     }
 
     #[test]

@@ -57,6 +57,11 @@ impl Accounting {
         self.jobs.get(&id)
     }
 
+    /// The nodes' last readings: node name -> (current W, poll time, Unix s).
+    pub fn node_power(&self) -> HashMap<String, (f64, i64)> {
+        self.nodes.iter().map(|(n, r)| (n.clone(), (f64::from(r.current_w), r.poll_time))).collect()
+    }
+
     /// One pass: new node readings -> the running jobs' records. Needs the job and node write
     /// locks (the scheduler's set). Returns how many records were updated.
     pub fn update(&mut self, lock: &mut SlurmctldLock, carbon: Option<&CarbonFeed>) -> Result<usize, String> {

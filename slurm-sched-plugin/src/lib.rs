@@ -291,6 +291,7 @@ fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut pre
             capped = c;
             &capped
         };
+        learnt.node_power = observer.accounting.node_power();
         let outcome = catch_unwind(AssertUnwindSafe(|| cycle::run(cycle_cfg, &predictor, &mut learnt)));
         match outcome {
             Ok(Ok(stats)) => {

@@ -21,6 +21,22 @@ struct Table {
     slowdowns: std::collections::BTreeMap<JobId, f64>,
     /// The last "cap not met" state logged, so that it is said once per change.
     unmet_logged: bool,
+    /// The factor measured power puts on the prediction (1 until measured).
+    correction: f64,
+    /// The uncorrected prediction for the ceilings in force.
+    raw_predicted_w: Option<f64>,
+    /// When the ceilings last changed (Unix ms): readings from before that (plus the time the
+    /// nodes take to apply them) do not measure them.
+    changed_ms: u64,
+}
+
+/// How long the nodes may take to apply a change of ceilings (their report period and more).
+const APPLY_MS: u64 = 5_000;
+
+impl Table {
+    fn new() -> Table {
+        Table { directives: DirectiveTable::default(), slowdowns: Default::default(), unmet_logged: false, correction: 1.0, raw_predicted_w: None, changed_ms: 0 }
+    }
 }
 
 fn table() -> MutexGuard<'static, Option<Table>> {
@@ -41,12 +57,24 @@ pub struct Extension {
 /// One cycle's directives, from the snapshot the cycle planned on and the cap it planned under
 /// (`cap_w` 0: none), and Slurm's caps on the running jobs' limits. Changes are logged.
 /// Returns the time limits to extend for jobs whose ceiling was set or lowered.
-pub fn update(snapshot: &Snapshot, cap_w: f64, pred: &Predictor, limit_cap_end_s: &std::collections::BTreeMap<JobId, f64>) -> Vec<Extension> {
+/// `measured`: the GPU nodes' measured power now and the oldest reading's time (Unix s); it
+/// corrects the prediction once it measures the ceilings in force.
+pub fn update(snapshot: &Snapshot, cap_w: f64, pred: &Predictor, limit_cap_end_s: &std::collections::BTreeMap<JobId, f64>, measured: Option<(f64, i64)>) -> Vec<Extension> {
     let (base_w, jobs) = power_directive::running_powers(snapshot, pred, limit_cap_end_s);
     let cap = (cap_w > 0.0).then_some(cap_w);
-    let decided = power_directive::decide(cap, base_w, &jobs);
     let mut guard = table();
-    let t = guard.get_or_insert_with(|| Table { directives: DirectiveTable::default(), slowdowns: Default::default(), unmet_logged: false });
+    let t = guard.get_or_insert_with(Table::new);
+    if let (Some((measured_w, oldest_s)), Some(raw_w)) = (measured, t.raw_predicted_w)
+        && u64::try_from(oldest_s).unwrap_or(0).saturating_mul(1000) >= t.changed_ms + APPLY_MS
+    {
+        let c = power_directive::measured_correction(Some(measured_w), raw_w);
+        if (c - t.correction).abs() > 0.02 {
+            slurm_log!(LOG, info, "power cap: measured GPU power {measured_w:.0} W against {raw_w:.0} W predicted: predictions corrected by x{c:.2}");
+        }
+        t.correction = c;
+    }
+    let decided = power_directive::decide_corrected(cap, base_w, &jobs, t.correction);
+    t.raw_predicted_w = Some(decided.predicted_w / t.correction);
     // Limits grow by the change of slowdown only, once per change (never compounded per cycle).
     let mut extensions = Vec::new();
     for r in &snapshot.running {
@@ -62,7 +90,11 @@ pub fn update(snapshot: &Snapshot, cap_w: f64, pred: &Predictor, limit_cap_end_s
         }
     }
     t.slowdowns = decided.slowdowns.iter().filter(|(_, s)| **s > 1.0).map(|(j, s)| (*j, *s)).collect();
-    for c in t.directives.update(&decided.ceilings, unix_now_ms()) {
+    let changes = t.directives.update(&decided.ceilings, unix_now_ms());
+    if changes.iter().any(|c| c.before != c.after) {
+        t.changed_ms = unix_now_ms();
+    }
+    for c in changes {
         match (c.before, c.after) {
             (_, Some(after)) => slurm_log!(LOG, info, "JobId={} GPU clock ceiling {after} under the power cap ({:.0} W; predicted {:.0} W with the ceilings) (directive {})", c.job.0, cap_w, decided.predicted_w, c.seq),
             (Some(before), None) => slurm_log!(LOG, info, "JobId={} GPU clock ceiling {before} lifted (power cap {}) (directive {})", c.job.0, cap.map_or("none".to_string(), |w| format!("{w:.0} W")), c.seq),
@@ -98,6 +130,6 @@ fn unix_now_ms() -> u64 {
 #[cfg(test)]
 pub(crate) fn set_for_test(ceilings: &std::collections::BTreeMap<JobId, Option<model::power_directive::Ceiling>>) {
     let mut guard = table();
-    let t = guard.get_or_insert_with(|| Table { directives: DirectiveTable::default(), slowdowns: Default::default(), unmet_logged: false });
+    let t = guard.get_or_insert_with(Table::new);
     t.directives.update(ceilings, unix_now_ms());
 }

@@ -30,6 +30,11 @@ const DEFAULT_CLOCK_MHZ: u32 = 1312;
 const GPUS: u32 = 2;
 /// From writing the cap file to every busy GPU below (or back at) the default clock.
 const COMPLY_BOUND: Duration = Duration::from_secs(20);
+/// From the first ceilings to the measured power under the cap (plus [`MEASURED_SLACK`]): the
+/// node's readings every 2 s, the nodes' time to apply a change (5 s) and a few cycles.
+const MEASURED_BOUND: Duration = Duration::from_secs(40);
+/// How far above the cap the measured power may stay (a ladder step is 10-20 % of a GPU).
+const MEASURED_SLACK: f64 = 0.05;
 
 struct Job {
     id: u32,
@@ -124,6 +129,8 @@ fn a_lowered_cap_slows_running_jobs_and_a_lifted_one_restores_them() {
     // The extern step's energy polls (which send the reports and read the answers) run in
     // jobacct_gather's sampling thread.
     config.extra_slurm_conf.push("JobAcctGatherType=jobacct_gather/linux".into());
+    // The node's GPU power reaches slurmctld every 2 s: it corrects the prediction.
+    config.extra_slurm_conf.push("AcctGatherNodeFreq=2".into());
     let cluster = LocalCluster::start(config).unwrap_or_else(|e| panic!("cluster did not start: {e}"));
 
     // 1. Two busy jobs at the default clock.
@@ -154,6 +161,18 @@ fn a_lowered_cap_slows_running_jobs_and_a_lifted_one_restores_them() {
     let stepd = cluster.slurmd_log("n1");
     assert!(stepd.contains("power directive") && stepd.contains("GPU clock ceiling"), "no directive applied on the node:\n{stepd}");
     println!("  cap {cap_w} W (jobs' predicted {full_w:.0} W): GPU clocks {slowed:?} MHz after {:.1} s; the fake GPUs' power {before_w:.0} W -> {slowed_w:.0} W", comply.as_secs_f64());
+    // The measured power (the node's readings, from the fake GPUs' own power model, which draws
+    // more than the prediction) corrects the prediction until the cap holds as measured.
+    let measured_by = Instant::now();
+    let mut now_w = measured_w(&node.fake);
+    while now_w > cap_w * (1.0 + MEASURED_SLACK) && measured_by.elapsed() < MEASURED_BOUND {
+        std::thread::sleep(Duration::from_millis(500));
+        now_w = measured_w(&node.fake);
+    }
+    let corrected = gpu_clocks(&node.fake);
+    println!("  measured {now_w:.0} W at {corrected:?} MHz {:.1} s after the first ceilings (cap {cap_w} W)", measured_by.elapsed().as_secs_f64());
+    assert!(now_w <= cap_w * (1.0 + MEASURED_SLACK), "measured {now_w:.0} W > cap {cap_w} W + {:.0} % {MEASURED_BOUND:?} after the first ceilings:\n{}", MEASURED_SLACK * 100.0, cluster.slurmctld_log());
+    assert!(cluster.slurmctld_log().contains("predictions corrected by"), "{}", cluster.slurmctld_log());
     // Slowed, their time limits grew by the slowdown of their remaining time (nothing caps
     // them here), as a planned slowdown extends a starting job's limit.
     for job in [&a, &b] {
