@@ -23,6 +23,7 @@
 mod config;
 mod daemon;
 mod error;
+mod freshness;
 mod notify;
 pub mod munged;
 mod site;
@@ -99,14 +100,31 @@ pub fn skip_for(test: &str, why: &str) {
 /// A file cargo built for this test run (a plugin's `lib<name>.so`, a binary): looked up in the
 /// test binary's own `target/<profile>/deps/` and in `target/<profile>/`, the newer one if both
 /// exist. `None` when cargo did not build it (e.g. another package's cdylib under `cargo test
-/// -p`).
+/// -p`). Panics when it is older than one of its sources ([`freshness`]): `cargo test -p` does
+/// not rebuild another package's cdylib, and a live test must not run old code as new.
 pub fn built_artifact(name: &str) -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let deps = exe.parent()?;
-    [deps.join(name), deps.parent()?.join(name)]
+    let newest = [deps.join(name), deps.parent()?.join(name)]
         .into_iter()
         .filter(|p| p.is_file())
-        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())?;
+    // This crate is tests/cluster of the workspace, where cargo runs rustc.
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2)?;
+    Some(fresh_artifact(&newest, workspace).unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// `artifact`, unless a source it was built from (its dep-info, relative to `workspace`) changed
+/// after it was built.
+fn fresh_artifact(artifact: &Path, workspace: &Path) -> Result<PathBuf, String> {
+    match freshness::newer_source(artifact, workspace) {
+        None => Ok(artifact.to_path_buf()),
+        Some(source) => Err(format!(
+            "{} is stale: {} changed after it was built, and the test would run the old code; rebuild its package (cargo build -p <package>) with this run's CARGO_TARGET_DIR and SLURM_SRC_DIR",
+            artifact.display(),
+            source.display()
+        )),
+    }
 }
 
 /// [`built_artifact`], for tests that cannot run without it.
