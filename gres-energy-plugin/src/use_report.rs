@@ -200,24 +200,29 @@ impl Targets {
         Ok(Targets { addrs, v4, v6 })
     }
 
-    /// Sends `datagram` to every target, whatever happens to the others; the failures, if any,
-    /// as one error naming each.
-    /// Every datagram waiting on the sockets (never waits).
-    pub fn receive_waiting(&self) -> Vec<Vec<u8>> {
+    /// Every datagram waiting on the sockets (never waits); a socket that fails otherwise than
+    /// by having nothing waiting gives its error (it was dropped silently before).
+    pub fn receive_waiting(&self) -> Vec<Result<Vec<u8>, String>> {
         let mut out = Vec::new();
         let mut buf = vec![0u8; 4096];
         for s in [self.v4.as_ref(), self.v6.as_ref()].into_iter().flatten() {
             // Bounded: a flood cannot keep a poll here.
             for _ in 0..64 {
                 match s.recv_from(&mut buf) {
-                    Ok((n, _)) => out.push(buf[..n].to_vec()),
-                    Err(_) => break,
+                    Ok((n, _)) => out.push(Ok(buf[..n].to_vec())),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) => {
+                        out.push(Err(format!("receive on {}: {e}", s.local_addr().map_or_else(|_| "?".into(), |a| a.to_string()))));
+                        break;
+                    }
                 }
             }
         }
         out
     }
 
+    /// Sends `datagram` to every target, whatever happens to the others; the failures, if any,
+    /// as one error naming each.
     pub fn send(&self, datagram: &[u8]) -> Result<(), String> {
         let failed: Vec<String> = self
             .addrs
@@ -275,7 +280,8 @@ impl UseReporter {
         self.targets
             .receive_waiting()
             .into_iter()
-            .map(|datagram| {
+            .map(|received| {
+                let datagram = received?;
                 let cred = std::str::from_utf8(&datagram).map_err(|_| "not text".to_string())?;
                 let v = self.verifier.decode(cred).map_err(|e| format!("munge: {e}"))?;
                 self.gate.accept(v.uid, &v.payload)
@@ -500,7 +506,7 @@ mod tests {
         let (_, node) = controller.recv_from(&mut buf).expect("the report");
         controller.send_to(b"answer", node).expect("answer");
         std::thread::sleep(std::time::Duration::from_millis(100));
-        assert_eq!(targets.receive_waiting(), vec![b"answer".to_vec()]);
+        assert_eq!(targets.receive_waiting(), vec![Ok(b"answer".to_vec())]);
     }
 
     #[test]
