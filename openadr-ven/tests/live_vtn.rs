@@ -125,7 +125,7 @@ fn ven_writes_the_cap_file_from_a_real_vtn() {
     // The VTN (it applies its migrations at start), with its internal OAuth provider.
     let vtn_port = free_port();
     let vtn_log = std::fs::File::create(dir.join("vtn.log")).unwrap();
-    let mut vtn = Command::new(&vtn_bin)
+    let vtn = Command::new(&vtn_bin)
         .env("DATABASE_URL", format!("postgres://openadr@127.0.0.1:{pg_port}/openadr"))
         .env("PORT", vtn_port.to_string())
         .env("OAUTH_TYPE", "INTERNAL")
@@ -136,8 +136,18 @@ fn ven_writes_the_cap_file_from_a_real_vtn() {
         .stderr(Stdio::from(vtn_log))
         .spawn()
         .unwrap_or_else(|e| panic!("{TEST}: cannot start {vtn_bin}: {e}"));
-    wait_for_port(vtn_port, "openleadr-vtn", &mut vtn);
     cleanup.vtn = Some(vtn);
+    let vtn = cleanup.vtn.as_mut().unwrap();
+    wait_for_port(vtn_port, "openleadr-vtn", vtn);
+    // It binds its port before it applies its migrations: ready when its main says so.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !std::fs::read_to_string(dir.join("vtn.log")).unwrap_or_default().contains("VTN listening on") {
+        if let Ok(Some(status)) = vtn.try_wait() {
+            panic!("{TEST}: openleadr-vtn exited ({status}): {}", std::fs::read_to_string(dir.join("vtn.log")).unwrap_or_default());
+        }
+        assert!(Instant::now() < deadline, "{TEST}: openleadr-vtn not ready after 120 s (log {})", dir.join("vtn.log").display());
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let vtn_ready_s = started.elapsed().as_secs_f64();
 
     // The users: a business logic (the utility) and our VEN (read_targets, as a utility grants).
