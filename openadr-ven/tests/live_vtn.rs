@@ -155,7 +155,7 @@ fn ven_writes_the_cap_file_from_a_real_vtn() {
         &format!(
             "INSERT INTO \"user\" (id, reference, scopes, created, modified) VALUES
                ('bl', 'bl', '{{read_all,write_programs,write_events,write_vens_bl}}', now(), now()),
-               ('ven', 'ven', '{{read_targets,read_ven_objects,write_vens_ven,write_reports_ven}}', now(), now());
+               ('ven', 'ven', '{{read_targets,read_ven_objects}}', now(), now());
              INSERT INTO user_credentials (user_id, client_id, client_secret) VALUES
                ('bl', 'bl-client', '{}'), ('ven', 'slurm-ven', '{}');",
             argon2_hash("bl-secret"),
@@ -227,6 +227,12 @@ fn ven_writes_the_cap_file_from_a_real_vtn() {
     assert_eq!(at(now_s + 1300), CapAt::Capped(60000.0), "baseline after the running event");
     assert_eq!(at(now_s + 3700), CapAt::Capped(42000.0), "the priority-1 event over the unprioritised one");
     assert_eq!(at(now_s + 3600 + 7300), CapAt::Capped(60000.0), "baseline after the events");
+
+    // Polled again, the same events: nothing to write.
+    let out = ven("second poll");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("cap schedule unchanged"));
+    assert_eq!(std::fs::read_to_string(&cap_file).unwrap(), text, "an unchanged schedule is not rewritten");
 
     // The VTN gone: the poll fails, the file stays.
     cleanup.stop_vtn();
