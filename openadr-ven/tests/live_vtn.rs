@@ -1,9 +1,10 @@
 //! Live test against a real OpenLEADR VTN with its PostgreSQL, both started here.
 //!
 //! Opt-in: building the VTN (`cargo install openleadr-vtn --features internal-oauth`) takes
-//! longer than the CI time budget on our builders, so the test runs only when
-//! `SLURM_ENERGY_OPENADR_VTN` names that binary; otherwise it prints why it skipped. Once asked
-//! for, anything missing (PostgreSQL's initdb/pg_ctl, the `postgres` user) fails it. The command
+//! longer than the CI time budget on our builders, so the test is `#[ignore]`d (cargo reports it
+//! as ignored, never as passed) and runs with `-- --ignored` and `SLURM_ENERGY_OPENADR_VTN`
+//! naming that binary; anything missing then (the variable, PostgreSQL's initdb/pg_ctl, the
+//! `postgres` user) fails it. The command
 //! and its last result are in docs/openadr.md.
 //!
 //! What it checks: a business-logic client (OpenLEADR's) creates a program with a running and
@@ -83,13 +84,11 @@ fn wait_for_port(port: u16, what: &str, child: &mut Child) {
 }
 
 #[test]
+#[ignore = "opt-in: needs an OpenLEADR VTN build (SLURM_ENERGY_OPENADR_VTN, docs/openadr.md); run with -- --ignored"]
 fn ven_writes_the_cap_file_from_a_real_vtn() {
-    let Ok(vtn_bin) = std::env::var("SLURM_ENERGY_OPENADR_VTN") else {
-        println!(
-            "SKIPPED: {TEST}: opt-in; set SLURM_ENERGY_OPENADR_VTN to an openleadr-vtn binary built with --features internal-oauth (docs/openadr.md)"
-        );
-        return;
-    };
+    let vtn_bin = std::env::var("SLURM_ENERGY_OPENADR_VTN").unwrap_or_else(|_| {
+        panic!("{TEST}: set SLURM_ENERGY_OPENADR_VTN to an openleadr-vtn binary built with --features internal-oauth (docs/openadr.md)")
+    });
     assert!(Path::new(&vtn_bin).is_file(), "{TEST}: SLURM_ENERGY_OPENADR_VTN={vtn_bin} is not a file");
     assert!(Path::new(PG_BIN).join("initdb").is_file(), "{TEST}: PostgreSQL 15 (initdb, pg_ctl in {PG_BIN}) is needed");
     let started = Instant::now();
