@@ -132,32 +132,46 @@ pub fn measured_correction(measured_w: Option<f64>, predicted_w: f64) -> f64 {
 
 /// [`decide`], with every predicted power scaled by `correction` ([`measured_correction`]): the
 /// measured power corrects the prediction. [`Decided::predicted_w`] is the corrected figure.
+/// One factor for the whole cluster: the plugin uses [`decide_by_node`] instead (one job's
+/// excess must not move the slowing onto others).
 pub fn decide_corrected(cap_w: Option<f64>, base_w: f64, jobs: &[RunningPower], correction: f64) -> Decided {
     let correction = if correction.is_finite() && correction > 0.0 { correction } else { 1.0 };
-    let mut at: Vec<usize> = jobs.iter().map(|j| j.start_step.min(j.steps.len().saturating_sub(1))).collect();
+    let mut at = start_steps(jobs);
     let power = |at: &[usize]| correction * (base_w + jobs.iter().zip(at).map(|(j, &s)| j.steps.get(s).map_or(0.0, |p| p.power_w)).sum::<f64>());
-    let mut total = power(&at);
-    let mut unmet = false;
-    if let Some(cap) = cap_w {
-        while total > cap + 1e-9 {
-            // The cheapest next step down; performance jobs only when no other job can move.
-            let next = jobs
-                .iter()
-                .enumerate()
-                .filter(|(i, j)| at[*i] > 0 && j.may_lower_to(at[*i] - 1))
-                .map(|(i, j)| (i, (j.policy == EnergyPolicy::Performance, j.cost_down(at[i]), j.job)))
-                .min_by(|a, b| a.1.0.cmp(&b.1.0).then(a.1.1.total_cmp(&b.1.1)).then(a.1.2.cmp(&b.1.2)));
-            let Some((i, _)) = next else {
-                unmet = true;
-                break;
-            };
-            at[i] -= 1;
-            total = power(&at);
-        }
+    let unmet = cap_w.is_some_and(|cap| !lower_while_above(cap, jobs, &mut at, &power, |_| 1.0, |_| true));
+    finish(jobs, &at, power(&at), unmet)
+}
+
+fn start_steps(jobs: &[RunningPower]) -> Vec<usize> {
+    jobs.iter().map(|j| j.start_step.min(j.steps.len().saturating_sub(1))).collect()
+}
+
+/// Lowers, one step at a time, the eligible job whose next step down costs least (in GPU-time
+/// per watt saved, the watts scaled by the job's `factor`; performance jobs only when no other
+/// eligible job can move) while `power` exceeds `cap`. False when no eligible job could move.
+fn lower_while_above(cap: f64, jobs: &[RunningPower], at: &mut [usize], power: &dyn Fn(&[usize]) -> f64, factor: impl Fn(usize) -> f64, eligible: impl Fn(usize) -> bool) -> bool {
+    while power(at) > cap + 1e-9 {
+        let next = jobs
+            .iter()
+            .enumerate()
+            .filter(|(i, j)| eligible(*i) && at[*i] > 0 && j.may_lower_to(at[*i] - 1))
+            .map(|(i, j)| {
+                let f = factor(i);
+                let cost = if f > 0.0 { j.cost_down(at[i]) / f } else { f64::INFINITY };
+                (i, (j.policy == EnergyPolicy::Performance, cost, j.job))
+            })
+            .min_by(|a, b| a.1.0.cmp(&b.1.0).then(a.1.1.total_cmp(&b.1.1)).then(a.1.2.cmp(&b.1.2)));
+        let Some((i, _)) = next else { return false };
+        at[i] -= 1;
     }
+    true
+}
+
+/// The ceilings and slowdowns of the jobs at steps `at`.
+fn finish(jobs: &[RunningPower], at: &[usize], predicted_w: f64, unmet: bool) -> Decided {
     let ceilings = jobs
         .iter()
-        .zip(&at)
+        .zip(at)
         .map(|(j, &s)| {
             let c = (s < j.start_step).then(|| j.steps.get(s).map(|p| Ceiling { clock_mhz: p.clock_mhz, power_limit_w: p.power_limit_w })).flatten();
             (j.job, c)
@@ -165,14 +179,86 @@ pub fn decide_corrected(cap_w: Option<f64>, base_w: f64, jobs: &[RunningPower], 
         .collect();
     let slowdowns = jobs
         .iter()
-        .zip(&at)
+        .zip(at)
         .map(|(j, &s)| {
             let ratio = |i: usize| j.steps.get(i).map_or(1.0, |p| p.time_ratio);
             let vs_start = if s < j.start_step && ratio(j.start_step) > 0.0 { ratio(s) / ratio(j.start_step) } else { 1.0 };
             (j.job, vs_start.max(1.0))
         })
         .collect();
-    Decided { ceilings, predicted_w: total, unmet, slowdowns }
+    Decided { ceilings, predicted_w, unmet, slowdowns }
+}
+
+/// Each node's correction: its measured GPU power against the rule's prediction for that node
+/// in the state measured ([`measured_correction`] per node, so bounded to [0.5, 2]). Nodes
+/// without a reading or a prediction are left out (they count at 1).
+pub fn node_corrections(measured_w_by_node: &BTreeMap<u32, f64>, predicted_w_by_node: &BTreeMap<u32, f64>) -> BTreeMap<u32, f64> {
+    measured_w_by_node
+        .iter()
+        .filter_map(|(n, &m)| {
+            let p = *predicted_w_by_node.get(n)?;
+            (m.is_finite() && m > 0.0 && p.is_finite() && p > 1.0).then(|| (*n, measured_correction(Some(m), p)))
+        })
+        .collect()
+}
+
+/// What [`decide_by_node`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecidedByNode {
+    /// The ceilings; `predicted_w` is the corrected cluster figure (what counts against the cap).
+    pub decided: Decided,
+    /// Each node's uncorrected prediction with those ceilings: what its next reading is set
+    /// against ([`node_corrections`]).
+    pub raw_w_by_node: BTreeMap<u32, f64>,
+}
+
+/// The rule with measured power, per node (docs/power-cap.md): each node's predicted power is
+/// scaled by its own correction (`correction_by_node`, absent: 1), and a job's by its nodes'
+/// (weighted by its GPUs on each). The corrected total counts against the cap, but one node's
+/// excess over its prediction does not move the slowing onto the jobs of other nodes:
+/// 1. the rule ([`decide`]) runs first as if no node drew more than predicted (corrections
+///    above 1 taken as 1): what every job would be asked anyway;
+/// 2. then, while the corrected total exceeds the cap, only jobs on nodes reading above their
+///    prediction are lowered (cheapest first; performance jobs last among them);
+/// 3. only when none of them can go lower are the other jobs lowered for the rest (the cap is
+///    the facility's: the excess still counts against it).
+///
+/// A node reading below its prediction gives its room to everyone (it moves nothing onto
+/// anyone). Jobs sharing a node with the one that draws more cannot be told apart from it
+/// (the readings are per node).
+pub fn decide_by_node(cap_w: Option<f64>, powers: &NodePowers, correction_by_node: &BTreeMap<u32, f64>) -> DecidedByNode {
+    let c = |n: &u32| correction_by_node.get(n).copied().filter(|c| c.is_finite() && *c > 0.0).unwrap_or(1.0);
+    let jobs = &powers.jobs;
+    let shares = |j: &RunningPower| powers.job_nodes.get(&j.job).map_or(&[][..], Vec::as_slice);
+    let weighted = |j: &RunningPower, f: &dyn Fn(f64) -> f64| {
+        let s = shares(j);
+        if s.is_empty() { f(1.0) } else { s.iter().map(|(n, share)| share * f(c(n))).sum() }
+    };
+    let full: Vec<f64> = jobs.iter().map(|j| weighted(j, &|c| c)).collect();
+    let clipped: Vec<f64> = jobs.iter().map(|j| weighted(j, &|c| c.min(1.0))).collect();
+    let heavy: Vec<bool> = jobs.iter().map(|j| weighted(j, &|c| (c - 1.0).max(0.0)) > 1e-9).collect();
+    let base_full: f64 = powers.base_w_by_node.iter().map(|(n, w)| c(n) * w).sum();
+    let base_clipped: f64 = powers.base_w_by_node.iter().map(|(n, w)| c(n).min(1.0) * w).sum();
+    let job_w = |at: &[usize], i: usize| jobs[i].steps.get(at[i]).map_or(0.0, |p| p.power_w);
+    let power_full = |at: &[usize]| base_full + (0..jobs.len()).map(|i| full[i] * job_w(at, i)).sum::<f64>();
+    let power_clipped = |at: &[usize]| base_clipped + (0..jobs.len()).map(|i| clipped[i] * job_w(at, i)).sum::<f64>();
+    let mut at = start_steps(jobs);
+    let mut unmet = false;
+    if let Some(cap) = cap_w {
+        // 1. as if every node drew its prediction (or less);
+        lower_while_above(cap, jobs, &mut at, &power_clipped, |i| clipped[i], |_| true);
+        // 2. the excess: its own nodes' jobs first; 3. then everyone.
+        if !lower_while_above(cap, jobs, &mut at, &power_full, |i| full[i], |i| heavy[i]) {
+            unmet = !lower_while_above(cap, jobs, &mut at, &power_full, |i| full[i], |_| true);
+        }
+    }
+    let mut raw_w_by_node = powers.base_w_by_node.clone();
+    for (i, j) in jobs.iter().enumerate() {
+        for (n, share) in shares(j) {
+            *raw_w_by_node.entry(*n).or_default() += share * job_w(&at, i);
+        }
+    }
+    DecidedByNode { decided: finish(jobs, &at, power_full(&at), unmet), raw_w_by_node }
 }
 
 /// A job's directive in force and its number.
@@ -309,7 +395,27 @@ fn limit_headroom(now_s: f64, end_s: f64, cap_end_s: Option<f64>, left_s: f64) -
 /// directed. `limit_cap_end_s`: for each running job whose limit Slurm caps, the latest end
 /// its limit may be extended to (Unix s; absent: uncapped). Returns (`base_w`, the jobs).
 pub fn running_powers(snap: &Snapshot, pred: &Predictor, limit_cap_end_s: &BTreeMap<JobId, f64>) -> (f64, Vec<RunningPower>) {
-    let mut base_w = 0.0;
+    let by_node = running_powers_by_node(snap, pred, limit_cap_end_s);
+    (by_node.base_w_by_node.values().sum(), by_node.jobs)
+}
+
+/// [`running_powers`], per node: what the per-node rule ([`decide_by_node`]) needs to set each
+/// node's reading against that node's predicted draw.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodePowers {
+    /// Per node (snapshot index): the GPU power of what the jobs do not account for there (idle
+    /// GPUs, the part of undirected jobs on it), W.
+    pub base_w_by_node: BTreeMap<u32, f64>,
+    /// The running jobs the rule may direct ([`running_powers`]).
+    pub jobs: Vec<RunningPower>,
+    /// Each of those jobs' nodes and the part of its GPUs on each (the parts sum to 1).
+    pub job_nodes: BTreeMap<JobId, Vec<(u32, f64)>>,
+}
+
+/// [`running_powers`]' input, kept per node ([`NodePowers`]).
+pub fn running_powers_by_node(snap: &Snapshot, pred: &Predictor, limit_cap_end_s: &BTreeMap<JobId, f64>) -> NodePowers {
+    let mut base_w_by_node: BTreeMap<u32, f64> = BTreeMap::new();
+    let mut job_nodes: BTreeMap<JobId, Vec<(u32, f64)>> = BTreeMap::new();
     let mut busy: BTreeMap<u32, u32> = BTreeMap::new();
     let mut jobs = Vec::new();
     for r in &snap.running {
@@ -322,11 +428,16 @@ pub fn running_powers(snap: &Snapshot, pred: &Predictor, limit_cap_end_s: &BTree
         }
         let Some(gt) = r.allocations.first().and_then(|a| snap.nodes.get(a.node.0 as usize)).and_then(|n| snap.gpu_types.get(n.gpu_type)) else { continue };
         let family = Predictor::family(r.hints.tag.as_deref());
+        let shares: Vec<(u32, f64)> = r.allocations.iter().filter(|a| !a.gpu_indices.is_empty()).map(|a| (a.node.0, a.gpu_indices.len() as f64 / f64::from(gpus))).collect();
         let Some(curves) = pred.curves(&gt.name).filter(|_| !r.shared) else {
             let step = pred.curves(&gt.name).map_or(0, |c| c.default_step());
-            base_w += pred.predict_clock(&gt.name, gt.max_power_w, family.as_deref(), step).power_w * f64::from(gpus);
+            let job_w = pred.predict_clock(&gt.name, gt.max_power_w, family.as_deref(), step).power_w * f64::from(gpus);
+            for (node, share) in &shares {
+                *base_w_by_node.entry(*node).or_default() += job_w * share;
+            }
             continue;
         };
+        job_nodes.insert(r.id, shares);
         let steps: Vec<StepPower> = curves
             .ladder
             .iter()
@@ -351,9 +462,9 @@ pub fn running_powers(snap: &Snapshot, pred: &Predictor, limit_cap_end_s: &BTree
             continue;
         }
         let idle_w = snap.gpu_types.get(n.gpu_type).map_or(0.0, |g| g.idle_power_w);
-        base_w += idle_w * f64::from(n.gpus.saturating_sub(busy.get(&(i as u32)).copied().unwrap_or(0)));
+        *base_w_by_node.entry(i as u32).or_default() += idle_w * f64::from(n.gpus.saturating_sub(busy.get(&(i as u32)).copied().unwrap_or(0)));
     }
-    (base_w, jobs)
+    NodePowers { base_w_by_node, jobs, job_nodes }
 }
 
 #[cfg(test)]
@@ -449,6 +560,42 @@ mod tests {
         assert_eq!(measured_correction(Some(10.0), 500.0), 0.5);
         assert_eq!(measured_correction(None, 500.0), 1.0);
         assert_eq!(measured_correction(Some(600.0), 0.0), 1.0);
+    }
+
+    /// Two jobs on two nodes; `heavy_reads`: node 1's reading over its prediction.
+    fn two_nodes(heavy_policy: EnergyPolicy) -> NodePowers {
+        // Job 1 (node 0) is the cheaper to slow; job 2 (node 1) draws twice its prediction.
+        let jobs = vec![job(1, EnergyPolicy::Balanced, 2.0, POWER, CHEAP), job(2, heavy_policy, 2.0, POWER, DEAR)];
+        NodePowers {
+            base_w_by_node: BTreeMap::from([(0, 0.0), (1, 0.0)]),
+            jobs,
+            job_nodes: BTreeMap::from([(JobId(1), vec![(0, 1.0)]), (JobId(2), vec![(1, 1.0)])]),
+        }
+    }
+
+    #[test]
+    fn one_nodes_excess_slows_its_own_job_first_not_the_others() {
+        let powers = two_nodes(EnergyPolicy::Balanced);
+        // Predicted 300 W each; node 1 measures 600 W. 800 W cap: 900 W drawn for real.
+        let corrections = node_corrections(&BTreeMap::from([(0, 300.0), (1, 600.0)]), &BTreeMap::from([(0, 300.0), (1, 300.0)]));
+        assert_eq!(corrections, BTreeMap::from([(0, 1.0), (1, 2.0)]));
+        let d = decide_by_node(Some(800.0), &powers, &corrections);
+        assert_eq!((ceiling_of(&d.decided, 1), ceiling_of(&d.decided, 2)), (None, Some(1300)), "the heavy job pays its own excess: {d:?}");
+        assert!((d.decided.predicted_w - 800.0).abs() < 1e-9 && !d.decided.unmet, "{d:?}");
+        assert_eq!(d.raw_w_by_node, BTreeMap::from([(0, 300.0), (1, 250.0)]));
+        // Even when it asked for performance: its excess is its own.
+        let d = decide_by_node(Some(800.0), &two_nodes(EnergyPolicy::Performance), &corrections);
+        assert_eq!((ceiling_of(&d.decided, 1), ceiling_of(&d.decided, 2)), (None, Some(1300)), "{d:?}");
+        // Without excess the rule is decide's: the cheaper job first.
+        let plain = decide_by_node(Some(500.0), &powers, &BTreeMap::new());
+        assert_eq!(plain.decided, decide(Some(500.0), 0.0, &powers.jobs));
+        // Only once the heavy job is at its floor does the rest fall on the others (the cap holds).
+        let d = decide_by_node(Some(500.0), &powers, &corrections);
+        assert_eq!((ceiling_of(&d.decided, 1), ceiling_of(&d.decided, 2)), (Some(1100), Some(900)), "{d:?}");
+        assert!(d.decided.predicted_w <= 500.0 + 1e-9 && !d.decided.unmet, "{d:?}");
+        // A node reading low gives its room to everyone.
+        let low = node_corrections(&BTreeMap::from([(0, 300.0), (1, 150.0)]), &BTreeMap::from([(0, 300.0), (1, 300.0)]));
+        assert_eq!(ceiling_of(&decide_by_node(Some(500.0), &powers, &low).decided, 1), None);
     }
 
     #[test]

@@ -86,31 +86,8 @@ pub struct Learnt {
     /// Job -> node name -> last cycle the refusal counts.
     refused: HashMap<u32, HashMap<String, u64>>,
     /// The nodes' last power readings (acct_gather_energy: node -> W, poll time): they correct
-    /// the power directives' prediction (model::power_directive::measured_correction).
+    /// the power directives' prediction, node by node (model::power_directive::decide_by_node).
     pub node_power: HashMap<String, (f64, i64)>,
-}
-
-/// Readings older than this do not count as the nodes' power now.
-const READING_MAX_AGE_S: i64 = 60;
-
-/// The GPU power measured now on the snapshot's GPU nodes and the oldest reading's time (Unix
-/// s), if every one of them has a recent reading (a partial sum would read as a cluster drawing
-/// less than it does).
-fn measured_gpu_w(built: &snapshot::Built, readings: &HashMap<String, (f64, i64)>, now_s: f64) -> Option<(f64, i64)> {
-    let mut total = 0.0;
-    let mut oldest = i64::MAX;
-    for (i, n) in built.snapshot.nodes.iter().enumerate() {
-        if n.gpus == 0 {
-            continue;
-        }
-        let &(w, at) = readings.get(built.node_names.get(i)?)?;
-        if (now_s as i64) - at > READING_MAX_AGE_S {
-            return None;
-        }
-        total += w;
-        oldest = oldest.min(at);
-    }
-    (total > 0.0).then_some((total, oldest))
 }
 
 /// How many cycles a refused (job, node) pair stays out of the job's plans.
@@ -222,8 +199,7 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
     let plan_start = Instant::now();
     let outcome = plan(&built, cfg, predictor);
     // Running jobs' clock ceilings under the cap (answered to their nodes' GPU-use reports).
-    let measured_w = if cfg.planner.power_cap_w > 0.0 { measured_gpu_w(&built, &learnt.node_power, now_s) } else { None };
-    let extensions = crate::power_directives::update(&built.snapshot, cfg.planner.power_cap_w, predictor, &built.limit_cap_end_s, measured_w);
+    let extensions = crate::power_directives::update(&built.snapshot, cfg.planner.power_cap_w, predictor, &built.limit_cap_end_s, &built.node_names, &learnt.node_power, now_s);
     let plan_time = plan_start.elapsed();
 
     let mut stats = CycleStats {

@@ -2,6 +2,7 @@
 //! `model::power_directive` decides for the running jobs under the cap in force, kept in one
 //! table the GPU-use listener reads to answer each report. Nothing is decided here.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
 use model::power_directive::{self, DirectiveReply, DirectiveTable};
@@ -18,13 +19,14 @@ struct Table {
     directives: DirectiveTable,
     /// Each directed job's slowdown under its ceiling (relative to its start clock), as its time
     /// limit was last extended for it.
-    slowdowns: std::collections::BTreeMap<JobId, f64>,
+    slowdowns: BTreeMap<JobId, f64>,
     /// The last "cap not met" state logged, so that it is said once per change.
     unmet_logged: bool,
-    /// The factor measured power puts on the prediction (1 until measured).
-    correction: f64,
-    /// The uncorrected prediction for the ceilings in force.
-    raw_predicted_w: Option<f64>,
+    /// Each GPU node's correction, by name: its measured power over its predicted draw (absent:
+    /// 1, until measured).
+    corrections: BTreeMap<String, f64>,
+    /// Each node's uncorrected prediction for the ceilings in force, by name.
+    raw_w_by_node: BTreeMap<String, f64>,
     /// When the ceilings last changed (Unix ms): readings from before that (plus the time the
     /// nodes take to apply them) do not measure them.
     changed_ms: u64,
@@ -35,7 +37,7 @@ const APPLY_MS: u64 = 5_000;
 
 impl Table {
     fn new() -> Table {
-        Table { directives: DirectiveTable::default(), slowdowns: Default::default(), unmet_logged: false, correction: 1.0, raw_predicted_w: None, changed_ms: 0 }
+        Table { directives: DirectiveTable::default(), slowdowns: Default::default(), unmet_logged: false, corrections: BTreeMap::new(), raw_w_by_node: BTreeMap::new(), changed_ms: 0 }
     }
 }
 
@@ -54,27 +56,45 @@ pub struct Extension {
     pub slowdown: f64,
 }
 
+/// Readings older than this do not count as a node's power now.
+const READING_MAX_AGE_S: i64 = 60;
+
 /// One cycle's directives, from the snapshot the cycle planned on and the cap it planned under
 /// (`cap_w` 0: none), and Slurm's caps on the running jobs' limits. Changes are logged.
 /// Returns the time limits to extend for jobs whose ceiling was set or lowered.
-/// `measured`: the GPU nodes' measured power now and the oldest reading's time (Unix s); it
-/// corrects the prediction once it measures the ceilings in force.
-pub fn update(snapshot: &Snapshot, cap_w: f64, pred: &Predictor, limit_cap_end_s: &std::collections::BTreeMap<JobId, f64>, measured: Option<(f64, i64)>) -> Vec<Extension> {
-    let (base_w, jobs) = power_directive::running_powers(snapshot, pred, limit_cap_end_s);
+/// `readings`: the nodes' last power readings (name -> W, poll time Unix s; `node_names` names
+/// the snapshot's nodes): each GPU node's reading taken once the ceilings in force applied
+/// corrects that node's prediction (model::power_directive::decide_by_node).
+pub fn update(snapshot: &Snapshot, cap_w: f64, pred: &Predictor, limit_cap_end_s: &BTreeMap<JobId, f64>, node_names: &[String], readings: &HashMap<String, (f64, i64)>, now_s: f64) -> Vec<Extension> {
+    let powers = power_directive::running_powers_by_node(snapshot, pred, limit_cap_end_s);
     let cap = (cap_w > 0.0).then_some(cap_w);
     let mut guard = table();
     let t = guard.get_or_insert_with(Table::new);
-    if let (Some((measured_w, oldest_s)), Some(raw_w)) = (measured, t.raw_predicted_w)
-        && u64::try_from(oldest_s).unwrap_or(0).saturating_mul(1000) >= t.changed_ms + APPLY_MS
-    {
-        let c = power_directive::measured_correction(Some(measured_w), raw_w);
-        if (c - t.correction).abs() > 0.02 {
-            slurm_log!(LOG, info, "power cap: measured GPU power {measured_w:.0} W against {raw_w:.0} W predicted: predictions corrected by x{c:.2}");
+    // Each GPU node's reading against its own prediction for the state it measured.
+    let mut measured = BTreeMap::new();
+    let mut predicted = BTreeMap::new();
+    for (i, n) in snapshot.nodes.iter().enumerate() {
+        let (Some(name), true) = (node_names.get(i), n.gpus > 0) else { continue };
+        let (Some(&(w, at_s)), Some(&raw_w)) = (readings.get(name), t.raw_w_by_node.get(name)) else { continue };
+        let fresh = (now_s as i64).saturating_sub(at_s) <= READING_MAX_AGE_S;
+        let after_change = u64::try_from(at_s).unwrap_or(0).saturating_mul(1000) >= t.changed_ms + APPLY_MS;
+        if fresh && after_change && cap.is_some() {
+            measured.insert(i as u32, w);
+            predicted.insert(i as u32, raw_w);
         }
-        t.correction = c;
     }
-    let decided = power_directive::decide_corrected(cap, base_w, &jobs, t.correction);
-    t.raw_predicted_w = Some(decided.predicted_w / t.correction);
+    for (i, c) in power_directive::node_corrections(&measured, &predicted) {
+        let Some(name) = node_names.get(i as usize) else { continue };
+        let before = t.corrections.get(name).copied().unwrap_or(1.0);
+        if (c - before).abs() > 0.02 {
+            slurm_log!(LOG, info, "power cap: node {name} measured GPU power {:.0} W against {:.0} W predicted: its predictions corrected by x{c:.2}", measured[&i], predicted[&i]);
+        }
+        t.corrections.insert(name.clone(), c);
+    }
+    t.corrections.retain(|name, _| node_names.contains(name));
+    let by_index: BTreeMap<u32, f64> = node_names.iter().enumerate().filter_map(|(i, name)| Some((i as u32, *t.corrections.get(name)?))).collect();
+    let power_directive::DecidedByNode { decided, raw_w_by_node } = power_directive::decide_by_node(cap, &powers, &by_index);
+    t.raw_w_by_node = raw_w_by_node.into_iter().filter_map(|(i, w)| Some((node_names.get(i as usize)?.clone(), w))).collect();
     // Limits grow by the change of slowdown only, once per change (never compounded per cycle).
     let mut extensions = Vec::new();
     for r in &snapshot.running {
@@ -128,7 +148,7 @@ fn unix_now_ms() -> u64 {
 
 /// Tests: sets the table's ceilings as a cycle would.
 #[cfg(test)]
-pub(crate) fn set_for_test(ceilings: &std::collections::BTreeMap<JobId, Option<model::power_directive::Ceiling>>) {
+pub(crate) fn set_for_test(ceilings: &BTreeMap<JobId, Option<model::power_directive::Ceiling>>) {
     let mut guard = table();
     let t = guard.get_or_insert_with(Table::new);
     t.directives.update(ceilings, unix_now_ms());
