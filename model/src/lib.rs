@@ -12,6 +12,7 @@ pub mod data;
 pub mod decision;
 pub mod duration;
 pub mod elastic;
+pub mod energy_toml;
 pub mod eligibility;
 mod fit_index;
 pub mod gpu_use;

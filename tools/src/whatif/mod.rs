@@ -3,22 +3,24 @@
 //!
 //! The decisions are `model::whatif`'s (the planner sched/energy runs each cycle); this module
 //! only gathers its input as the plugin does: the cluster from Slurm's commands
-//! ([`cluster`]), the energy.toml beside slurm.conf (GPU types, planner settings, measured data,
-//! carbon source, learning state file), and the learnt history of the plugin's state file.
+//! ([`cluster`]), the energy.toml beside slurm.conf read by the plugin's own parser
+//! (`model::energy_toml`: GPU types, planner settings, measured data, carbon source, learning
+//! state file, the power-cap file), the cap that file sets now, and the learnt history of the
+//! plugin's state file.
 
 pub mod cluster;
 pub mod render;
 pub mod sbatch;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use model::config::PlannerConfig;
+use model::energy_toml::Config;
+use model::power_cap::{CapSchedule, effective_cap_w};
 use model::eligibility::{Eligibility, NodeSet};
 use model::predictor::Predictor;
-use model::types::{GpuType, JobId, PendingJob, Request, UNLIMITED_TIME_S};
+use model::types::{JobId, PendingJob, Request, UNLIMITED_TIME_S};
 use model::whatif::{WhatIf, scenarios, what_if};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 /// The learning state file's name in StateSaveLocation (as sched/energy names it).
 pub const LEARNING_STATE_FILE: &str = "energy-learning.json";
@@ -35,82 +37,6 @@ pub struct WhatifOptions {
     pub cluster_text: Option<cluster::ClusterText>,
     /// Planner clock (unix s); default now.
     pub now_s: Option<f64>,
-}
-
-/// The parts of energy.toml the what-if reads, with sched/energy's defaults. Keys it does not
-/// use are accepted (the plugin checks the file; the what-if must not fail where it runs).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-struct EnergyToml {
-    sched: SchedPart,
-    planner: PlannerConfig,
-    gpu_types: BTreeMap<String, GpuSpec>,
-    carbon: CarbonPart,
-    learning: LearningPart,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-struct SchedPart {
-    data_dir: Option<PathBuf>,
-    interference_gpu: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
-struct CarbonPart {
-    source: Option<PathBuf>,
-    format: String,
-}
-
-impl Default for CarbonPart {
-    fn default() -> Self {
-        CarbonPart { source: None, format: "auto".into() }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
-struct LearningPart {
-    enabled: bool,
-    state_file: Option<PathBuf>,
-}
-
-impl Default for LearningPart {
-    fn default() -> Self {
-        LearningPart { enabled: true, state_file: None }
-    }
-}
-
-/// `[gpu_types.<gres type>]`, with sched/energy's defaults (a V100-class GPU).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
-struct GpuSpec {
-    model: Option<String>,
-    default_clock_mhz: u32,
-    min_clock_mhz: u32,
-    max_clock_mhz: u32,
-    idle_power_w: f64,
-    max_power_w: f64,
-}
-
-impl Default for GpuSpec {
-    fn default() -> Self {
-        GpuSpec { model: None, default_clock_mhz: 1312, min_clock_mhz: 510, max_clock_mhz: 1530, idle_power_w: 40.0, max_power_w: 300.0 }
-    }
-}
-
-impl GpuSpec {
-    fn gpu_type(&self, name: &str) -> GpuType {
-        GpuType {
-            name: self.model.clone().unwrap_or_else(|| name.to_string()),
-            default_clock_mhz: self.default_clock_mhz,
-            min_clock_mhz: self.min_clock_mhz,
-            max_clock_mhz: self.max_clock_mhz,
-            idle_power_w: self.idle_power_w,
-            max_power_w: self.max_power_w,
-        }
-    }
 }
 
 /// The job as planned.
@@ -150,6 +76,8 @@ pub struct Report {
     /// The carbon source, when one is configured and readable.
     pub carbon_source: Option<String>,
     pub energy_toml: Option<String>,
+    /// The cluster GPU power cap planned under (W; `None`: no cap), as sched/energy has it now.
+    pub power_cap_w: Option<f64>,
     pub learning_state: Option<String>,
     pub cluster: ClusterSummary,
     pub notes: Vec<String>,
@@ -180,16 +108,57 @@ fn uid_of(spec: Option<&str>) -> Result<u32, String> {
     }
 }
 
-fn load_energy_toml(path: &Path) -> Result<EnergyToml, String> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => {
-            let cfg: EnergyToml = toml::from_str(&text).map_err(|e| format!("{}: {}", path.display(), e.message()))?;
-            cfg.planner.validate().map_err(|e| format!("{}: planner.{}: {}", path.display(), e.key, e.reason))?;
-            Ok(cfg)
+/// energy.toml as sched/energy reads it (the same parser, the same file:line errors).
+fn load_energy_toml(path: &Path) -> Result<Config, String> {
+    model::energy_toml::load(path).map_err(|e| e.to_string())
+}
+
+/// The cap sched/energy plans under at `now_s` (W, 0: none): the power-cap file's
+/// (`[power_cap] file`) where it says something about now, else energy.toml's `power_cap_w`;
+/// and a note when the file is not used. The file is refused as sched/energy refuses it (owned
+/// by someone other than root or `slurm_uid`, or writable by group or others).
+fn cap_now_w(cfg: &Config, slurm_uid: Option<u32>, now_s: f64) -> (f64, Option<String>) {
+    let static_w = cfg.planner.power_cap_w;
+    let Some(path) = &cfg.power_cap.file else { return (static_w, None) };
+    let refused = |why: String| (static_w, Some(format!("power cap file {}: {why}; planned with energy.toml's power_cap_w ({}) (sched/energy keeps the last schedule it read, if any)", path.display(), cap_text(static_w))));
+    let md = match std::fs::metadata(path) {
+        Ok(md) => md,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (static_w, Some(format!("no power cap file {} yet: energy.toml's power_cap_w ({}) holds", path.display(), cap_text(static_w)))),
+        Err(e) => return refused(format!("cannot read: {e}")),
+    };
+    {
+        use std::os::unix::fs::MetadataExt;
+        if md.uid() != 0 && Some(md.uid()) != slurm_uid {
+            return refused(format!("owned by uid {}, not root or SlurmUser: sched/energy refuses it", md.uid()));
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(EnergyToml::default()),
-        Err(e) => Err(format!("{}: {e}", path.display())),
+        if md.mode() & 0o022 != 0 {
+            return refused(format!("writable by group or others (mode {:o}): sched/energy refuses it", md.mode() & 0o7777));
+        }
     }
+    match CapSchedule::from_file(path) {
+        Ok(schedule) => {
+            let now = now_s as i64;
+            let cap_w = effective_cap_w(Some(&schedule), static_w, now);
+            let next = schedule.next_change_after(now).map_or(String::new(), |t| format!("; it changes at {}", render::clock(t as f64, now_s)));
+            let from = match schedule.at(now) {
+                model::power_cap::CapAt::Unspecified => format!("energy.toml's power_cap_w (power cap file {} says nothing about now)", path.display()),
+                _ => format!("power cap file {}", path.display()),
+            };
+            (cap_w, Some(format!("power cap {} from {from}{next}", cap_text(cap_w))))
+        }
+        Err(e) => refused(e.to_string()),
+    }
+}
+
+fn cap_text(cap_w: f64) -> String {
+    if cap_w > 0.0 { format!("{cap_w:.0} W") } else { "none".into() }
+}
+
+/// SlurmUser's uid from `scontrol show config` (`slurm(64030)`).
+fn slurm_uid(text: &cluster::ClusterText) -> Option<u32> {
+    let v = text.config_value("SlurmUser")?;
+    let inner = v.split_once('(')?.1.strip_suffix(')')?;
+    inner.parse().ok()
 }
 
 /// The history and pair observations of sched/energy's learning state file, as its
@@ -214,7 +183,7 @@ pub fn run(opts: &WhatifOptions) -> Result<Report, String> {
         None => cluster::ClusterText::read()?,
     };
     let slurm_conf = text.config_value("SLURM_CONF").map(PathBuf::from).or_else(|| std::env::var_os("SLURM_CONF").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"));
-    let toml_path = opts.energy_toml.clone().unwrap_or_else(|| slurm_conf.parent().unwrap_or(Path::new("/etc/slurm")).join("energy.toml"));
+    let toml_path = opts.energy_toml.clone().unwrap_or_else(|| model::energy_toml::path_next_to(&slurm_conf));
     let cfg = load_energy_toml(&toml_path)?;
     let energy_toml = toml_path.is_file().then(|| toml_path.display().to_string());
     if energy_toml.is_none() {
@@ -224,7 +193,7 @@ pub fn run(opts: &WhatifOptions) -> Result<Report, String> {
     // The predictor as sched/energy loads it (lib.rs load_predictor): measured data only from
     // `[sched] data_dir`.
     let mut pred = match &cfg.sched.data_dir {
-        Some(dir) => Predictor::from_data_dir(dir, cfg.sched.interference_gpu.as_deref().unwrap_or("v100")).map_err(|e| format!("{}: sched.data_dir {}: {e}", toml_path.display(), dir.display()))?,
+        Some(dir) => Predictor::from_data_dir(dir, &cfg.sched.interference_gpu).map_err(|e| format!("{}: sched.data_dir {}: {e}", toml_path.display(), dir.display()))?,
         None => {
             notes.push("no [sched] data_dir: GPUs are predicted at their default clock at 75 % of their maximum power, as sched/energy does".into());
             Predictor::default()
@@ -264,6 +233,8 @@ pub fn run(opts: &WhatifOptions) -> Result<Report, String> {
     }
 
     let now_s = opts.now_s.unwrap_or_else(unix_now_s);
+    let (power_cap_w, cap_note) = cap_now_w(&cfg, slurm_uid(&text), now_s);
+    notes.extend(cap_note);
     let spec_of = |name: &str| cfg.gpu_types.get(name).cloned().unwrap_or_default().gpu_type(name);
     let defaults = cfg.planner.hints.clone();
     let mut built = cluster::build(&text, &spec_of, &defaults.default_hints(), now_s);
@@ -347,6 +318,7 @@ pub fn run(opts: &WhatifOptions) -> Result<Report, String> {
         slurm_may_spread: ntasks > 1 && job_opts.nodes.is_none() && job_opts.ntasks_per_node.is_none(),
     };
     let mut planner = cfg.planner.clone();
+    planner.power_cap_w = power_cap_w;
     // The plugin bounds a cycle's wall time; the what-if plans to the end of the queue.
     planner.max_cycle_ms = 0;
     let w: WhatIf = what_if(&built.snapshot, &job, &scenarios(&job_opts.hints, &defaults), &planner, &pred);
@@ -384,6 +356,7 @@ pub fn run(opts: &WhatifOptions) -> Result<Report, String> {
         rows,
         carbon_source,
         energy_toml,
+        power_cap_w: (power_cap_w > 0.0).then_some(power_cap_w),
         learning_state,
         cluster: ClusterSummary {
             nodes: built.snapshot.nodes.len(),
@@ -462,6 +435,51 @@ mod tests {
             assert_eq!(row.wait_s, Some(1800.0));
             assert!(row.estimate.energy_j.is_some());
         }
+    }
+
+    #[test]
+    fn the_cap_the_sites_file_sets_now_is_planned_under_and_the_file_is_checked_as_the_plugin_does() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = setup(dir.path(), None);
+        let me = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m)).unwrap();
+        if let Some(t) = o.cluster_text.as_mut() {
+            t.config.push_str(&format!("SlurmUser               = me({me})\n"));
+        }
+        let cap = dir.path().join("power-cap");
+        let toml = dir.path().join("energy.toml");
+        let text = std::fs::read_to_string(&toml).unwrap();
+        std::fs::write(&toml, format!("{text}\n[power_cap]\nfile = {:?}\n", cap.display().to_string())).unwrap();
+        o.sbatch = args(&["--gres=gpu:2", "-t", "20", "--uid=1000"]);
+        // No file yet: energy.toml's cap (none): it starts now.
+        let r = run(&o).unwrap();
+        assert_eq!((r.power_cap_w, r.rows[0].estimate.kind), (None, StartKind::Now));
+        assert!(r.notes.iter().any(|n| n.contains("no power cap file")), "{:?}", r.notes);
+        // The file caps the cluster at 800 W now (the running job's four GPUs and the idle ones draw 760 W):
+        // no start until the running job ends.
+        std::fs::write(&cap, "800\n").unwrap();
+        std::fs::set_permissions(&cap, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let r = run(&o).unwrap();
+        assert_eq!(r.power_cap_w, Some(800.0));
+        for row in &r.rows {
+            assert_ne!(row.estimate.kind, StartKind::Now, "{row:?}");
+        }
+        assert!(render::text(&r).contains("power cap: 800 W"));
+        // A line not yet in force says nothing about now: energy.toml's cap holds.
+        std::fs::write(&cap, "2026-11-27T12:00:00Z,1000\n").unwrap();
+        let r = run(&o).unwrap();
+        assert_eq!((r.power_cap_w, r.rows[0].estimate.kind), (None, StartKind::Now));
+        assert!(r.notes.iter().any(|n| n.contains("says nothing about now") && n.contains("changes at")), "{:?}", r.notes);
+        // A file others may write is refused, as sched/energy refuses it.
+        std::fs::write(&cap, "800\n").unwrap();
+        std::fs::set_permissions(&cap, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let r = run(&o).unwrap();
+        assert_eq!(r.power_cap_w, None);
+        assert!(r.notes.iter().any(|n| n.contains("writable by group or others")), "{:?}", r.notes);
+        // energy.toml errors are the plugin's: file, line and key.
+        std::fs::write(&toml, "[power_cap]\nfile = \"relative\"\n").unwrap();
+        let e = run(&o).unwrap_err();
+        assert!(e.ends_with("energy.toml:2: key 'power_cap.file': must be an absolute path"), "{e}");
     }
 
     #[test]

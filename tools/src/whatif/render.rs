@@ -25,7 +25,7 @@ fn kwh(j: f64) -> String {
 }
 
 /// `HH:MM:SSZ` of a unix time (UTC), with the date when it is not `now_s`'s day.
-fn clock(t: f64, now_s: f64) -> String {
+pub(crate) fn clock(t: f64, now_s: f64) -> String {
     let t = t as i64;
     let (day, now_day) = (t.div_euclid(86_400), (now_s as i64).div_euclid(86_400));
     let s = t.rem_euclid(86_400);
@@ -54,12 +54,13 @@ pub fn text(r: &Report) -> String {
     let _ = writeln!(out, "Predictions from {source}: run time {:.0} % of the limit, power x{:.2} the model's", r.runtime_fraction * 100.0, r.power_ratio);
     let _ = writeln!(
         out,
-        "Cluster: {} nodes, {} running, {} pending ahead, {} reservation(s); carbon: {}",
+        "Cluster: {} nodes, {} running, {} pending ahead, {} reservation(s); carbon: {}; power cap: {}",
         r.cluster.nodes,
         r.cluster.running_jobs,
         r.cluster.pending_jobs,
         r.cluster.reservations,
-        r.carbon_source.as_deref().unwrap_or("no source configured")
+        r.carbon_source.as_deref().unwrap_or("no source configured"),
+        r.power_cap_w.map_or("none".to_string(), |w| format!("{w:.0} W"))
     );
     let _ = writeln!(out);
     let _ = writeln!(out, "{:<18} {:<14} {:>9} {:<12} {:>6} {:>6} {:>19} {:>21} {:>9}", "policy", "start", "wait", "nodes", "MHz", "slow", "run time (max)", "GPU kWh (max)", "CO2 g");
