@@ -10,6 +10,9 @@
 //! `--gpu-freq` or of the energy policy, `slurm_spank_exit` releases it; in slurmd,
 //! `slurm_spank_init` repairs clocks left by dead steps (see [`clocks`] and `remote`).
 //!
+//! In sbatch, `--energy-whatif` prints `slurm-energy whatif`'s estimate for the job instead of
+//! submitting it (see [`whatif`]).
+//!
 //! The plugin has no link-time dependency on libslurm: the few SPANK/log functions it calls are
 //! looked up with `dlsym(RTLD_DEFAULT)` in the loading process (sbatch, srun, salloc, slurmd,
 //! slurmstepd), so Rust's BIND_NOW linking cannot make `dlopen` fail. No panic crosses an
@@ -21,10 +24,12 @@ pub mod clocks;
 pub mod job_clock;
 pub mod parse;
 mod remote;
+pub mod whatif;
 
 use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parse::{Bounds, Opt};
 
@@ -156,6 +161,13 @@ fn clock_args() -> clocks::ClockArgs {
     CLOCK_ARGS.lock().unwrap_or_else(|e| e.into_inner()).clone().unwrap_or_default()
 }
 
+/// `whatif=PATH` from plugstack.conf (sbatch --energy-whatif's binary).
+static WHATIF_BINARY: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
+/// `--energy-whatif` was given (sbatch only).
+static WHATIF_ASKED: AtomicBool = AtomicBool::new(false);
+/// The `val` of `--energy-whatif` (apart from the valued options' [`Opt::val`]).
+const WHATIF_VAL: c_int = 100;
+
 /// The plugin's arguments from `slurm_spank_*(spank, ac, av)`.
 ///
 /// # Safety
@@ -230,6 +242,13 @@ pub unsafe extern "C" fn slurm_spank_init(spank: *mut c_void, ac: c_int, av: *mu
             }
         };
         *CLOCK_ARGS.lock().unwrap_or_else(|e| e.into_inner()) = Some(clock.clone());
+        match whatif::binary_from_args(args.iter().map(String::as_str)) {
+            Ok(b) => *WHATIF_BINARY.lock().unwrap_or_else(|e| e.into_inner()) = b,
+            Err(msg) => {
+                log_error(&msg);
+                return -1;
+            }
+        }
         if context() == S_CTX_SLURMD {
             remote::slurmd_start(&clock);
         }
@@ -248,6 +267,12 @@ pub unsafe extern "C" fn slurm_spank_init(spank: *mut c_void, ac: c_int, av: *mu
 /// Called by Slurm's SPANK stack with its handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn slurm_spank_init_post_opt(spank: *mut c_void, _ac: c_int, _av: *mut *mut c_char) -> c_int {
+    if context() == S_CTX_ALLOCATOR && WHATIF_ASKED.load(Ordering::Relaxed) {
+        return catch_unwind(run_whatif).unwrap_or_else(|_| {
+            log_error("internal error in --energy-whatif; nothing submitted");
+            -1
+        });
+    }
     let _ = catch_unwind(AssertUnwindSafe(|| {
         if context() == S_CTX_REMOTE {
             remote::step_start(spank, &clock_args());
@@ -255,6 +280,32 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(spank: *mut c_void, _ac: c_in
     }))
     .map_err(|_| log_error("internal error in slurm_spank_init_post_opt; GPU clocks unchanged"));
     0
+}
+
+/// `sbatch --energy-whatif` (sbatch has read every option and has not contacted slurmctld):
+/// prints the what-if and ends sbatch with its status, submitting nothing. Returns (-1: sbatch
+/// fails, submitting nothing) only when the what-if cannot be run.
+fn run_whatif() -> c_int {
+    let Some(binary) = WHATIF_BINARY.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
+        log_error(&format!("--{}: not set up on this cluster (no whatif=PATH in plugstack.conf); nothing submitted. Run `slurm-energy whatif <sbatch options>` for an estimate", whatif::OPTION));
+        return -1;
+    };
+    let args = match whatif::own_argv().and_then(|argv| whatif::build_args(&argv, &std::env::vars().collect::<Vec<_>>())) {
+        Ok(a) => a,
+        Err(msg) => {
+            log_error(&format!("--{}: {msg}; nothing submitted", whatif::OPTION));
+            return -1;
+        }
+    };
+    let code = whatif::run(&binary, &args);
+    // SAFETY: fflush(NULL) flushes every stdio stream of the process; _exit ends it without
+    // running sbatch's atexit handlers (spank_fini would unload this plugin while its
+    // post_opt callback is still on the stack). sbatch holds no job, allocation or file it
+    // must finish at this point: nothing was sent to slurmctld yet.
+    unsafe {
+        libc::fflush(std::ptr::null_mut());
+        libc::_exit(code)
+    }
 }
 
 /// In slurmd's job prolog (root, before any step of the job on this node): keep the clock
@@ -336,7 +387,39 @@ fn register_options(spank: *mut c_void, b: &Bounds) -> c_int {
             return -1;
         }
     }
+    // --energy-whatif: a flag, sbatch only.
+    let whatif_opt = Box::leak(Box::new(SpankOption {
+        name: c"energy-whatif".as_ptr(),
+        arginfo: std::ptr::null(),
+        usage: c"Print the energy what-if of the job (slurm-energy whatif) and do not submit it, like --test-only".as_ptr(),
+        has_arg: 0,
+        val: WHATIF_VAL,
+        cb: Some(whatif_cb),
+    }));
+    // SAFETY: as above; the strings are static.
+    let rc = unsafe { register(spank, whatif_opt) };
+    if rc != 0 && client {
+        log_error(&format!("cannot register --{} (spank error {rc})", whatif::OPTION));
+        return -1;
+    }
     0
+}
+
+/// `--energy-whatif` seen: noted for `slurm_spank_init_post_opt` in sbatch; refused, with a
+/// message, in salloc and srun.
+unsafe extern "C" fn whatif_cb(_val: c_int, _optarg: *const c_char, remote: c_int) -> c_int {
+    catch_unwind(|| {
+        if remote != 0 {
+            return 0;
+        }
+        if !whatif::own_argv().is_ok_and(|argv| whatif::in_sbatch(&argv)) {
+            log_error(&whatif::only_sbatch_message());
+            return -1;
+        }
+        WHATIF_ASKED.store(true, Ordering::Relaxed);
+        0
+    })
+    .unwrap_or(-1)
 }
 
 /// Checks an option's value. On the submitting side (`remote == 0`) a bad value fails the

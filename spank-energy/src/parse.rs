@@ -185,10 +185,12 @@ pub fn parse_plugin_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<
             }
             // The remote side's GPU clock settings (crate::clocks::ClockArgs).
             k if crate::clocks::ARG_KEYS.contains(&k) => {}
+            // sbatch --energy-whatif's binary (crate::whatif).
+            k if k == crate::whatif::ARG_KEY => {}
             _ => {
                 return Err(format!(
                     "unknown plugstack.conf argument '{arg}': allowed are max_defer=DURATION, max_slowdown=RATIO, \
-                     gpu_clocks=on|off, clock_ledger=DIR, nvml=PATH, data_dir=DIR and energy_config=PATH"
+                     gpu_clocks=on|off, clock_ledger=DIR, nvml=PATH, data_dir=DIR, energy_config=PATH and whatif=PATH"
                 ));
             }
         }

@@ -175,8 +175,22 @@ fn load_learning(path: &Path, pred: &mut Predictor) -> Result<String, String> {
     Ok(format!("{} ({} groups)", path.display(), pred.runtime.groups().len()))
 }
 
+/// Set by `sbatch --energy-whatif` (spank_energy) in the what-if's environment: the arguments
+/// are sbatch's command line.
+pub const FROM_SBATCH_ENV: &str = "SLURM_ENERGY_WHATIF_FROM_SBATCH";
+
+/// From `sbatch --energy-whatif`, a job without a script file or `--wrap` had its script on
+/// standard input, which sbatch has read: its `#SBATCH` lines cannot be seen.
+fn check_from_sbatch(job: &sbatch::JobOptions, from_sbatch: bool) -> Result<(), String> {
+    if from_sbatch && job.script.is_none() && !job.wrapped {
+        return Err("sbatch --energy-whatif: the script came on standard input, which sbatch has read, so its #SBATCH lines cannot be seen; give the script as a file (sbatch --energy-whatif [options] job.sh) or run slurm-energy whatif [options] job.sh".into());
+    }
+    Ok(())
+}
+
 pub fn run(opts: &WhatifOptions) -> Result<Report, String> {
     let job_opts = sbatch::parse(&opts.sbatch)?;
+    check_from_sbatch(&job_opts, std::env::var_os(FROM_SBATCH_ENV).is_some())?;
     let mut notes = job_opts.notes.clone();
     let text = match &opts.cluster_text {
         Some(t) => t.clone(),
@@ -480,6 +494,15 @@ mod tests {
         std::fs::write(&toml, "[power_cap]\nfile = \"relative\"\n").unwrap();
         let e = run(&o).unwrap_err();
         assert!(e.ends_with("energy.toml:2: key 'power_cap.file': must be an absolute path"), "{e}");
+    }
+
+    #[test]
+    fn from_sbatch_a_script_on_standard_input_is_refused() {
+        let job = |a: &[&str]| sbatch::parse(&args(a)).unwrap();
+        let e = check_from_sbatch(&job(&["--gres=gpu:1"]), true).unwrap_err();
+        assert!(e.contains("standard input") && e.contains("slurm-energy whatif"), "{e}");
+        assert!(check_from_sbatch(&job(&["--gres=gpu:1", "--wrap=hostname"]), true).is_ok());
+        assert!(check_from_sbatch(&job(&["--gres=gpu:1"]), false).is_ok(), "slurm-energy whatif itself needs no script");
     }
 
     #[test]

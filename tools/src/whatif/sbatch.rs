@@ -34,6 +34,10 @@ pub struct JobOptions {
     pub hints: HintOptions,
     /// What was ignored or approximated, for the user to read.
     pub notes: Vec<String>,
+    /// The batch script named on the command line, if any.
+    pub script: Option<String>,
+    /// `--wrap` was given (the script is that command).
+    pub wrapped: bool,
 }
 
 /// Options that take a value, by every name sbatch gives them; the canonical long name first.
@@ -104,6 +108,10 @@ pub fn parse(args: &[String]) -> Result<JobOptions, String> {
                 Some((n, v)) => (n, Some(v.to_string())),
                 None => (long, None),
             };
+            if name == "energy-whatif" {
+                // spank_energy's own flag (sbatch --energy-whatif, or an #SBATCH line of it).
+                continue;
+            }
             if canonical(name, VALUED).is_some() || name.starts_with("energy-") {
                 let value = match inline {
                     Some(v) => v,
@@ -143,6 +151,8 @@ pub fn parse(args: &[String]) -> Result<JobOptions, String> {
         from_script.notes.insert(0, format!("#SBATCH options read from {path}"));
         opts = from_script;
     }
+    opts.script = script;
+    opts.wrapped = pairs.iter().any(|(n, _)| n == "wrap");
     for (name, value) in pairs {
         apply(&mut opts, &name, value.as_deref())?;
     }
@@ -344,6 +354,17 @@ mod tests {
         assert_eq!(o.time_limit_s, Some(Some(600)), "the command line wins");
         assert_eq!(o.hints.policy, Some(EnergyPolicy::Efficiency));
         assert_eq!(o.nodes, None, "#SBATCH after the first command is not an option");
+    }
+
+    #[test]
+    fn the_energy_whatif_flag_is_skipped_and_the_script_is_known() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("job.sh");
+        std::fs::write(&script, "#!/bin/bash\n#SBATCH --energy-whatif\n#SBATCH --gres=gpu:2\necho hi\n").unwrap();
+        let o = p(&["--energy-whatif", "-t", "10", script.to_str().unwrap()]).unwrap();
+        assert_eq!((o.gpus_per_node, o.time_limit_s, o.script.as_deref(), o.wrapped), (Some(2), Some(Some(600)), script.to_str(), false));
+        let o = p(&["--wrap=hostname"]).unwrap();
+        assert_eq!((o.script, o.wrapped), (None, true));
     }
 
     #[test]
