@@ -375,6 +375,12 @@ struct SimulateArgs {
     /// newcomer is requeued, as EaCO does.
     #[arg(long)]
     no_early_separation: bool,
+    /// Cap the cluster's GPU power by this cap file (sched/energy's format, docs/power-cap.md)
+    /// in the `energy` policy and its ablations: new starts under the cap, running jobs' clocks
+    /// lowered as sched/energy does. Its times are on the carbon series' calendar (the trace's
+    /// first submit on the same day and time of 2020; 2020-01-01T00:00:00Z without dates).
+    #[arg(long, value_name = "FILE")]
+    power_cap: Option<PathBuf>,
     /// Replay only the first N jobs (by submit time).
     #[arg(long)]
     jobs: Option<usize>,
@@ -444,6 +450,9 @@ fn simulate(a: SimulateArgs) -> Result<(), String> {
     }
     let load_start = std::time::Instant::now();
     let mut workload = Workload::load(spec, &data_dir, &trace_path, a.carbon.as_deref(), a.jobs, a.seed)?;
+    if let Some(p) = &a.power_cap {
+        workload.set_power_cap_file(p)?;
+    }
     let load_s = load_start.elapsed().as_secs_f64();
     let c = &workload.spec.cluster;
     let seeds: Vec<u64> = (0..a.seeds).map(|k| a.seed + k).collect();

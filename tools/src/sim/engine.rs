@@ -7,21 +7,24 @@
 //! series are exact too.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Instant;
 
 use model::carbon::CarbonSignal;
+use model::config::PlannerConfig;
 use model::decision::{Decision, StartDecision};
 use model::elastic::{ElasticJob, ScalingModel, allocate, choices};
 use model::interference::keep_sharing;
 use model::planner::plan;
+use model::power_directive::{Ceiling, decide_corrected, extension_factor, measured_correction, running_powers};
 use model::predictor::Predictor;
 use model::state::ClusterView;
-use model::types::{EnergyPolicy, GpuType, Hints, Node, NodeAllocation, NodeIdx, PendingJob, PowerState, Request};
+use model::types::{EnergyPolicy, GpuType, Hints, JobId, Node, NodeAllocation, NodeIdx, PendingJob, PowerState, Request, RunningJob, Snapshot};
 
 use super::jobs::SimJob;
 use super::metrics::{Accumulators, RunResult};
 use super::policies::{HintRule, Setup};
+use super::power_cap::{CapSample, CapStats, OVER_TOLERANCE_W, SimPowerCap, cap_at_w, change_times_s};
 use super::rng::Rng;
 use super::spec::ClusterSpec;
 use super::truth::{JobTruth, Truth};
@@ -36,6 +39,10 @@ pub const SHARING_TOLERANCE: f64 = 0.05;
 pub const FAILED_PAIR_SLOWDOWN: f64 = 4.0;
 /// Integration step boundary (s): carbon intensity and the power series change only here.
 const SLICE_S: f64 = 1800.0;
+/// Under a power cap, how soon the rule runs again when the truth's GPU power is still over the
+/// cap after its ceilings changed (s): sched/energy's cycle (`[sched] interval_s`, default 5),
+/// in which it measures the nodes again and corrects its prediction.
+pub const DIRECTIVE_INTERVAL_S: f64 = 5.0;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum EventKind {
@@ -49,6 +56,10 @@ enum EventKind {
     TimeLimit(usize, u32),
     /// A scheduler that plans on a timer (`Setup::cycle_interval_s`) runs its cycle.
     CycleTick,
+    /// The power cap's file changes the cap.
+    CapChange,
+    /// The power directives run again (the GPU power was still over the cap).
+    PowerTick,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -103,6 +114,24 @@ struct Running {
     energy_last_s: f64,
     /// The planner's predicted GPU power for the job when it started (W).
     predicted_power_w: f64,
+    /// The power limit and clock the scheduler set (at the start, or a reclock); `power_limit_w`
+    /// is this one, or the power cap's ceiling when one holds.
+    own_power_limit_w: f64,
+    own_clock_mhz: u32,
+    /// The power cap's clock ceiling in force (`model::power_directive`).
+    ceiling: Option<Ceiling>,
+}
+
+/// The power cap of a capped run (`super::power_cap`): the cap in force, the planner config
+/// planning under it, and the rule's memory of the slowdowns it extended limits for.
+struct CapRun {
+    cap: SimPowerCap,
+    static_w: f64,
+    cap_w: f64,
+    planner: PlannerConfig,
+    slowdowns: BTreeMap<JobId, f64>,
+    stats: CapStats,
+    tick_pending: bool,
 }
 
 /// The truth's CPU speed of a job on `allocations` with `cpus_per_node` CPUs on each node:
@@ -156,6 +185,8 @@ pub struct Engine<'a> {
     tick_at_s: Option<f64>,
     /// This batch of events holds the due cycle tick.
     tick_now: bool,
+    /// The cluster power cap, for a capped run.
+    cap: Option<CapRun>,
 }
 
 impl<'a> Engine<'a> {
@@ -215,6 +246,7 @@ impl<'a> Engine<'a> {
             acc: Accumulators::new(n),
             tick_at_s: None,
             tick_now: false,
+            cap: None,
         };
         e.acc.idle_w = spec.gpu.idle_power_w * (n * g) as f64;
         e.acc.base_w = spec.power.node_base_w * n as f64;
@@ -229,6 +261,25 @@ impl<'a> Engine<'a> {
         e
     }
 
+    /// Run under a cluster power cap: `cap`'s file (if any), over the setup's static
+    /// `power_cap_w`. Without either the run is uncapped (and unchanged). Under a cap, the
+    /// planner plans new starts under the cap in force, and after every event the running
+    /// jobs get the clock ceilings sched/energy gives them ([`Engine::power_directives`]).
+    pub fn with_power_cap(mut self, cap: Option<&SimPowerCap>) -> Engine<'a> {
+        let static_w = self.setup.planner.power_cap_w;
+        if cap.is_none_or(|c| c.schedule.is_none()) && static_w <= 0.0 {
+            return self;
+        }
+        let cap = cap.cloned().unwrap_or(SimPowerCap { schedule: None, epoch_unix_s: 0 });
+        let cap_w = cap_at_w(&cap, static_w, 0.0);
+        for t in change_times_s(&cap) {
+            self.push(t, EventKind::CapChange);
+        }
+        let planner = PlannerConfig { power_cap_w: cap_w, ..self.setup.planner.clone() };
+        self.cap = Some(CapRun { cap, static_w, cap_w, planner, slowdowns: BTreeMap::new(), stats: CapStats::default(), tick_pending: false });
+        self
+    }
+
     fn push(&mut self, at_s: f64, kind: EventKind) {
         self.seq += 1;
         self.heap.push(Event { at_s, seq: self.seq, kind });
@@ -241,7 +292,7 @@ impl<'a> Engine<'a> {
         while let Some(ev) = self.heap.pop() {
             // An outdated finish or time-limit event changes nothing; integrating up to it would
             // count idle power past the end of the replay.
-            if self.stale(ev.kind) {
+            if self.stale(ev.kind, ev.at_s) {
                 continue;
             }
             self.advance(ev.at_s);
@@ -256,6 +307,9 @@ impl<'a> Engine<'a> {
             if replan && !self.pending.is_empty() {
                 self.plan_or_wait_for_tick();
             }
+            if replan && self.cap.is_some() {
+                self.power_directives();
+            }
             self.tick_now = false;
             if self.acc.finished - finished_reported >= 1000 {
                 finished_reported = self.acc.finished;
@@ -265,7 +319,13 @@ impl<'a> Engine<'a> {
         on_progress(self.acc.finished);
         let carbon_used = self.carbon.is_some();
         let total_gpus = self.spec.cluster.nodes * self.spec.cluster.gpus_per_node;
-        self.acc.finish(&self.setup.name, total_gpus, wall.elapsed().as_secs_f64(), carbon_used)
+        let cap = self.cap.take();
+        let mut r = self.acc.finish(&self.setup.name, total_gpus, wall.elapsed().as_secs_f64(), carbon_used);
+        if let Some(c) = cap {
+            r.metrics.set_power_cap(&c.stats);
+            r.power_cap_timeline = c.stats.timeline;
+        }
+        r
     }
 
     /// Plans now, as slurmctld's main scheduler does on every event (stock Slurm, and every
@@ -285,10 +345,11 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn stale(&self, kind: EventKind) -> bool {
+    fn stale(&self, kind: EventKind, at_s: f64) -> bool {
         match kind {
             EventKind::Finish(i, version) => self.running[i].as_ref().is_none_or(|r| r.version != version),
-            EventKind::TimeLimit(i, n) => self.start_count[i] != n || self.running[i].is_none(),
+            // A limit the power cap extended ends later: its earlier event is outdated.
+            EventKind::TimeLimit(i, n) => self.start_count[i] != n || self.running[i].as_ref().is_none_or(|r| at_s < r.ready_s + r.time_limit_s),
             _ => false,
         }
     }
@@ -301,6 +362,9 @@ impl<'a> Engine<'a> {
             let dt = until - self.now_s;
             let g = self.carbon.as_ref().map_or(0.0, |c| c.intensity_at(self.now_s));
             self.acc.integrate(self.now_s, dt, g);
+            if let Some(c) = self.cap.as_mut() {
+                c.stats.integrate(c.cap_w, self.acc.active_w + self.acc.idle_w, dt);
+            }
             self.now_s = until;
         }
     }
@@ -328,8 +392,22 @@ impl<'a> Engine<'a> {
                 self.tick_now = true;
                 true
             }
-            EventKind::TimeLimit(i, n) => {
-                if self.start_count[i] != n || self.running[i].is_none() {
+            EventKind::CapChange => {
+                let now_s = self.now_s;
+                if let Some(c) = self.cap.as_mut() {
+                    c.cap_w = cap_at_w(&c.cap, c.static_w, now_s);
+                    c.planner.power_cap_w = c.cap_w;
+                }
+                true
+            }
+            EventKind::PowerTick => {
+                if let Some(c) = self.cap.as_mut() {
+                    c.tick_pending = false;
+                }
+                true
+            }
+            EventKind::TimeLimit(i, _) => {
+                if self.stale(kind, self.now_s) {
                     return false;
                 }
                 self.settle(i);
@@ -490,7 +568,8 @@ impl<'a> Engine<'a> {
 
     fn cycle(&mut self) {
         let t0 = Instant::now();
-        let outcome = plan(&mut self.view, self.now_s, &self.pending, &self.setup.planner, &self.pred);
+        let cfg = self.cap.as_ref().map_or(&self.setup.planner, |c| &c.planner);
+        let outcome = plan(&mut self.view, self.now_s, &self.pending, cfg, &self.pred);
         self.acc.cycles += 1;
         self.acc.cycle_time_s += t0.elapsed().as_secs_f64();
         let mut any_started = false;
@@ -513,7 +592,9 @@ impl<'a> Engine<'a> {
                 Decision::Reclock(rc) => {
                     let i = rc.job.0 as usize - 1;
                     if let Some(r) = self.running[i].as_mut() {
-                        r.power_limit_w = rc.power_limit_w;
+                        r.own_power_limit_w = rc.power_limit_w;
+                        r.own_clock_mhz = rc.clock_mhz;
+                        r.power_limit_w = Self::limit_under(rc.power_limit_w, r.ceiling);
                     }
                     self.refresh_rate(i);
                     if let Some(p) = self.running[i].as_ref().and_then(|r| r.partner) {
@@ -527,6 +608,124 @@ impl<'a> Engine<'a> {
         if any_started {
             let started = &self.started;
             self.pending.retain(|p| !started[p.id.0 as usize - 1]);
+        }
+    }
+
+    /// A job's power limit under a clock ceiling: the ceiling's step limit when it is lower.
+    fn limit_under(own_w: f64, ceiling: Option<Ceiling>) -> f64 {
+        match ceiling {
+            Some(c) if c.power_limit_w > 0.0 => c.power_limit_w.min(own_w),
+            _ => own_w,
+        }
+    }
+
+    /// What sched/energy's snapshot holds of the running jobs (for `model::power_directive`):
+    /// each at the clock its scheduler set, until its (possibly extended) time limit.
+    fn snapshot(&self) -> Snapshot {
+        let running = self
+            .running
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.as_ref().map(|r| (i, r)))
+            .map(|(i, r)| RunningJob {
+                id: self.jobs[i].id,
+                user: self.jobs[i].user,
+                start_time_s: r.ready_s,
+                end_time_s: r.ready_s + r.time_limit_s,
+                allocations: r.allocations.clone(),
+                clock_mhz: r.own_clock_mhz,
+                hints: self.hints_for(i),
+                shared: r.partner.is_some(),
+            })
+            .collect();
+        Snapshot {
+            now_s: self.now_s,
+            gpu_types: self.view.gpu_types.clone(),
+            nodes: self.view.nodes.iter().map(|n| n.node.clone()).collect(),
+            running,
+            pending: Vec::new(),
+            node_sets: Vec::new(),
+            reservations: Vec::new(),
+        }
+    }
+
+    /// sched/energy's power directives (`slurm-sched-plugin/src/power_directives.rs`), through
+    /// the same model code: the running jobs' ladders ([`running_powers`]), the measured GPU
+    /// power (here the truth's, as the nodes' counters measure it) against the prediction for
+    /// the ceilings in force ([`measured_correction`]), the rule ([`decide_corrected`]), and the
+    /// time limits of slowed jobs extended by their slowdown ([`extension_factor`]). A ceiling
+    /// takes effect at once: the job's power limit, speed and power change, and its end is
+    /// rescheduled. No job is killed for the cap.
+    fn power_directives(&mut self) {
+        let Some(c) = self.cap.as_ref() else { return };
+        let cap_w = c.cap_w;
+        if cap_w <= 0.0 && c.slowdowns.is_empty() && !self.running.iter().flatten().any(|r| r.ceiling.is_some()) {
+            return;
+        }
+        let snap = self.snapshot();
+        let (base_w, jobs) = running_powers(&snap, &self.pred, &BTreeMap::new());
+        let index = |id: JobId| id.0 as usize - 1;
+        // The prediction for the state measured: each job at its ceiling's step, else its own.
+        let in_force_w = base_w
+            + jobs
+                .iter()
+                .map(|j| {
+                    let ceiling = self.running[index(j.job)].as_ref().and_then(|r| r.ceiling);
+                    let step = ceiling.and_then(|c| j.steps.iter().position(|s| s.clock_mhz == c.clock_mhz)).unwrap_or(j.start_step);
+                    j.steps.get(step).map_or(0.0, |s| s.power_w)
+                })
+                .sum::<f64>();
+        let correction = measured_correction(Some(self.acc.active_w + self.acc.idle_w), in_force_w);
+        let decided = decide_corrected((cap_w > 0.0).then_some(cap_w), base_w, &jobs, correction);
+        let running: Vec<usize> = (0..self.running.len()).filter(|&i| self.running[i].is_some()).collect();
+        let mut changes = 0;
+        for &i in &running {
+            let want = decided.ceilings.get(&self.jobs[i].id).copied().flatten();
+            let Some(r) = self.running[i].as_mut() else { continue };
+            if r.ceiling == want {
+                continue;
+            }
+            r.ceiling = want;
+            r.power_limit_w = Self::limit_under(r.own_power_limit_w, want);
+            changes += 1;
+            self.refresh_rate(i);
+            if let Some(p) = self.running[i].as_ref().and_then(|r| r.partner) {
+                self.refresh_rate(p);
+            }
+            self.refresh_job_gpus(i);
+        }
+        // Limits grow by the change of slowdown only, once per change (as the plugin's).
+        let now_s = self.now_s;
+        let before = self.cap.as_ref().map(|c| c.slowdowns.clone()).unwrap_or_default();
+        let mut extensions = 0;
+        for &i in &running {
+            let id = self.jobs[i].id;
+            let factor = extension_factor(before.get(&id).copied().unwrap_or(1.0), decided.slowdowns.get(&id).copied().unwrap_or(1.0));
+            let Some(r) = self.running[i].as_mut() else { continue };
+            let end_s = r.ready_s + r.time_limit_s;
+            if factor > 1.0 && end_s > now_s {
+                let new_end_s = now_s + (end_s - now_s) * factor;
+                r.time_limit_s = new_end_s - r.ready_s;
+                extensions += 1;
+                let held_s = r.allocations.first().and_then(|a| self.view.nodes.get(a.node.0 as usize)).and_then(|n| n.releases.iter().find(|x| x.job == id)).map_or(new_end_s, |x| x.at_s);
+                if new_end_s > held_s {
+                    self.view.set_end(id, new_end_s);
+                }
+                self.push(new_end_s, EventKind::TimeLimit(i, self.start_count[i]));
+            }
+        }
+        let over = cap_w > 0.0 && self.acc.active_w + self.acc.idle_w > cap_w + OVER_TOLERANCE_W;
+        let Some(c) = self.cap.as_mut() else { return };
+        c.slowdowns = decided.slowdowns.into_iter().filter(|(_, s)| *s > 1.0).collect();
+        c.stats.ceiling_changes += changes;
+        c.stats.limit_extensions += extensions;
+        let ceilings = self.running.iter().flatten().filter(|r| r.ceiling.is_some()).count() as u32;
+        c.stats.timeline.push(CapSample { t_s: now_s, cap_w, gpu_w: self.acc.active_w + self.acc.idle_w, predicted_w: decided.predicted_w, ceilings, unmet: decided.unmet });
+        // Still over after a change: measure again next cycle (the prediction is corrected by
+        // what the new ceilings draw). Without a change the same inputs decide the same.
+        if over && changes > 0 && !c.tick_pending {
+            c.tick_pending = true;
+            self.push(now_s + DIRECTIVE_INTERVAL_S, EventKind::PowerTick);
         }
     }
 
@@ -587,6 +786,9 @@ impl<'a> Engine<'a> {
             energy_j: 0.0,
             energy_last_s: self.now_s,
             predicted_power_w: s.predicted_power_w,
+            own_power_limit_w: s.power_limit_w,
+            own_clock_mhz: s.clock_mhz,
+            ceiling: None,
         });
         let gpus_now: u32 = s.allocations.iter().map(|a| a.gpu_indices.len() as u32).sum();
         match gpus_now.cmp(&job.total_gpus()) {

@@ -97,6 +97,37 @@ pub struct Metrics {
     pub planner_cycles: u64,
     pub mean_cycle_us: f64,
     pub wall_s: f64,
+    /// Under a power cap only (absent from uncapped runs): time a cap was in force (s), time the
+    /// truth's GPU power was over it (s), its largest excess (W), the longest unbroken stretch
+    /// over it (s: the time taken to comply), the truth's peak GPU power (W), the ceilings
+    /// changed and the time limits extended (`super::power_cap::CapStats`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power_cap_in_force_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power_cap_over_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power_cap_max_excess_w: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power_cap_longest_over_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_gpu_power_w: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power_cap_ceiling_changes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power_cap_limit_extensions: Option<u64>,
+}
+
+impl Metrics {
+    /// Fill in the power cap's figures of a capped run.
+    pub fn set_power_cap(&mut self, s: &super::power_cap::CapStats) {
+        self.power_cap_in_force_s = Some(s.in_force_s);
+        self.power_cap_over_s = Some(s.over_s);
+        self.power_cap_max_excess_w = Some(s.max_excess_w);
+        self.power_cap_longest_over_s = Some(s.longest_over_s);
+        self.peak_gpu_power_w = Some(s.peak_gpu_w);
+        self.power_cap_ceiling_changes = Some(s.ceiling_changes);
+        self.power_cap_limit_extensions = Some(s.limit_extensions);
+    }
 }
 
 /// One finished job, for `--jobs-csv`.
@@ -123,6 +154,8 @@ pub struct RunResult {
     pub jct_sorted_s: Vec<f64>,
     /// Jobs killed at their time limit: (job id, work seconds left at the request's speed).
     pub killed_remaining_work_s: Vec<(u32, f64)>,
+    /// Under a power cap: the state after each run of the power directives.
+    pub power_cap_timeline: Vec<super::power_cap::CapSample>,
 }
 
 fn percentile_sorted(v: &[f64], q: f64) -> f64 {
@@ -264,9 +297,16 @@ impl Accumulators {
             planner_cycles: self.cycles,
             mean_cycle_us: if self.cycles > 0 { self.cycle_time_s / self.cycles as f64 * 1e6 } else { 0.0 },
             wall_s,
+            power_cap_in_force_s: None,
+            power_cap_over_s: None,
+            power_cap_max_excess_w: None,
+            power_cap_longest_over_s: None,
+            peak_gpu_power_w: None,
+            power_cap_ceiling_changes: None,
+            power_cap_limit_extensions: None,
         };
         let power_kw = self.power_bins_j.iter().enumerate().map(|(i, j)| ((i as f64 + 0.5) * BIN_S / 86_400.0, j / BIN_S / 1000.0)).collect();
-        RunResult { jobs: self.per_job, name: name.to_string(), metrics, power_kw, jct_sorted_s: self.jct_s, killed_remaining_work_s: self.killed_remaining }
+        RunResult { jobs: self.per_job, name: name.to_string(), metrics, power_kw, jct_sorted_s: self.jct_s, killed_remaining_work_s: self.killed_remaining, power_cap_timeline: Vec::new() }
     }
 }
 

@@ -6,6 +6,7 @@ pub mod jobs;
 pub mod metrics;
 pub mod oracle;
 pub mod policies;
+pub mod power_cap;
 pub mod report;
 pub mod rng;
 pub mod spec;
@@ -19,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use model::carbon::CarbonSignal;
-use model::data::carbon::{days_from_civil, load_carbon};
+use model::data::carbon::load_carbon;
 use model::elastic::ScalingModel;
 use model::predictor::Predictor;
 
@@ -42,26 +43,15 @@ pub struct Workload {
     /// The planner's GPU scaling curves (elastic policies).
     pub scaling: Option<ScalingModel>,
     pub carbon: Option<CarbonSignal>,
+    /// A power cap's file for the capped setups (`power_cap::capped_setup`); `None`: only the
+    /// setups' static `power_cap_w` caps.
+    pub power_cap: Option<power_cap::SimPowerCap>,
 }
 
 /// Where in the carbon series the trace starts: the same day of the year and time of day (the
 /// series is of another year), or 1 January for traces without dates.
 fn carbon_offset_s(trace: &Trace, carbon_start_unix_s: i64) -> f64 {
-    let target = match trace.start_unix_s {
-        Some(start) => {
-            let days = start.div_euclid(86_400);
-            let secs = start.rem_euclid(86_400);
-            // Year of `start`: find the 1 January at or before it.
-            let mut year = 1970 + days / 366;
-            while days_from_civil(year + 1, 1, 1) <= days {
-                year += 1;
-            }
-            let day_of_year = days - days_from_civil(year, 1, 1);
-            (days_from_civil(2020, 1, 1) + day_of_year) * 86_400 + secs
-        }
-        None => days_from_civil(2020, 1, 1) * 86_400,
-    };
-    (target - carbon_start_unix_s) as f64
+    (power_cap::trace_epoch_unix_s(trace) - carbon_start_unix_s) as f64
 }
 
 impl Workload {
@@ -84,7 +74,15 @@ impl Workload {
             None => None,
         };
         let prepared = prepare(&trace, &spec, &truth, seed);
-        Ok(Workload { spec, trace_path: trace_path.to_path_buf(), trace, prepared, truth, predictor, scaling, carbon })
+        Ok(Workload { spec, trace_path: trace_path.to_path_buf(), trace, prepared, truth, predictor, scaling, carbon, power_cap: None })
+    }
+
+    /// Cap the capped setups' runs by a cap file (`model::power_cap` format), its times on the
+    /// calendar of [`power_cap::trace_epoch_unix_s`].
+    pub fn set_power_cap_file(&mut self, path: &Path) -> Result<(), String> {
+        let schedule = model::power_cap::CapSchedule::from_file(path).map_err(|e| e.to_string())?;
+        self.power_cap = Some(power_cap::SimPowerCap { schedule: Some(schedule), epoch_unix_s: power_cap::trace_epoch_unix_s(&self.trace) });
+        Ok(())
     }
 
     /// Draw the jobs again under another seed (job types, time limits, hints); the trace, the
@@ -94,7 +92,8 @@ impl Workload {
     }
 
     pub fn run_one(&self, setup: &Setup, on_progress: impl FnMut(u64)) -> RunResult {
-        let engine = Engine::new(setup, &self.spec, &self.truth, &self.prepared.jobs, self.prepared.seed, self.predictor.clone(), self.carbon.clone(), self.scaling.clone());
+        let cap = self.power_cap.as_ref().filter(|_| power_cap::capped_setup(setup));
+        let engine = Engine::new(setup, &self.spec, &self.truth, &self.prepared.jobs, self.prepared.seed, self.predictor.clone(), self.carbon.clone(), self.scaling.clone()).with_power_cap(cap);
         let mut r = engine.run(on_progress);
         self.charge_unfinished_work(std::slice::from_mut(&mut r));
         r

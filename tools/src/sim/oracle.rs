@@ -325,9 +325,16 @@ pub fn run_oracle(jobs: &[SimJob], truth: &Truth, spec: &ClusterSpec, carbon: Op
         planner_cycles: 0,
         mean_cycle_us: 0.0,
         wall_s: wall.elapsed().as_secs_f64(),
+        power_cap_in_force_s: None,
+        power_cap_over_s: None,
+        power_cap_max_excess_w: None,
+        power_cap_longest_over_s: None,
+        peak_gpu_power_w: None,
+        power_cap_ceiling_changes: None,
+        power_cap_limit_extensions: None,
     };
     let power_kw = bins_j.iter().enumerate().map(|(i, j)| ((i as f64 + 0.5) * BIN_S / 86_400.0, j / BIN_S / 1000.0)).collect();
-    RunResult { jobs: records, name: "oracle".to_string(), metrics, power_kw, jct_sorted_s: jct, killed_remaining_work_s: Vec::new() }
+    RunResult { jobs: records, name: "oracle".to_string(), metrics, power_kw, jct_sorted_s: jct, killed_remaining_work_s: Vec::new(), power_cap_timeline: Vec::new() }
 }
 
 #[cfg(test)]

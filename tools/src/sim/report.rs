@@ -55,7 +55,8 @@ impl SeededRuns {
 
     /// Mean and 95 % interval of every metric of one setup over the seeds.
     pub fn summary(&self, name: &str) -> BTreeMap<String, Estimate> {
-        let metrics: Vec<String> = self.runs.first().and_then(|rs| rs.first()).map(|r| numbers(r).into_keys().collect()).unwrap_or_default();
+        // This setup's own metrics: a capped setup has the power cap's, others do not.
+        let metrics: Vec<String> = self.runs.first().and_then(|rs| rs.iter().find(|r| r.name == name)).map(|r| numbers(r).into_keys().collect()).unwrap_or_default();
         metrics.into_iter().map(|m| {
             let e = Estimate::of(&self.values(name, &m));
             (m, e)
@@ -149,6 +150,38 @@ pub fn table(all: &SeededRuns) -> String {
         }
     }
     out.push_str(&share_and_differences(all));
+    out.push_str(&power_cap_table(all));
+    out
+}
+
+/// The power cap's figures of the capped setups (empty when none was capped).
+fn power_cap_table(all: &SeededRuns) -> String {
+    let mut out = String::new();
+    let capped: Vec<String> = all.names().into_iter().filter(|n| !all.values(n, "power_cap_in_force_s").is_empty()).collect();
+    if capped.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "\npower cap (truth's cluster GPU power against the cap in force):");
+    let _ = writeln!(
+        out,
+        "{:<34} {:>13} {:>15} {:>15} {:>17} {:>15} {:>11} {:>11}",
+        "policy", "capped h", "over cap s", "max excess W", "longest over s", "peak GPU kW", "ceilings", "extended"
+    );
+    for name in capped {
+        let e = |m: &str| Estimate::of(&all.values(&name, m));
+        let _ = writeln!(
+            out,
+            "{:<34} {:>13} {:>15} {:>15} {:>17} {:>15} {:>11.0} {:>11.0}",
+            name,
+            e("power_cap_in_force_s").scaled(1.0 / 3600.0).show(2),
+            e("power_cap_over_s").show(0),
+            e("power_cap_max_excess_w").show(0),
+            e("power_cap_longest_over_s").show(0),
+            e("peak_gpu_power_w").scaled(1e-3).show(1),
+            e("power_cap_ceiling_changes").mean,
+            e("power_cap_limit_extensions").mean,
+        );
+    }
     out
 }
 
