@@ -91,7 +91,8 @@ pub fn update(snapshot: &Snapshot, cap_w: f64, pred: &Predictor, limit_cap_end_s
         }
         t.corrections.insert(name.clone(), c);
     }
-    t.corrections.retain(|name, _| node_names.contains(name));
+    let names: std::collections::HashSet<&String> = node_names.iter().collect();
+    t.corrections.retain(|name, _| names.contains(name));
     let by_index: BTreeMap<u32, f64> = node_names.iter().enumerate().filter_map(|(i, name)| Some((i as u32, *t.corrections.get(name)?))).collect();
     let power_directive::DecidedByNode { decided, raw_w_by_node } = power_directive::decide_by_node(cap, &powers, &by_index);
     t.raw_w_by_node = raw_w_by_node.into_iter().filter_map(|(i, w)| Some((node_names.get(i as usize)?.clone(), w))).collect();
