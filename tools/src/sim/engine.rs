@@ -16,7 +16,7 @@ use model::decision::{Decision, StartDecision};
 use model::elastic::{ElasticJob, ScalingModel, allocate, choices};
 use model::interference::keep_sharing;
 use model::planner::plan;
-use model::power_directive::{Ceiling, decide_corrected, extension_factor, measured_correction, running_powers};
+use model::power_directive::{Ceiling, DecidedByNode, decide_by_node, extension_factor, node_corrections, running_powers_by_node};
 use model::predictor::Predictor;
 use model::state::ClusterView;
 use model::types::{EnergyPolicy, GpuType, Hints, JobId, Node, NodeAllocation, NodeIdx, PendingJob, PowerState, Request, RunningJob, Snapshot};
@@ -650,33 +650,45 @@ impl<'a> Engine<'a> {
     }
 
     /// sched/energy's power directives (`slurm-sched-plugin/src/power_directives.rs`), through
-    /// the same model code: the running jobs' ladders ([`running_powers`]), the measured GPU
-    /// power (here the truth's, as the nodes' counters measure it) against the prediction for
-    /// the ceilings in force ([`measured_correction`]), the rule ([`decide_corrected`]), and the
-    /// time limits of slowed jobs extended by their slowdown ([`extension_factor`]). A ceiling
-    /// takes effect at once: the job's power limit, speed and power change, and its end is
-    /// rescheduled. No job is killed for the cap.
+    /// the same model code: the running jobs' ladders per node ([`running_powers_by_node`]),
+    /// each node's measured GPU power (here the truth's, as the node's counters measure it)
+    /// against its prediction for the ceilings in force ([`node_corrections`]), the rule
+    /// ([`decide_by_node`]), and the time limits of slowed jobs extended by their slowdown
+    /// ([`extension_factor`]). A ceiling takes effect at once: the job's power limit, speed and
+    /// power change, and its end is rescheduled. No job is killed for the cap.
     fn power_directives(&mut self) {
         let Some(c) = self.cap.as_ref() else { return };
         let cap_w = c.cap_w;
-        if cap_w <= 0.0 && c.slowdowns.is_empty() && !self.running.iter().flatten().any(|r| r.ceiling.is_some()) {
+        let gpu_w = self.acc.active_w + self.acc.idle_w;
+        // With no ceiling in force and the measured power within the cap, the rule (whose
+        // prediction the measured power corrects) sets none: it is not run, which keeps long
+        // runs under a rarely binding cap as fast as uncapped ones.
+        if c.slowdowns.is_empty() && (cap_w <= 0.0 || gpu_w <= cap_w + OVER_TOLERANCE_W) && !self.running.iter().flatten().any(|r| r.ceiling.is_some()) {
+            let now_s = self.now_s;
+            if let Some(c) = self.cap.as_mut() {
+                c.stats.timeline.push(CapSample { t_s: now_s, cap_w, gpu_w, predicted_w: f64::NAN, ceilings: 0, unmet: false });
+            }
             return;
         }
         let snap = self.snapshot();
-        let (base_w, jobs) = running_powers(&snap, &self.pred, &BTreeMap::new());
-        let index = |id: JobId| id.0 as usize - 1;
-        // The prediction for the state measured: each job at its ceiling's step, else its own.
-        let in_force_w = base_w
-            + jobs
-                .iter()
-                .map(|j| {
-                    let ceiling = self.running[index(j.job)].as_ref().and_then(|r| r.ceiling);
-                    let step = ceiling.and_then(|c| j.steps.iter().position(|s| s.clock_mhz == c.clock_mhz)).unwrap_or(j.start_step);
-                    j.steps.get(step).map_or(0.0, |s| s.power_w)
-                })
-                .sum::<f64>();
-        let correction = measured_correction(Some(self.acc.active_w + self.acc.idle_w), in_force_w);
-        let decided = decide_corrected((cap_w > 0.0).then_some(cap_w), base_w, &jobs, correction);
+        let powers = running_powers_by_node(&snap, &self.pred, &BTreeMap::new());
+        // Each node's prediction for the state measured (each job at its ceiling's step, else
+        // its own) and its measured GPU power; read only under a cap, as the plugin does.
+        let mut corrections = BTreeMap::new();
+        if cap_w > 0.0 {
+            let mut predicted_w = powers.base_w_by_node.clone();
+            for j in &powers.jobs {
+                let ceiling = self.running[j.job.0 as usize - 1].as_ref().and_then(|r| r.ceiling);
+                let step = ceiling.and_then(|c| j.steps.iter().position(|s| s.clock_mhz == c.clock_mhz)).unwrap_or(j.start_step);
+                let job_w = j.steps.get(step).map_or(0.0, |s| s.power_w);
+                for (n, share) in powers.job_nodes.get(&j.job).map_or(&[][..], Vec::as_slice) {
+                    *predicted_w.entry(*n).or_default() += share * job_w;
+                }
+            }
+            let measured_w: BTreeMap<u32, f64> = self.gpu_power_w.iter().enumerate().map(|(n, gpus)| (n as u32, gpus.iter().sum())).collect();
+            corrections = node_corrections(&measured_w, &predicted_w);
+        }
+        let DecidedByNode { decided, .. } = decide_by_node((cap_w > 0.0).then_some(cap_w), &powers, &corrections);
         let running: Vec<usize> = (0..self.running.len()).filter(|&i| self.running[i].is_some()).collect();
         let mut changes = 0;
         for &i in &running {
