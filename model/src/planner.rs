@@ -39,20 +39,21 @@ pub type NodeFilter<'f> = &'f dyn Fn(&PendingJob, &NodeView) -> bool;
 
 /// [`plan_snapshot`] with an optional [`NodeFilter`]; `None` plans exactly as `plan_snapshot`.
 pub fn plan_snapshot_filtered(s: &Snapshot, cfg: &PlannerConfig, pred: &Predictor, filter: Option<NodeFilter<'_>>) -> PlanOutcome {
-    // Running jobs share a few (tag, GPU type, clock) combinations: predict each once.
-    let known_w: std::cell::RefCell<Vec<KnownPower>> = std::cell::RefCell::new(Vec::new());
+    // Running jobs share a few tags and (tag, GPU type, clock) combinations: work out each
+    // family and predict each power once (hashed: tags are the users' to choose, and a user
+    // with a new tag per job must not make this quadratic).
+    let families: std::cell::RefCell<HashMap<Option<&str>, Option<std::sync::Arc<str>>>> = std::cell::RefCell::new(HashMap::new());
+    let known_w: std::cell::RefCell<HashMap<KnownPower<'_>, f64>> = std::cell::RefCell::new(HashMap::new());
     let mut view = ClusterView::from_snapshot(
         s,
-        |h| Predictor::family(h.tag.as_deref()),
+        |h| {
+            let tag = h.tag.as_deref();
+            families.borrow_mut().entry(tag).or_insert_with(|| Predictor::family(tag).map(std::sync::Arc::from)).clone()
+        },
         |r| {
             let Some(gpu_type) = r.allocations.first().and_then(|a| s.nodes.get(a.node.0 as usize)).map(|n| n.gpu_type) else { return 0.0 };
             let tag = r.hints.tag.as_deref();
-            let known = known_w.borrow().iter().find(|k| k.0.as_deref() == tag && k.1 == gpu_type && k.2 == r.clock_mhz).map(|k| k.3);
-            known.unwrap_or_else(|| {
-                let w = running_power_w(s, pred, tag, gpu_type, r.clock_mhz);
-                known_w.borrow_mut().push((tag.map(str::to_owned), gpu_type, r.clock_mhz, w));
-                w
-            })
+            *known_w.borrow_mut().entry((tag, gpu_type, r.clock_mhz)).or_insert_with(|| running_power_w(s, pred, tag, gpu_type, r.clock_mhz))
         },
     );
     let slurm = SlurmLimits { node_sets: &s.node_sets, reservations: &s.reservations };
@@ -67,8 +68,8 @@ struct PlainProfiles {
     valid: Vec<bool>,
 }
 
-/// A predicted power per GPU (W) of running jobs with one (tag, GPU type, clock MHz).
-type KnownPower = (Option<String>, usize, u32, f64);
+/// Running jobs with one (tag, GPU type, clock MHz): they share a predicted power per GPU.
+type KnownPower<'s> = (Option<&'s str>, usize, u32);
 
 /// Predicted power per GPU of a running job with `tag` on `gpu_type` at `clock_mhz`: its
 /// family's curve at the ladder step closest to that clock.
@@ -156,8 +157,9 @@ struct Cycle<'a> {
     /// failed: resources only shrink and claims only grow during a cycle, so a later job of the
     /// same shape that would end no earlier fails too. Keeps cycles over long queues cheap.
     failed_shapes: Vec<(Shape, f64)>,
-    /// The same for time-sharing: (family, slowdown bound, CPUs, memory) that found no GPU.
-    failed_shares: Vec<(Option<&'a str>, Shape)>,
+    /// The same for time-sharing: (tag, shape) that found no GPU to share (hashed: tags are
+    /// the users' to choose, one per job would make a list quadratic).
+    failed_shares: std::collections::HashSet<(Option<&'a str>, Shape)>,
     /// `view.max_free_gpus()` and whether any GPU can take a second tenant, refreshed after
     /// each placement: the per-job test of a long queue must cost next to nothing.
     max_free_gpus: u32,
@@ -217,7 +219,7 @@ fn plan_inner<'a>(view: &mut ClusterView, now_s: f64, pending: &'a [PendingJob],
         unreserved: Vec::new(),
         reservations_left: cfg.reservation_depth,
         failed_shapes: Vec::new(),
-        failed_shares: Vec::new(),
+        failed_shares: std::collections::HashSet::new(),
         cleanest: HashMap::new(),
         max_free_gpus: view.max_free_gpus(),
         any_shareable: view.shareable_nodes().next().is_some(),
@@ -736,7 +738,7 @@ impl<'a> Cycle<'a> {
         let end_s = self.now_s + self.extended_limit_s(job);
         let shape: Shape = (job.request.nodes, g, job.request.cpus_per_node, job.request.mem_mb_per_node, alt.map(|a| (a.node_set, a.reservation)));
         let known_failure = self.failed_shapes.iter().any(|(s, failed_end)| *s == shape && end_s >= *failed_end);
-        let share_known_failure = self.failed_shares.iter().any(|(t, s)| *s == shape && *t == job.hints.tag.as_deref());
+        let share_known_failure = self.failed_shares.contains(&(job.hints.tag.as_deref(), shape));
         if (!exclusive_possible || known_failure) && (!can_share || share_known_failure) {
             return false;
         }
@@ -781,7 +783,7 @@ impl<'a> Cycle<'a> {
                 self.filtered_out.set(false);
                 let shared = self.shared_candidates(view, job, alt, family.as_deref(), &need, end_s, expected_runtime_s);
                 if shared.is_empty() && !self.filtered_out.get() {
-                    self.failed_shares.push((job.hints.tag.as_deref(), shape));
+                    self.failed_shares.insert((job.hints.tag.as_deref(), shape));
                 }
                 candidates.extend(shared);
             }

@@ -36,6 +36,10 @@ impl Amount {
     }
 }
 
+/// The jobs on one GPU: one inline, a second (time-slicing) on the heap, so that a cycle's view
+/// of a busy cluster costs no allocation per busy GPU.
+pub type GpuTenants = smallvec::SmallVec<[GpuTenant; 1]>;
+
 /// A job on one GPU.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GpuTenant {
@@ -81,7 +85,7 @@ impl Claim {
 pub struct NodeView {
     pub node: Node,
     /// Up to two tenants per GPU (time-slicing).
-    pub gpus: Vec<Vec<GpuTenant>>,
+    pub gpus: Vec<GpuTenants>,
     pub free: Amount,
     pub releases: Vec<Release>,
     pub claims: Vec<Claim>,
@@ -263,7 +267,7 @@ impl ClusterView {
             .map(|(i, node)| {
                 by_free_gpus[node.gpus as usize].insert(i as u32);
                 NodeView {
-                    gpus: vec![Vec::new(); node.gpus as usize],
+                    gpus: vec![GpuTenants::new(); node.gpus as usize],
                     free: Amount { gpus: node.gpus as i64, cpus: node.cpus as i64, mem_mb: node.mem_mb as i64 },
                     releases: Vec::new(),
                     claims: Vec::new(),
@@ -277,14 +281,14 @@ impl ClusterView {
 
     /// Build from a snapshot. Allocations that do not fit the node (inconsistent input) are
     /// counted as far as they go; the planner never places more on such a node.
-    pub fn from_snapshot(s: &Snapshot, family_of: impl Fn(&Hints) -> Option<String>, power_of: impl Fn(&RunningJob) -> f64) -> ClusterView {
+    pub fn from_snapshot<'s>(s: &'s Snapshot, family_of: impl Fn(&'s Hints) -> Option<std::sync::Arc<str>>, power_of: impl Fn(&'s RunningJob) -> f64) -> ClusterView {
         let mut v = ClusterView::new(s.gpu_types.clone(), s.nodes.clone());
         for r in &s.running {
             let tenant = GpuTenant {
                 job: r.id,
                 share_allowed: r.shared || r.hints.share_allowed,
                 max_slowdown: r.hints.max_slowdown,
-                family: family_of(&r.hints).map(std::sync::Arc::from),
+                family: family_of(&r.hints),
                 clock_mhz: r.clock_mhz,
                 power_w: power_of(r),
             };
@@ -474,7 +478,7 @@ mod tests {
         let amount = |g: i64| Amount { gpus: g, cpus: 4 * g, mem_mb: 1024 * g };
         NodeView {
             node: crate::types::Node { name: "n".into(), gpu_type: 0, gpus: 8, cpus: 32, mem_mb: 8192, power: PowerState::On, available: true },
-            gpus: vec![Vec::new(); 8],
+            gpus: vec![GpuTenants::new(); 8],
             free: amount(free_gpus),
             releases: releases.into_iter().enumerate().map(|(i, (at_s, g))| Release { at_s, job: JobId(i as u32), amount: amount(g) }).collect(),
             claims: claims.into_iter().map(|(start_s, len, g, resv)| Claim { job: JobId(99), start_s, end_s: start_s + len, amount: amount(g), resv }).collect(),

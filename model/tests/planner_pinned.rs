@@ -232,7 +232,7 @@ fn cycle_with_a_node_filter() {
 fn cycles_on_a_kept_view() {
     let s = bench_snapshot::snapshot(100, 900, 13);
     let pred = predictor();
-    let mut view = ClusterView::from_snapshot(&s, |h| Predictor::family(h.tag.as_deref()), |_| 150.0);
+    let mut view = ClusterView::from_snapshot(&s, |h| Predictor::family(h.tag.as_deref()).map(std::sync::Arc::from), |_| 150.0);
     let cfg = PlannerConfig { report_reservations: false, ..all_tested() };
     let mut pending = s.pending.clone();
     let mut lines = Vec::new();
