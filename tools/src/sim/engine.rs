@@ -132,6 +132,8 @@ struct CapRun {
     slowdowns: BTreeMap<JobId, f64>,
     stats: CapStats,
     tick_pending: bool,
+    /// Running jobs under a ceiling now.
+    ceilings_in_force: usize,
 }
 
 /// The truth's CPU speed of a job on `allocations` with `cpus_per_node` CPUs on each node:
@@ -276,7 +278,7 @@ impl<'a> Engine<'a> {
             self.push(t, EventKind::CapChange);
         }
         let planner = PlannerConfig { power_cap_w: cap_w, ..self.setup.planner.clone() };
-        self.cap = Some(CapRun { cap, static_w, cap_w, planner, slowdowns: BTreeMap::new(), stats: CapStats::default(), tick_pending: false });
+        self.cap = Some(CapRun { cap, static_w, cap_w, planner, slowdowns: BTreeMap::new(), stats: CapStats::default(), tick_pending: false, ceilings_in_force: 0 });
         self
     }
 
@@ -663,7 +665,7 @@ impl<'a> Engine<'a> {
         // With no ceiling in force and the measured power within the cap, the rule (whose
         // prediction the measured power corrects) sets none: it is not run, which keeps long
         // runs under a rarely binding cap as fast as uncapped ones.
-        if c.slowdowns.is_empty() && (cap_w <= 0.0 || gpu_w <= cap_w + OVER_TOLERANCE_W) && !self.running.iter().flatten().any(|r| r.ceiling.is_some()) {
+        if c.slowdowns.is_empty() && (cap_w <= 0.0 || gpu_w <= cap_w + OVER_TOLERANCE_W) && c.ceilings_in_force == 0 {
             let now_s = self.now_s;
             if let Some(c) = self.cap.as_mut() {
                 c.stats.timeline.push(CapSample { t_s: now_s, cap_w, gpu_w, predicted_w: f64::NAN, ceilings: 0, unmet: false });
@@ -697,7 +699,11 @@ impl<'a> Engine<'a> {
             if r.ceiling == want {
                 continue;
             }
+            let count_change = (want.is_some() as isize) - (r.ceiling.is_some() as isize);
             r.ceiling = want;
+            if let Some(c) = self.cap.as_mut() {
+                c.ceilings_in_force = c.ceilings_in_force.saturating_add_signed(count_change);
+            }
             r.power_limit_w = Self::limit_under(r.own_power_limit_w, want);
             changes += 1;
             self.refresh_rate(i);
@@ -731,8 +737,8 @@ impl<'a> Engine<'a> {
         c.slowdowns = decided.slowdowns.into_iter().filter(|(_, s)| *s > 1.0).collect();
         c.stats.ceiling_changes += changes;
         c.stats.limit_extensions += extensions;
-        let ceilings = self.running.iter().flatten().filter(|r| r.ceiling.is_some()).count() as u32;
-        c.stats.timeline.push(CapSample { t_s: now_s, cap_w, gpu_w: self.acc.active_w + self.acc.idle_w, predicted_w: decided.predicted_w, ceilings, unmet: decided.unmet });
+        debug_assert_eq!(c.ceilings_in_force, self.running.iter().flatten().filter(|r| r.ceiling.is_some()).count(), "ceilings counted");
+        c.stats.timeline.push(CapSample { t_s: now_s, cap_w, gpu_w: self.acc.active_w + self.acc.idle_w, predicted_w: decided.predicted_w, ceilings: c.ceilings_in_force as u32, unmet: decided.unmet });
         // Still over after a change: measure again next cycle (the prediction is corrected by
         // what the new ceilings draw). Without a change the same inputs decide the same.
         if over && changes > 0 && !c.tick_pending {
@@ -962,6 +968,9 @@ impl<'a> Engine<'a> {
     /// power changes, an emptied node starts its suspend timer, a co-tenant runs alone again.
     fn vacate(&mut self, i: usize, r: &Running) {
         self.view.remove_job(self.jobs[i].id);
+        if let (Some(c), Some(_)) = (self.cap.as_mut(), r.ceiling) {
+            c.ceilings_in_force = c.ceilings_in_force.saturating_sub(1);
+        }
         self.acc.cpu_w -= r.busy_cores * self.spec.power.cpu_w_per_busy_core;
         for a in &r.allocations {
             let node = a.node.0 as usize;
