@@ -170,6 +170,32 @@ pub fn reservation_thresholds(sched_params: Option<&str>) -> (u32, u32) {
     (num("bf_min_prio_reserve"), num("bf_min_age_reserve"))
 }
 
+/// sched/backfill's planning window, `bf_window` (minutes in slurm.conf), in seconds: read as
+/// backfill reads it (the leading digits, like `atoi`); 1 day when not set, and when below 1
+/// minute or above 30 days (backfill logs an error and uses its default, as
+/// [`sched_params_warnings`] names it).
+pub fn backfill_window_s(sched_params: Option<&str>) -> f64 {
+    const DEFAULT_S: f64 = 24.0 * 3600.0;
+    match param_value(sched_params, "bf_window").map(leading_int) {
+        Some(min) if (1..=BACKFILL_WINDOW_MAX_MIN).contains(&min) => min as f64 * 60.0,
+        _ => DEFAULT_S,
+    }
+}
+
+/// The largest `bf_window` sched/backfill accepts (minutes): 30 days.
+const BACKFILL_WINDOW_MAX_MIN: i64 = 30 * 24 * 60;
+
+/// The number at the start of `text`, as C's `atoi` reads it (0 without one).
+fn leading_int(text: &str) -> i64 {
+    let text = text.trim_start();
+    let (sign, digits) = match text.strip_prefix('-') {
+        Some(rest) => (-1, rest),
+        None => (1, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let end = digits.find(|c: char| !c.is_ascii_digit()).unwrap_or(digits.len());
+    digits[..end].parse::<i64>().map_or(0, |v| sign * v)
+}
+
 /// Partitions that let jobs share CPUs (`OverSubscribe=YES` or `FORCE` with a count above 1),
 /// with their `OverSubscribe=` as slurm.conf writes it. Call only where slurmctld holds the
 /// partition lock for the caller (sched/energy's `init`, inside `read_slurm_conf()`).
@@ -264,9 +290,9 @@ pub fn param_handling(key: &str) -> Option<ParamHandling> {
         "bf_interval" => Mapped("[sched] interval_s (seconds between cycles)"),
         "bf_max_time" => Mapped("[planner] max_cycle_ms (time a cycle may plan)"),
         "bf_continue" => Mapped("[planner] max_cycle_ms (a cycle stops at its time limit and the next one starts from the top)"),
-        "bf_min_prio_reserve" | "bf_min_age_reserve" => Honoured,
+        "bf_min_prio_reserve" | "bf_min_age_reserve" | "bf_window" => Honoured,
         "bf_max_job_user" | "bf_max_job_part" | "bf_max_job_assoc" | "bf_max_job_user_part" | "bf_max_job_start" | "bf_max_job_array_resv"
-        | "bf_one_resv_per_job" | "bf_job_part_count_reserve" | "bf_window" | "bf_resolution"
+        | "bf_one_resv_per_job" | "bf_job_part_count_reserve" | "bf_resolution"
         | "bf_licenses" | "bf_busy_nodes" | "bf_ignore_newly_avail_nodes" | "bf_node_space_size" | "bf_running_job_reserve" | "bf_hetjob_immediate"
         | "bf_hetjob_prio" | "bf_allow_magnetic_slot" | "bf_topopt_enable" | "bf_topopt_iterations" | "bf_window_linear" | "bf_max_job_start_per_part"
         | "assoc_limit_stop" => Ignored(NO_EQUIVALENT),
@@ -288,6 +314,12 @@ pub fn sched_params_warnings(sched_params: Option<&str>) -> Vec<String> {
         .filter_map(|kv| {
             let key = kv.split_once('=').map_or(kv, |(k, _)| k);
             match param_handling(key)? {
+                ParamHandling::Honoured if key.trim().eq_ignore_ascii_case("bf_window") => {
+                    let min = kv.split_once('=').map_or(0, |(_, v)| leading_int(v));
+                    (!(1..=BACKFILL_WINDOW_MAX_MIN).contains(&min)).then(|| {
+                        format!("SchedulerParameters {kv} is invalid (1 to {BACKFILL_WINDOW_MAX_MIN} minutes): 1 day is used, as sched/backfill does")
+                    })
+                }
                 ParamHandling::Honoured => None,
                 ParamHandling::Mapped(to) => Some(format!("SchedulerParameters {kv} is not read by sched/energy: set {to} in energy.toml instead")),
                 ParamHandling::Ignored(why) => Some(format!("SchedulerParameters {kv} has no effect: {why}")),
@@ -309,11 +341,24 @@ mod tests {
     }
 
     #[test]
+    fn the_planning_window_is_read_as_backfill_reads_bf_window() {
+        assert_eq!(backfill_window_s(None), 86_400.0);
+        assert_eq!(backfill_window_s(Some("bf_window=2880")), 2880.0 * 60.0);
+        assert_eq!(backfill_window_s(Some("defer, BF_WINDOW=90min ,bf_interval=5")), 90.0 * 60.0);
+        for bad in ["bf_window=0", "bf_window=x", "bf_window=43201", "bf_window=-5"] {
+            assert_eq!(backfill_window_s(Some(bad)), 86_400.0, "{bad}");
+            assert_eq!(sched_params_warnings(Some(bad)).len(), 1, "{bad}");
+        }
+        assert_eq!(backfill_window_s(Some("bf_window=43200")), 43_200.0 * 60.0);
+        assert!(sched_params_warnings(Some("bf_window=2880,bf_window_linear=30")).len() == 1);
+    }
+
+    #[test]
     fn every_backfill_parameter_not_honoured_is_named() {
-        let w = sched_params_warnings(Some("sched_interval=-1,defer,bf_yield_interval=1000000,bf_max_job_user=10,BF_WINDOW=2880,bf_max_job_test=100,default_queue_depth=50,bf_future_knob=1,DebugFlags=x"));
+        let w = sched_params_warnings(Some("sched_interval=-1,defer,bf_yield_interval=1000000,bf_max_job_user=10,BF_WINDOW=0,bf_max_job_test=100,default_queue_depth=50,bf_future_knob=1,DebugFlags=x"));
         assert_eq!(w.len(), 5, "{w:#?}");
         assert!(w[0].starts_with("SchedulerParameters bf_max_job_user=10 has no effect"), "{w:#?}");
-        assert!(w[1].contains("BF_WINDOW=2880"), "{w:#?}");
+        assert!(w[1].contains("BF_WINDOW=0 is invalid") && w[1].contains("1 day is used"), "{w:#?}");
         assert!(w[2].contains("bf_max_job_test=100") && w[2].contains("max_jobs_tested"), "{w:#?}");
         assert!(w[3].contains("default_queue_depth=50") && w[3].contains("main scheduler"), "{w:#?}");
         assert!(w[4].contains("bf_future_knob=1"), "{w:#?}");

@@ -7,7 +7,9 @@
 //! `bf_max_job_test`) and with every one of the 10,000 jobs tested; then, on the large cluster,
 //! with every one of the 50,000 jobs tested and a reservation for every blocked one (`-- large`
 //! times only that one). "a tag per job" is the 10,000-job cycle with every job's tag its own
-//! (what a user who writes a new `--energy-tag` on every job makes of the cycle).
+//! (what a user who writes a new `--energy-tag` on every job makes of the cycle). "bf_window 1
+//! day" plans reservations only within a day, as sched/energy does under slurm.conf's default
+//! `bf_window` (jobs that cannot start within it get none, as under sched/backfill).
 
 use std::time::Instant;
 
@@ -84,6 +86,9 @@ fn main() {
         p.hints.tag = p.hints.tag.as_ref().map(|t| format!("{t}-job{i}"));
     }
     measure("all 10,000 tested, a tag per job", &own_tags, &all, &pred);
+    // As sched/energy plans under slurm.conf's defaults: reservations within bf_window (1 day).
+    let windowed = PlannerConfig { reservation_window_s: DAY_S, ..all.clone() };
+    measure("all 10,000 tested, bf_window 1 day", &s, &windowed, &pred);
 
     // The largest centres: 50x the jobs on 10x the nodes, the same mix (same generator and
     // seed). Every job tested and every blocked one reserved: the reservation depth is raised
@@ -94,6 +99,8 @@ fn main() {
         describe(&s);
         let all = PlannerConfig { max_jobs_tested: 50_000, reservation_depth: 50_000, ..PlannerConfig::default() };
         measure(large_name, &s, &all, &pred);
+        let windowed = PlannerConfig { reservation_window_s: DAY_S, ..all.clone() };
+        measure("large: all 50,000 tested, bf_window 1 day", &s, &windowed, &pred);
     }
 }
 
@@ -105,6 +112,9 @@ fn thread_cpu_ns() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
     text.split_whitespace().next()?.parse().ok()
 }
+
+/// sched/backfill's default `bf_window` (s), which sched/energy honours.
+const DAY_S: f64 = 24.0 * 3600.0;
 
 fn describe(s: &Snapshot) {
     let busy: usize = s.running.iter().map(|r| r.allocations[0].gpu_indices.len()).sum();

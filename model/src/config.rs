@@ -137,6 +137,14 @@ pub struct PlannerConfig {
     pub cpu_by_sensitivity: bool,
     /// Cluster power cap for GPUs in W (PowerFlow's budget, expressed as power); 0 = none.
     pub power_cap_w: f64,
+    /// How far ahead reservations are planned (s), sched/backfill's `bf_window`: a blocked job
+    /// whose earliest start is later than this after now gets no reservation ("starts too far
+    /// in the future to worry about", as backfill says), and the search for it stops there.
+    /// Not an energy.toml key: sched/energy sets it from slurm.conf's `SchedulerParameters`
+    /// (`bf_window`, 1 day when not set, as sched/backfill); the simulator and the benches
+    /// plan without a horizon unless told.
+    #[serde(skip)]
+    pub reservation_window_s: f64,
     /// Extend a job's time limit by its slowdown bound when the planner slows it, so that a job
     /// is never killed for a choice it did not make.
     pub extend_time_limits: bool,
@@ -171,6 +179,7 @@ impl Default for PlannerConfig {
             carbon_aware_clocks: true,
             cpu_by_sensitivity: true,
             power_cap_w: 0.0,
+            reservation_window_s: f64::INFINITY,
             extend_time_limits: true,
             packing: true,
             report_reservations: true,
@@ -236,6 +245,7 @@ impl PlannerConfig {
         check((0.0..=1.0).contains(&self.congested_slowdown_share), "congested_slowdown_share", "must be a fraction in [0, 1]")?;
         check(self.congestion_load.is_finite() && self.congestion_load > 0.0, "congestion_load", "must be a fraction > 0")?;
         check(self.power_cap_w.is_finite() && self.power_cap_w >= 0.0, "power_cap_w", "must be >= 0 (0 = no cap)")?;
+        check(self.reservation_window_s > 0.0, "reservation_window_s", "must be > 0 (bf_window)")?;
         let w = &self.scorers;
         for (key, v) in [
             ("scorers.energy", w.energy),

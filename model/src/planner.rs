@@ -480,6 +480,9 @@ impl<'a> Cycle<'a> {
 
     fn reserve_on(&self, view: &mut ClusterView, job: &PendingJob, alt: Option<&crate::eligibility::Eligibility>) -> Option<Reservation> {
         let (start_s, picked) = self.earliest_common_start(view, job, alt)?;
+        if start_s > self.now_s + self.cfg.reservation_window_s {
+            return None;
+        }
         let need = Self::need(job);
         let duration = self.extended_limit_s(job);
         let mut nodes = Vec::with_capacity(picked.len());
@@ -537,7 +540,10 @@ impl<'a> Cycle<'a> {
             PowerState::Suspended => not_before_s.max(self.now_s + self.pred.node_power.resume_s),
             PowerState::Resuming { ready_at_s } => ready_at_s.max(not_before_s),
         };
-        self.with_profile(view, i, alt.and_then(|a| a.reservation), |p| p.earliest_fit(need, not_before, duration_s))
+        // Beyond the planning window (bf_window) no reservation is made: a fit there is no fit,
+        // and since fits only grow within a cycle, the node leaves the shape's search for good.
+        let horizon_s = self.now_s + self.cfg.reservation_window_s;
+        self.with_profile(view, i, alt.and_then(|a| a.reservation), |p| p.earliest_fit(need, not_before, duration_s)).filter(|&t| t <= horizon_s)
     }
 
     /// Is `need` free on node `i` over `[from_s, to_s)` for a job inside reservation `own`?

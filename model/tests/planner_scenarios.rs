@@ -187,3 +187,30 @@ fn eaco_consolidation_shares_a_busy_gpu_although_an_empty_node_is_free() {
     let out = plan_snapshot(&s, &strict, &predictor());
     assert!(out.starts().next().expect("the job starts").shares_with.is_empty());
 }
+
+#[test]
+fn a_job_that_starts_beyond_the_planning_window_gets_no_reservation_as_under_bf_window() {
+    // As in backfill_never_delays_the_reserved_job: job 2's earliest start is t=1000 (node 1).
+    // With sched/backfill's bf_window shorter than that, it "starts too far in the future to
+    // worry about": no reservation, so job 3 (4 GPUs, 5000 s) backfills as under stock; with the
+    // window past t=1000 job 2 is reserved and job 3 waits.
+    let h = hints(EnergyPolicy::Performance, 1.0, false, "ResNet-50");
+    let s = Snapshot {
+        now_s: 0.0,
+        node_sets: Vec::new(),
+        reservations: Vec::new(),
+        gpu_types: vec![v100()],
+        nodes: vec![node(0, 8), node(1, 8)],
+        running: vec![running(1, 0, &[0, 1, 2, 3, 4, 5, 6, 7], 2000.0, h.clone()), running(9, 1, &[0, 1, 2, 3], 1000.0, h.clone())],
+        pending: vec![pending(2, 1, 8, 3600.0, h.clone()), pending(3, 1, 4, 5000.0, h.clone())],
+    };
+    let within = PlannerConfig { reservation_window_s: 1000.0, ..PlannerConfig::slurm_baseline() };
+    let out = plan_snapshot(&s, &within, &predictor());
+    assert_eq!(out.reservations().map(|r| (r.job, r.start_s)).collect::<Vec<_>>(), vec![(JobId(2), 1000.0)]);
+    assert_eq!(out.starts().count(), 0, "job 3 would delay job 2's reservation: {out:?}");
+
+    let short = PlannerConfig { reservation_window_s: 999.0, ..PlannerConfig::slurm_baseline() };
+    let out = plan_snapshot(&s, &short, &predictor());
+    assert_eq!(out.reservations().count(), 0, "job 2 starts beyond the window: {out:?}");
+    assert_eq!(out.starts().map(|s| s.job).collect::<Vec<_>>(), vec![JobId(3)]);
+}

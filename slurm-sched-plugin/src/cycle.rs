@@ -562,7 +562,9 @@ fn plan(built: &snapshot::Built, cfg: &Config, predictor: &Predictor) -> model::
     let filter = |job: &model::types::PendingJob, node: &model::state::NodeView| shards.node_allowed(job, node);
     // Without shard jobs the filter would accept every node: plan exactly as the simulator does.
     let filter: Option<model::planner::NodeFilter<'_>> = if shards.all.is_empty() { None } else { Some(&filter) };
-    plan_snapshot_filtered(&built.snapshot, &cfg.planner, predictor, filter)
+    // Reservations within bf_window, as sched/backfill plans them.
+    let planner = model::config::PlannerConfig { reservation_window_s: built.reservation_window_s, ..cfg.planner.clone() };
+    plan_snapshot_filtered(&built.snapshot, &planner, predictor, filter)
 }
 
 /// The pending reason of a job deferred for a cleaner grid (`squeue` %R): the intensity now,

@@ -54,6 +54,9 @@ pub struct Built {
     /// be extended to (Unix s): MaxTime, MaxWall, the deadline, or its own limit when an admin
     /// set it (model::power_directive). Empty without a cap.
     pub limit_cap_end_s: BTreeMap<JobId, f64>,
+    /// How far ahead reservations are planned (s): `SchedulerParameters` `bf_window`, as
+    /// sched/backfill reads it (model's `PlannerConfig::reservation_window_s`).
+    pub reservation_window_s: f64,
 }
 
 /// Placements `select_nodes` refused, per job: nodes kept out of the job's routes for a while
@@ -64,6 +67,7 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
     let mem_consumable = conf.memory_consumable();
     let whole_cores = conf.allocates_whole_cores();
     let (min_prio_reserve, min_age_reserve_s) = slurm_bindings::conf::reservation_thresholds(conf.sched_params.as_deref());
+    let reservation_window_s = slurm_bindings::conf::backfill_window_s(conf.sched_params.as_deref());
     // In the order Slurm's node selection prefers them: lowest `Weight` first, then the node
     // table's order. The planner breaks every tie towards the lower snapshot index, so the
     // admin's weights decide among nodes its energy model cannot tell apart, as they decide
@@ -309,7 +313,7 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
             _ => limit_s,
         };
         let placed_by_slurm = !expressible || route.filter_inexact || typed_on_mixed_node || whole_node || no_node_holds_it || job.layout_by_slurm();
-        if placed_by_slurm && let Some(window) = will_run_window(lock, &job, route, now_s, &table_to_snap, &mut sets) {
+        if placed_by_slurm && let Some(window) = will_run_window(lock, &job, route, now_s, reservation_window_s, &table_to_snap, &mut sets) {
             will_run.insert(job.id(), reservations.len() as u32);
             reservations.push(window);
         }
@@ -373,6 +377,7 @@ pub fn build(lock: &SlurmctldLock, conf: &ConfView, cfg: &Config, now_s: f64, re
         not_runnable,
         time_min_jobs,
         limit_cap_end_s,
+        reservation_window_s,
     })
 }
 
@@ -506,11 +511,13 @@ fn mem_per_cpu_mb(job: &JobRef<'_>, mem_consumable: bool) -> Option<u64> {
 /// record `route`, asked under the snapshot's locks as sched/backfill asks it for each job it
 /// tests: a window over those nodes from that start for the job's time limit, which keeps the
 /// planner's other jobs off them (backfill's promise to a job it cannot start now). `None` when
-/// the job can start now (Slurm's selection places it) or Slurm has no answer.
-fn will_run_window(lock: &SlurmctldLock, job: &JobRef<'_>, route: &slurm_bindings::routes::Route, now_s: f64, table_to_snap: &BTreeMap<usize, u32>, sets: &mut NodeSetInterner) -> Option<AdvanceReservation> {
+/// the job can start now (Slurm's selection places it), when it starts beyond the planning
+/// window `window_s` (bf_window) or Slurm has no answer.
+fn will_run_window(lock: &SlurmctldLock, job: &JobRef<'_>, route: &slurm_bindings::routes::Route, now_s: f64, window_s: f64, table_to_snap: &BTreeMap<usize, u32>, sets: &mut NodeSetInterner) -> Option<AdvanceReservation> {
     let (start, nodes) = lock.will_run(job.id(), &route.nodes, Some(&route.apply())).ok()?;
     let start_s = start as f64;
-    if start_s <= now_s + 1.0 {
+    // A start beyond bf_window gets no reservation, as under sched/backfill.
+    if start_s <= now_s + 1.0 || start_s > now_s + window_s {
         return None;
     }
     let nodes: NodeSet = nodes.iter().filter_map(|t| table_to_snap.get(t)).map(|&i| i as usize).collect();
