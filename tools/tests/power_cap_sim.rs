@@ -119,7 +119,7 @@ fn a_cap_below_the_draw_is_met_and_lifted_without_losing_a_job() {
     for s in t.iter().filter(|s| s.t_s >= CAP_FROM_S + TIME_TO_COMPLY_S && s.t_s < CAP_UNTIL_S) {
         assert!(s.gpu_w <= cap_w * (1.0 + EXCESS_BOUND), "{s:?} over the cap {cap_w} W");
     }
-    let during = t.iter().filter(|s| s.t_s < CAP_UNTIL_S).last().expect("a sample under the cap");
+    let during = t.iter().rfind(|s| s.t_s < CAP_UNTIL_S).expect("a sample under the cap");
     assert!(during.ceilings > 0 && !during.unmet, "{during:?}");
     // Lifted: no ceiling remains and the same jobs draw what they drew uncapped.
     let after = t.iter().find(|s| s.t_s >= CAP_UNTIL_S).expect("a sample at the lift");
