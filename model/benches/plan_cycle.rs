@@ -11,7 +11,37 @@
 //! day" plans reservations only within a day, as sched/energy does under slurm.conf's default
 //! `bf_window` (jobs that cannot start within it get none, as under sched/backfill).
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
+
+/// The system allocator, counting allocations (a deterministic figure beside the noisy times).
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is passed to the system allocator unchanged; the counter only observes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's layout contract is the system allocator's.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `alloc` above with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as for `dealloc`; the new size is the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static COUNTING: Counting = Counting;
 
 use model::config::PlannerConfig;
 use model::planner::plan_snapshot;
@@ -36,6 +66,7 @@ fn measure(name: &str, s: &Snapshot, cfg: &PlannerConfig, pred: &Predictor) {
     let mut times_ms = Vec::with_capacity(rounds);
     let mut cpu_ms = 0.0;
     let mut last = None;
+    let allocations_before = ALLOCATIONS.load(Ordering::Relaxed);
     for _ in 0..rounds {
         let (t, cpu_before_ns) = (Instant::now(), thread_cpu_ns());
         let out = plan_snapshot(s, cfg, pred);
@@ -46,9 +77,10 @@ fn measure(name: &str, s: &Snapshot, cfg: &PlannerConfig, pred: &Predictor) {
     times_ms.sort_by(f64::total_cmp);
     let mean = times_ms.iter().sum::<f64>() / rounds as f64;
     let cpu_mean = cpu_ms / rounds as f64;
+    let allocations = (ALLOCATIONS.load(Ordering::Relaxed) - allocations_before) / rounds as u64;
     let stats = last.map(|o| o.stats).unwrap_or_default();
     println!(
-        "{name:<38} mean {mean:7.2} ms  p50 {:7.2} ms  max {:7.2} ms  on-CPU mean {cpu_mean:7.2} ms  (tested {}, started {}, reservations {}, nodes scored {})",
+        "{name:<38} mean {mean:7.2} ms  p50 {:7.2} ms  max {:7.2} ms  on-CPU mean {cpu_mean:7.2} ms  {allocations} allocations  (tested {}, started {}, reservations {}, nodes scored {})",
         times_ms[rounds / 2],
         times_ms[rounds - 1],
         stats.jobs_tested,

@@ -100,6 +100,8 @@ pub(crate) struct FitIndex {
     shapes: HashMap<FitKey, ShapeFits>,
     /// Nodes whose free resources, releases or claims changed, in order.
     changed: Vec<u32>,
+    /// The nodes a search has taken out so far (kept between searches for its memory).
+    taken: Vec<(u64, usize)>,
 }
 
 impl FitIndex {
@@ -108,7 +110,7 @@ impl FitIndex {
     }
 
     fn ordered_by(nodes: usize, queue: bool) -> FitIndex {
-        FitIndex { nodes, queue, shapes: HashMap::new(), changed: Vec::new() }
+        FitIndex { nodes, queue, shapes: HashMap::new(), changed: Vec::new(), taken: Vec::new() }
     }
 
     /// Node `i`'s free resources, releases or claims changed: its fits are lower bounds now.
@@ -142,9 +144,11 @@ impl FitIndex {
             return None;
         }
         let stale = &mut shape.stale;
+        let taken = &mut self.taken;
+        taken.clear();
         match &mut shape.by_time {
-            ByTime::Tree(tree) => search_tree(tree, stale, k, fit, covers),
-            ByTime::Queue(queue) => search_queue(queue, stale, k, fit, covers),
+            ByTime::Tree(tree) => search_tree(tree, stale, taken, k, fit, covers),
+            ByTime::Queue(queue) => search_queue(queue, stale, taken, k, fit, covers),
         }
     }
 
@@ -176,13 +180,13 @@ impl FitIndex {
 fn search_tree(
     tree: &mut MinTree,
     stale: &mut Stale,
+    taken: &mut Vec<(u64, usize)>,
     k: usize,
     mut fit: impl FnMut(usize) -> Option<u64>,
     mut covers: impl FnMut(usize, f64) -> bool,
 ) -> Option<(f64, Vec<usize>)> {
     // Each node taken (with a clean fit) is a candidate common start for it and the ones
-    // taken before it.
-    let mut taken: Vec<(u64, usize)> = Vec::new();
+    // taken before it (`taken` comes empty).
     let mut found = None;
     while let Some((bits, i)) = tree.first() {
         if stale.is_stale(i) {
@@ -204,7 +208,7 @@ fn search_tree(
             break;
         }
     }
-    for (bits, i) in taken {
+    for &(bits, i) in taken.iter() {
         tree.set(i, Some(bits));
     }
     found
@@ -215,11 +219,11 @@ fn search_tree(
 fn search_queue(
     queue: &mut RadixQueue,
     stale: &mut Stale,
+    taken: &mut Vec<(u64, usize)>,
     k: usize,
     mut fit: impl FnMut(usize) -> Option<u64>,
     mut covers: impl FnMut(usize, f64) -> bool,
 ) -> Option<(f64, Vec<usize>)> {
-    let mut taken: Vec<(u64, usize)> = Vec::new();
     let mut found = None;
     while let Some((bits, i)) = queue.pop() {
         if stale.is_stale(i) {
@@ -241,7 +245,7 @@ fn search_queue(
             break;
         }
     }
-    queue.give_back(&taken);
+    queue.give_back(taken);
     found
 }
 

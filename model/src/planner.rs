@@ -126,7 +126,9 @@ type ClockChoice = (usize, u32, f64, f64, f64);
 
 /// One candidate placement of a job.
 struct Candidate {
-    allocations: Vec<NodeAllocation>,
+    /// Inline for a single node (every candidate but a merged multi-node one): a cycle scores
+    /// hundreds of thousands of candidates and keeps one per started job.
+    allocations: smallvec::SmallVec<[NodeAllocation; 1]>,
     shares_with: Vec<JobId>,
     clock_step: usize,
     clock_mhz: u32,
@@ -914,7 +916,7 @@ impl<'a> Cycle<'a> {
         );
         let cpus = self.choose_cpus(job, nv, g);
         Some(Candidate {
-            allocations: vec![NodeAllocation { node: NodeIdx(n as u32), gpu_indices: gpus, cpus, mem_mb: job.request.mem_mb_per_node }],
+            allocations: smallvec::smallvec![NodeAllocation { node: NodeIdx(n as u32), gpu_indices: gpus, cpus, mem_mb: job.request.mem_mb_per_node }],
             shares_with: Vec::new(),
             clock_step: step,
             clock_mhz,
@@ -1003,7 +1005,7 @@ impl<'a> Cycle<'a> {
                 );
                 let cpus = self.choose_cpus(job, nv, 0);
                 out.push(Candidate {
-                    allocations: vec![NodeAllocation { node: NodeIdx(n), gpu_indices: vec![gi as u8], cpus, mem_mb: job.request.mem_mb_per_node }],
+                    allocations: smallvec::smallvec![NodeAllocation { node: NodeIdx(n), gpu_indices: vec![gi as u8], cpus, mem_mb: job.request.mem_mb_per_node }],
                     shares_with: vec![tenant.job],
                     clock_step: step,
                     clock_mhz,
@@ -1085,7 +1087,7 @@ impl<'a> Cycle<'a> {
         self.decisions.push(Decision::Start(StartDecision {
             job: job.id,
             policy: job.hints.policy,
-            allocations: c.allocations,
+            allocations: c.allocations.into_vec(),
             clock_mhz: c.clock_mhz,
             power_limit_w: c.power_limit_w,
             shares_with: c.shares_with,

@@ -75,8 +75,8 @@ pub fn weigh(w: &ScorerWeights, mut b: ScoreBreakdown) -> ScoreBreakdown {
 /// size `count.next_power_of_two()` that has them; otherwise (or if none) the lowest indices.
 /// Returns the indices and whether they lie in one aligned block.
 pub fn choose_gpus(nv: &NodeView, count: u32, buddy: bool) -> Option<(Vec<u8>, bool)> {
-    let free: Vec<u8> = nv.free_gpu_indices().collect();
-    if (free.len() as u32) < count {
+    // Called for every node a job is scored on: counted in place, one vector for the answer.
+    if (nv.free_gpu_indices().count() as u32) < count {
         return None;
     }
     if count == 0 {
@@ -102,7 +102,7 @@ pub fn choose_gpus(nv: &NodeView, count: u32, buddy: bool) -> Option<(Vec<u8>, b
             return Some((picked, true));
         }
     }
-    let picked: Vec<u8> = free.into_iter().take(count as usize).collect();
+    let picked: Vec<u8> = nv.free_gpu_indices().take(count as usize).collect();
     let aligned = count.is_power_of_two() && picked.first().is_some_and(|f| (*f as usize).is_multiple_of(block)) && {
         let first = picked[0] as usize;
         picked.iter().enumerate().all(|(k, g)| *g as usize == first + k)
