@@ -155,7 +155,7 @@ impl RadixQueue {
             self.filled &= !1;
             moving.clear();
             self.buckets[b] = moving;
-            self.buckets[0].sort_unstable_by(|a, b| b.1.cmp(&a.1));
+            self.buckets[0].sort_unstable_by_key(|p| std::cmp::Reverse(p.1));
         }
         self.bucketed_min = None;
         self.buckets[0].pop()
