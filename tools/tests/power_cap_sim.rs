@@ -130,6 +130,7 @@ fn a_cap_below_the_draw_is_met_and_lifted_without_losing_a_job() {
     // ones had their limits extended.
     assert_eq!(m.jobs, 40);
     assert_eq!(m.killed_at_time_limit, 0);
+    assert_eq!(m.power_cap_killed_after_ceiling, Some(0));
     assert!(m.power_cap_limit_extensions.unwrap_or(0) > 0);
     // The cap costs time: the mean JCT grows.
     assert!(m.mean_jct_s > free.metrics.mean_jct_s, "{} vs {}", m.mean_jct_s, free.metrics.mean_jct_s);

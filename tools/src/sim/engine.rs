@@ -120,6 +120,8 @@ struct Running {
     own_clock_mhz: u32,
     /// The power cap's clock ceiling in force (`model::power_directive`).
     ceiling: Option<Ceiling>,
+    /// It ran under a ceiling at some time.
+    was_capped: bool,
 }
 
 /// The power cap of a capped run (`super::power_cap`): the cap in force, the planner config
@@ -701,6 +703,7 @@ impl<'a> Engine<'a> {
             }
             let count_change = (want.is_some() as isize) - (r.ceiling.is_some() as isize);
             r.ceiling = want;
+            r.was_capped |= want.is_some();
             if let Some(c) = self.cap.as_mut() {
                 c.ceilings_in_force = c.ceilings_in_force.saturating_add_signed(count_change);
             }
@@ -807,6 +810,7 @@ impl<'a> Engine<'a> {
             own_power_limit_w: s.power_limit_w,
             own_clock_mhz: s.clock_mhz,
             ceiling: None,
+            was_capped: false,
         });
         let gpus_now: u32 = s.allocations.iter().map(|a| a.gpu_indices.len() as u32).sum();
         match gpus_now.cmp(&job.total_gpus()) {
@@ -920,6 +924,9 @@ impl<'a> Engine<'a> {
     fn kill(&mut self, i: usize) {
         self.settle_energy(i);
         let Some(r) = self.running[i].take() else { return };
+        if let (Some(c), true) = (self.cap.as_mut(), r.was_capped) {
+            c.stats.killed_after_ceiling += 1;
+        }
         let job = &self.jobs[i];
         let end_s = self.now_s;
         self.learn(i, &r, end_s - r.ready_s);

@@ -115,6 +115,10 @@ pub struct Metrics {
     pub power_cap_ceiling_changes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub power_cap_limit_extensions: Option<u64>,
+    /// Jobs killed at their time limit that had run under a ceiling (their limit was extended
+    /// by the predicted slowdown; the truth may slow them more).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power_cap_killed_after_ceiling: Option<u64>,
 }
 
 impl Metrics {
@@ -127,6 +131,7 @@ impl Metrics {
         self.peak_gpu_power_w = Some(s.peak_gpu_w);
         self.power_cap_ceiling_changes = Some(s.ceiling_changes);
         self.power_cap_limit_extensions = Some(s.limit_extensions);
+        self.power_cap_killed_after_ceiling = Some(s.killed_after_ceiling);
     }
 }
 
@@ -304,6 +309,7 @@ impl Accumulators {
             peak_gpu_power_w: None,
             power_cap_ceiling_changes: None,
             power_cap_limit_extensions: None,
+            power_cap_killed_after_ceiling: None,
         };
         let power_kw = self.power_bins_j.iter().enumerate().map(|(i, j)| ((i as f64 + 0.5) * BIN_S / 86_400.0, j / BIN_S / 1000.0)).collect();
         RunResult { jobs: self.per_job, name: name.to_string(), metrics, power_kw, jct_sorted_s: self.jct_s, killed_remaining_work_s: self.killed_remaining, power_cap_timeline: Vec::new() }

@@ -96,6 +96,8 @@ pub struct CapStats {
     pub ceiling_changes: u64,
     /// Time limits extended for a ceiling's slowdown.
     pub limit_extensions: u64,
+    /// Jobs killed at their (extended) time limit that ran under a ceiling at some time.
+    pub killed_after_ceiling: u64,
     /// Every run of the directives, in time order.
     pub timeline: Vec<CapSample>,
 }
