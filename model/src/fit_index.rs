@@ -147,8 +147,8 @@ impl FitIndex {
         let taken = &mut self.taken;
         taken.clear();
         match &mut shape.by_time {
-            ByTime::Tree(tree) => search_tree(tree, stale, taken, k, fit, covers),
-            ByTime::Queue(queue) => search_queue(queue, stale, taken, k, fit, covers),
+            ByTime::Tree(tree) => search(tree, stale, taken, k, fit, covers),
+            ByTime::Queue(queue) => search(queue, stale, taken, k, fit, covers),
         }
     }
 
@@ -175,77 +175,83 @@ impl FitIndex {
     }
 }
 
-/// [`FitIndex::earliest`] over a shape's tree: a stale node first gets its fit again in place,
-/// the nodes taken leave the tree until the answer is found.
-fn search_tree(
-    tree: &mut MinTree,
+/// What the search needs of a shape's order: take out the first node (its key may be a lower
+/// bound), put a node back with a fit computed again (or drop it: `None`, it cannot take the
+/// shape), and give back the nodes taken once the answer is found.
+trait FitOrder {
+    fn take_first(&mut self) -> Option<(u64, usize)>;
+    fn put(&mut self, i: usize, key: Option<u64>);
+    fn give_back(&mut self, taken: &[(u64, usize)]);
+}
+
+/// The tree moves a node in place: taking it out is setting its key to none.
+impl FitOrder for MinTree {
+    fn take_first(&mut self) -> Option<(u64, usize)> {
+        let first = self.first()?;
+        self.set(first.1, None);
+        Some(first)
+    }
+
+    fn put(&mut self, i: usize, key: Option<u64>) {
+        self.set(i, key);
+    }
+
+    fn give_back(&mut self, taken: &[(u64, usize)]) {
+        for &(bits, i) in taken {
+            self.set(i, Some(bits));
+        }
+    }
+}
+
+impl FitOrder for RadixQueue {
+    fn take_first(&mut self) -> Option<(u64, usize)> {
+        self.pop()
+    }
+
+    fn put(&mut self, i: usize, key: Option<u64>) {
+        if let Some(key) = key {
+            self.push(key, i);
+        }
+    }
+
+    fn give_back(&mut self, taken: &[(u64, usize)]) {
+        RadixQueue::give_back(self, taken);
+    }
+}
+
+/// [`FitIndex::earliest`] over a shape's order: a stale node taken out gets its fit again and
+/// goes back in; each node taken with a clean fit is a candidate common start for it and the
+/// ones taken before it (`taken` comes empty), and the nodes taken are given back once the
+/// answer is found.
+fn search(
+    order: &mut impl FitOrder,
     stale: &mut Stale,
     taken: &mut Vec<(u64, usize)>,
     k: usize,
     mut fit: impl FnMut(usize) -> Option<u64>,
     mut covers: impl FnMut(usize, f64) -> bool,
 ) -> Option<(f64, Vec<usize>)> {
-    // Each node taken (with a clean fit) is a candidate common start for it and the ones
-    // taken before it (`taken` comes empty).
     let mut found = None;
-    while let Some((bits, i)) = tree.first() {
+    while let Some((bits, i)) = order.take_first() {
         if stale.is_stale(i) {
             stale.clear(i);
-            tree.set(i, fit(i));
+            order.put(i, fit(i));
             continue;
         }
         let start = f64::from_bits(bits);
+        taken.push((bits, i));
         if k == 1 {
             // Its earliest fit is a start for it alone.
             found = Some((start, vec![i]));
             break;
         }
-        tree.set(i, None);
-        taken.push((bits, i));
         let together: Vec<usize> = taken.iter().map(|&(_, n)| n).filter(|&n| covers(n, start)).take(k).collect();
         if together.len() == k {
             found = Some((start, together));
             break;
         }
     }
-    for &(bits, i) in taken.iter() {
-        tree.set(i, Some(bits));
-    }
-    found
-}
-
-/// [`FitIndex::earliest`] over a shape's queue: a stale node taken out gets its fit again and
-/// goes back in, the nodes taken are given back once the answer is found.
-fn search_queue(
-    queue: &mut RadixQueue,
-    stale: &mut Stale,
-    taken: &mut Vec<(u64, usize)>,
-    k: usize,
-    mut fit: impl FnMut(usize) -> Option<u64>,
-    mut covers: impl FnMut(usize, f64) -> bool,
-) -> Option<(f64, Vec<usize>)> {
-    let mut found = None;
-    while let Some((bits, i)) = queue.pop() {
-        if stale.is_stale(i) {
-            stale.clear(i);
-            if let Some(later) = fit(i) {
-                queue.push(later, i);
-            }
-            continue;
-        }
-        let start = f64::from_bits(bits);
-        taken.push((bits, i));
-        if k == 1 {
-            found = Some((start, vec![i]));
-            break;
-        }
-        let together: Vec<usize> = taken.iter().map(|&(_, n)| n).filter(|&n| covers(n, start)).take(k).collect();
-        if together.len() == k {
-            found = Some((start, together));
-            break;
-        }
-    }
-    queue.give_back(taken);
+    order.give_back(taken);
     found
 }
 
