@@ -14,4 +14,6 @@ fn main() {
     for opt in Opt::ALL {
         println!("{}\t{}\t{}", opt.name(), opt.arginfo(), opt.usage(&bounds));
     }
+    // The flag registered beside them (sbatch only), without an argument.
+    println!("{}\t\t{}", spank_energy::whatif::OPTION, spank_energy::whatif::USAGE.to_string_lossy());
 }

@@ -391,7 +391,7 @@ fn register_options(spank: *mut c_void, b: &Bounds) -> c_int {
     let whatif_opt = Box::leak(Box::new(SpankOption {
         name: c"energy-whatif".as_ptr(),
         arginfo: std::ptr::null(),
-        usage: c"Print the energy what-if of the job (slurm-energy whatif) and do not submit it, like --test-only".as_ptr(),
+        usage: whatif::USAGE.as_ptr(),
         has_arg: 0,
         val: WHATIF_VAL,
         cb: Some(whatif_cb),

@@ -21,6 +21,9 @@ use std::path::{Path, PathBuf};
 
 /// The option's name (`sbatch --energy-whatif`).
 pub const OPTION: &str = "energy-whatif";
+/// Its usage line in `sbatch --help` (and in slurm-energy-hints(7), through the
+/// `man_options` example).
+pub const USAGE: &std::ffi::CStr = c"Print the energy what-if of the job (slurm-energy whatif) and do not submit it, like --test-only";
 /// The plugstack.conf argument naming the `slurm-energy` binary.
 pub const ARG_KEY: &str = "whatif";
 /// Set in the what-if's environment: the arguments are sbatch's, so a missing script means one

@@ -50,7 +50,12 @@ pub fn roff_escape(text: &str) -> String {
 pub fn options_roff(options: &[SpankOption]) -> String {
     let mut s = String::new();
     for o in options {
-        s.push_str(&format!(".TP\n.BI \\-\\-{}= {}\n{}\n", roff_escape(&o.name), roff_escape(&o.arginfo), roff_escape(&o.usage)));
+        if o.arginfo.is_empty() {
+            // A flag (`--energy-whatif`): no `=ARG`.
+            s.push_str(&format!(".TP\n.B \\-\\-{}\n{}\n", roff_escape(&o.name), roff_escape(&o.usage)));
+        } else {
+            s.push_str(&format!(".TP\n.BI \\-\\-{}= {}\n{}\n", roff_escape(&o.name), roff_escape(&o.arginfo), roff_escape(&o.usage)));
+        }
     }
     s
 }
@@ -83,11 +88,12 @@ pub fn cli_page(version: &str, helps: &[(String, String)]) -> String {
     s
 }
 
-/// The `--energy-*` option names a man page documents (its `.BI \-\-energy\-NAME=` lines).
+/// The `--energy-*` option names a man page documents (its `.BI \-\-energy\-NAME=` lines, and
+/// `.B \-\-energy\-NAME` for a flag).
 pub fn options_in_page(page: &str) -> Vec<String> {
     let mut names: Vec<String> = page
         .lines()
-        .filter_map(|l| l.strip_prefix(".BI \\-\\-"))
+        .filter_map(|l| l.strip_prefix(".BI \\-\\-").or_else(|| l.strip_prefix(".B \\-\\-")))
         .filter_map(|l| l.split('=').next())
         .map(|n| n.replace("\\-", "-"))
         .filter(|n| n.starts_with("energy-"))
@@ -114,15 +120,16 @@ mod tests {
     use super::*;
 
     fn opts() -> Vec<SpankOption> {
-        parse_spank_options("energy-policy\tPOLICY\tEnergy policy: performance, balanced or efficiency\nenergy-max-slowdown\tRATIO\tUp to 3.0\n")
+        parse_spank_options("energy-policy\tPOLICY\tEnergy policy: performance, balanced or efficiency\nenergy-max-slowdown\tRATIO\tUp to 3.0\nenergy-whatif\t\tPrint the what-if\n")
             .expect("parse")
     }
 
     #[test]
     fn option_lines_parse_and_bad_lines_name_their_number() {
         let o = opts();
-        assert_eq!(o.len(), 2);
+        assert_eq!(o.len(), 3);
         assert_eq!(o[1].arginfo, "RATIO");
+        assert_eq!(o[2].arginfo, "", "a flag has no arginfo");
         let err = parse_spank_options("energy-policy\tPOLICY\tx\nenergy-share allow\n").unwrap_err();
         assert!(err.contains("line 2"), "{err}");
         assert!(parse_spank_options("gpu-freq\tX\ty\n").unwrap_err().contains("not an --energy-* option"));
@@ -133,7 +140,8 @@ mod tests {
     fn the_page_lists_exactly_the_options_and_reads_back() {
         let page = hints_page(".TH X 7\n.SH OPTIONS\n@OPTIONS@\n.SH END\n", &opts()).expect("page");
         assert!(page.contains(".BI \\-\\-energy\\-max\\-slowdown= RATIO\n"), "{page}");
-        assert_eq!(options_in_page(&page), vec!["energy-max-slowdown", "energy-policy"]);
+        assert_eq!(options_in_page(&page), vec!["energy-max-slowdown", "energy-policy", "energy-whatif"]);
+        assert!(page.contains(".B \\-\\-energy\\-whatif\n"), "{page}");
         assert!(hints_page(".TH X 7\n", &opts()).is_err());
     }
 
