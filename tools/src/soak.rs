@@ -116,6 +116,20 @@ pub fn srun_lost_slurmctld(output: &str) -> bool {
     output.lines().any(|l| l.starts_with("srun: error: Unable to confirm allocation for job") || (l.starts_with("srun: error: slurm_msg_sendto:") && l.contains("socket error")))
 }
 
+/// Did slurmd launch the job's batch script but fail to confirm the launch to slurmctld, and
+/// cancel the job for it? A batch job sent just before a slurmctld SIGKILL: slurmd logs
+/// `Could not confirm batch launch for job N` and then `Could not launch job N and not able to
+/// requeue it, cancelling job` (the soak's jobs are `--no-requeue`), and the job ends CANCELLED
+/// without its script having run.
+pub fn batch_launch_unconfirmed(slurmd_log: &str, job_id: &str) -> bool {
+    // 22.05 names the job `job 214`, later releases `JobId=214`; exact ids: `214` is not `2140`.
+    let names = |l: &str, before: &str, after: &str| {
+        [format!("{before}job {job_id}{after}"), format!("{before}JobId={job_id}{after}")].iter().any(|needle| l.contains(needle.as_str()))
+    };
+    slurmd_log.lines().any(|l| names(l, "Could not confirm batch launch for ", ","))
+        && slurmd_log.lines().any(|l| names(l, "Could not launch ", " and not able to requeue it"))
+}
+
 /// What the soak found.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct SoakReport {
@@ -950,6 +964,8 @@ impl Soak<'_> {
                             self.report.problems.push(format!("job {id}: {state} in sacct after the soak"));
                         } else if state != "COMPLETED" && (self.in_crash_window(id) || starts.get(id).is_some_and(|&t| self.near_crash(t))) {
                             self.report.lost_to_crash.push(id.clone());
+                        } else if state == "CANCELLED" && self.batch_launch_lost_with_slurmctld(id) {
+                            self.report.lost_to_crash.push(id.clone());
                         } else if state == "FAILED" && self.step_launch_hit_slurmd_restart(id) {
                             self.report.lost_to_slurmd_restart.push(id.clone());
                         } else if state == "FAILED" && self.srun_hit_slurmctld_sighup(id) {
@@ -1039,6 +1055,16 @@ impl Soak<'_> {
         let Some(written) = std::fs::metadata(&path).and_then(|m| m.modified()).ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()) else { return false };
         let written = written.as_secs_f64();
         srun_lost_slurmctld(&text) && self.sighups_unix_s.iter().any(|&h| written >= h - 1.0 && written <= h + 10.0)
+    }
+
+    /// Was the job cancelled by a slurmd that could not confirm its batch launch
+    /// ([`batch_launch_unconfirmed`]) to a slurmctld the soak SIGKILLed after the job's
+    /// submission, with the script never started (no marker)?
+    fn batch_launch_lost_with_slurmctld(&self, id: &str) -> bool {
+        let submitted = self.submitted_unix_s.get(id).copied().unwrap_or(f64::INFINITY);
+        self.first_start_s(id).is_none()
+            && self.crashes_unix_s.iter().any(|&c| c >= submitted)
+            && self.nodes().iter().any(|node| batch_launch_unconfirmed(&self.demo.cluster.slurmd_log(node), id))
     }
 
     /// When a job's script first started (Unix s), from its marker.
@@ -1197,6 +1223,21 @@ mod tests {
         assert_eq!(launch_failed_on_nodes(out), vec!["n3".to_string()]);
         assert!(launch_failed_on_nodes("job 12 n1 1700000000\n").is_empty());
         assert!(launch_failed_on_nodes("Task launch for StepId=1.0 failed on node : x").is_empty());
+    }
+
+    #[test]
+    fn a_batch_launch_slurmd_could_not_confirm_is_read_from_its_log() {
+        // Job 214 of a CI soak (22.05.8), launched as slurmctld took SIGKILL.
+        let log = "[2026-11-27T22:41:07.412] error: Could not confirm batch launch for job 214, aborting request\n\
+                   [2026-11-27T22:41:07.413] Could not launch job 214 and not able to requeue it, cancelling job\n";
+        assert!(batch_launch_unconfirmed(log, "214"));
+        assert!(!batch_launch_unconfirmed(log, "21"));
+        assert!(!batch_launch_unconfirmed(log, "2140"));
+        let later = log.replace("job 214", "JobId=214");
+        assert!(batch_launch_unconfirmed(&later, "214"));
+        // Only the cancellation (a launch that failed for another reason) is not enough.
+        let only_cancel = log.lines().nth(1).unwrap_or_default();
+        assert!(!batch_launch_unconfirmed(only_cancel, "214"));
     }
 
     #[test]
