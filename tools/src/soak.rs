@@ -1227,7 +1227,8 @@ mod tests {
 
     #[test]
     fn a_batch_launch_slurmd_could_not_confirm_is_read_from_its_log() {
-        // Job 214 of a CI soak (22.05.8), launched as slurmctld took SIGKILL.
+        // What slurmd (22.05.8) logged for job 214 of a CI soak, launched as slurmctld took
+        // SIGKILL (the times are made up).
         let log = "[2026-11-27T22:41:07.412] error: Could not confirm batch launch for job 214, aborting request\n\
                    [2026-11-27T22:41:07.413] Could not launch job 214 and not able to requeue it, cancelling job\n";
         assert!(batch_launch_unconfirmed(log, "214"));
