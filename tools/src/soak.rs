@@ -962,9 +962,9 @@ impl Soak<'_> {
                         let state = s[0].clone();
                         if !is_final(&state) {
                             self.report.problems.push(format!("job {id}: {state} in sacct after the soak"));
-                        } else if state != "COMPLETED" && (self.in_crash_window(id) || starts.get(id).is_some_and(|&t| self.near_crash(t))) {
-                            self.report.lost_to_crash.push(id.clone());
-                        } else if state == "CANCELLED" && self.batch_launch_lost_with_slurmctld(id) {
+                        } else if (state != "COMPLETED" && (self.in_crash_window(id) || starts.get(id).is_some_and(|&t| self.near_crash(t))))
+                            || (state == "CANCELLED" && self.batch_launch_lost_with_slurmctld(id))
+                        {
                             self.report.lost_to_crash.push(id.clone());
                         } else if state == "FAILED" && self.step_launch_hit_slurmd_restart(id) {
                             self.report.lost_to_slurmd_restart.push(id.clone());

@@ -227,6 +227,14 @@ fn frontier_sweeps_each_policys_knobs() {
     // The baseline is within its own budget at 1.00.
     let budget = v["frontier"]["budget"]["slurm-powersave"].as_array().expect("budget");
     assert!(budget.iter().any(|c| c["budget_fraction"] == 1.0 && c["mean_jct_h"].as_f64().is_some()));
+    // On its interpolated frontier (one point) the baseline at its own energy is its mean JCT,
+    // and below it has none.
+    assert!(table.contains("budget on interpolated frontiers"), "{table}");
+    let interpolated = v["frontier"]["budget_interpolated"]["slurm-powersave"].as_array().expect("interpolated budget");
+    let own_jct_h = v["policies"]["slurm-powersave"]["mean_jct_s"]["mean"].as_f64().expect("mean JCT") / 3600.0;
+    let at = |f: f64| interpolated.iter().find(|c| c["budget_fraction"] == f).map(|c| c["mean_jct_h"].as_f64());
+    assert!(at(1.0).flatten().is_some_and(|j| (j - own_jct_h).abs() < 1e-9), "{interpolated:?} vs {own_jct_h}");
+    assert_eq!(at(0.9), Some(None));
     for f in ["frontier_energy_jct.svg", "frontier_energy_p99.svg"] {
         let svg = std::fs::read_to_string(plots.join(f)).expect("plot written");
         assert!(svg.starts_with("<svg") && svg.contains("powerflow"), "{f}");

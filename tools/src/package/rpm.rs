@@ -222,8 +222,11 @@ pub fn rpmlint(rpm: &Path, rpmlintrc: &Path) -> Result<RpmlintReport, String> {
     Ok(RpmlintReport { output, errors, warnings })
 }
 
+/// ELF files (path in the package) with the newest GLIBC version (major, minor) each needs.
+pub type GlibcNeeds = Vec<(String, (u32, u32))>;
+
 /// Each ELF file of the package (unpacked with rpm2cpio) and the newest GLIBC version it needs.
-pub fn glibc_report(rpm: &Path) -> Result<Vec<(String, (u32, u32))>, String> {
+pub fn glibc_report(rpm: &Path) -> Result<GlibcNeeds, String> {
     let dir = tempfile::tempdir().map_err(|e| format!("create a scratch dir: {e}"))?;
     let script = format!("rpm2cpio '{}' | cpio -idm --quiet", rpm.display());
     let status = Command::new("sh").arg("-c").arg(&script).current_dir(dir.path()).status().map_err(|e| format!("run rpm2cpio: {e}"))?;

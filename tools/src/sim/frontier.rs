@@ -116,9 +116,46 @@ pub fn best_within(points: &[(f64, f64)], budget: f64) -> Option<(usize, f64)> {
     points.iter().enumerate().filter(|(_, (e, j))| *e <= budget && j.is_finite()).map(|(i, (_, j))| (i, *j)).min_by(|a, b| a.1.total_cmp(&b.1))
 }
 
+/// The mean JCT a policy reaches at cluster energy `budget` on its interpolated frontier: its
+/// Pareto points (`(energy, jct)`, both lower-is-better) joined by straight lines, read at
+/// `budget` (a site alternating the two settings on either side reaches that line on average);
+/// the last point's JCT at or above its energy; `None` below the first point's energy (no
+/// setting of the policy stays within the budget). Unlike [`best_within`], the answer moves
+/// smoothly with the budget and with each point, so that its seed-to-seed spread is the
+/// policy's, not the accident of which of its points fell under the line.
+pub fn interpolated_within(points: &[(f64, f64)], budget: f64) -> Option<f64> {
+    let front: Vec<(f64, f64)> = pareto(points).into_iter().map(|i| points[i]).collect();
+    let (first, last) = (front.first()?, front.last()?);
+    if budget < first.0 {
+        return None;
+    }
+    if budget >= last.0 {
+        return Some(last.1);
+    }
+    front.windows(2).find(|w| budget >= w[0].0 && budget < w[1].0).map(|w| {
+        let ((e1, j1), (e2, j2)) = (w[0], w[1]);
+        j1 + (budget - e1) / (e2 - e1) * (j2 - j1)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_interpolated_frontier_is_read_between_adjacent_pareto_points() {
+        // (energy, jct); (2.5, 4.0) is dominated by (2.0, 3.0) and never read.
+        let pts = [(1.0, 5.0), (2.0, 3.0), (2.5, 4.0), (3.0, 1.0)];
+        assert_eq!(interpolated_within(&pts, 0.9), None);
+        assert_eq!(interpolated_within(&pts, 1.0), Some(5.0));
+        assert_eq!(interpolated_within(&pts, 1.5), Some(4.0));
+        assert_eq!(interpolated_within(&pts, 2.5), Some(2.0));
+        assert_eq!(interpolated_within(&pts, 9.0), Some(1.0));
+        // The best point within the budget is a step; the interpolation is at least as good.
+        assert_eq!(best_within(&pts, 2.5).map(|(_, j)| j), Some(3.0));
+        assert_eq!(interpolated_within(&[], 1.0), None);
+        assert_eq!(interpolated_within(&[(f64::NAN, 1.0)], 1.0), None);
+    }
 
     #[test]
     fn pareto_keeps_the_lower_left_edge() {

@@ -395,7 +395,93 @@ pub fn frontier_table(all: &SeededRuns, points: &[Point]) -> String {
         }
     }
     out.push_str(&budget_table(all, points));
+    out.push_str(&interpolated_budget_table(all, points));
     out
+}
+
+/// Each policy's mean JCT (s) at each budget on its interpolated frontier, seed by seed: the
+/// budget a fraction of that seed's `slurm-powersave` energy, the frontier from that seed's
+/// points (`frontier::interpolated_within`). Per budget, `None` unless every seed has a value.
+fn interpolated_jct_by_seed(all: &SeededRuns, points: &[Point], policy: &str) -> Vec<Option<Vec<f64>>> {
+    let base = all.values(BASELINES[0], "energy_kwh");
+    let idx: Vec<usize> = (0..points.len()).filter(|&i| points[i].policy == policy).collect();
+    let energy: Vec<Vec<f64>> = idx.iter().map(|&i| all.values(&points[i].setup.name, "energy_kwh")).collect();
+    let jct: Vec<Vec<f64>> = idx.iter().map(|&i| all.values(&points[i].setup.name, "mean_jct_s")).collect();
+    BUDGETS
+        .iter()
+        .map(|b| {
+            (0..base.len())
+                .map(|seed| {
+                    let ej: Vec<(f64, f64)> = energy.iter().zip(&jct).filter_map(|(e, j)| Some((*e.get(seed)?, *j.get(seed)?))).collect();
+                    crate::sim::frontier::interpolated_within(&ej, b * base[seed])
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The budget comparison with intervals: at each budget, each policy's mean JCT on its
+/// interpolated frontier (mean over seeds ± 95 %), and [`FOCUS`] minus it, paired by seed.
+pub fn interpolated_budget_table(all: &SeededRuns, points: &[Point]) -> String {
+    let mut out = String::new();
+    if !points.iter().any(|p| p.setup.name == BASELINES[0]) {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "\nbudget on interpolated frontiers: mean JCT (h) at an energy budget (a fraction of each seed's {} energy), each seed's frontier read at its budget, then mean ± 95 %; {} - policy paired by seed (* = the interval excludes 0)",
+        BASELINES[0], FOCUS
+    );
+    let _ = write!(out, "{:<16}", "policy");
+    for b in BUDGETS {
+        let _ = write!(out, " {:>34}", format!("{b:.2} x"));
+    }
+    let _ = writeln!(out);
+    let focus = interpolated_jct_by_seed(all, points, FOCUS);
+    for policy in frontier_policies(points) {
+        let own = interpolated_jct_by_seed(all, points, policy);
+        let _ = write!(out, "{:<16}", policy);
+        for (k, _) in BUDGETS.iter().enumerate() {
+            let cell = match (&own[k], focus.get(k).and_then(Option::as_ref)) {
+                (Some(v), Some(f)) if policy != FOCUS => {
+                    let (_, d) = paired(f, v);
+                    let d = d.scaled(1.0 / 3600.0);
+                    let sign = if d.mean >= 0.0 { "+" } else { "" };
+                    format!("{} ({sign}{}{})", Estimate::of(v).scaled(1.0 / 3600.0).show(2), d.show(2), if d.excludes_zero() { "*" } else { "" })
+                }
+                (Some(v), _) => Estimate::of(v).scaled(1.0 / 3600.0).show(2),
+                (None, _) => "-".to_string(),
+            };
+            let _ = write!(out, " {cell:>34}");
+        }
+        let _ = writeln!(out);
+    }
+    out
+}
+
+/// [`interpolated_budget_table`] as JSON: per policy, per budget, the mean JCT (h) with its
+/// interval and the paired difference [`FOCUS`] − policy.
+fn interpolated_budget_json(all: &SeededRuns, points: &[Point]) -> serde_json::Value {
+    let focus = interpolated_jct_by_seed(all, points, FOCUS);
+    let mut by_policy = serde_json::Map::new();
+    for policy in frontier_policies(points) {
+        let own = interpolated_jct_by_seed(all, points, policy);
+        let cells: Vec<serde_json::Value> = BUDGETS
+            .iter()
+            .enumerate()
+            .map(|(k, b)| match &own[k] {
+                Some(v) => {
+                    let e = Estimate::of(v).scaled(1.0 / 3600.0);
+                    let diff = focus.get(k).and_then(Option::as_ref).filter(|_| policy != FOCUS).map(|f| paired(f, v).1.scaled(1.0 / 3600.0));
+                    json!({ "budget_fraction": b, "mean_jct_h": e.mean, "ci95_h": e.ci95,
+                            "focus_minus_h": diff.map(|d| json!({ "mean": d.mean, "ci95": d.ci95, "excludes_zero": d.excludes_zero() })) })
+                }
+                None => json!({ "budget_fraction": b, "mean_jct_h": null }),
+            })
+            .collect();
+        by_policy.insert(policy.to_string(), serde_json::Value::Array(cells));
+    }
+    serde_json::Value::Object(by_policy)
 }
 
 /// At equal cluster energy: for each budget (a fraction of `slurm-powersave`'s energy), each
@@ -451,7 +537,7 @@ pub fn frontier_json(all: &SeededRuns, points: &[Point]) -> serde_json::Value {
             budget.insert(policy.to_string(), serde_json::Value::Array(cells));
         }
     }
-    json!({ "points": policies, "budget": budget })
+    json!({ "points": policies, "budget": budget, "budget_interpolated": interpolated_budget_json(all, points) })
 }
 
 /// Energy vs mean JCT and energy vs p99 JCT: each policy's frontier (its Pareto-optimal points
