@@ -125,13 +125,14 @@ struct Running {
 }
 
 /// The power cap of a capped run (`super::power_cap`): the cap in force, the planner config
-/// planning under it, and the rule's memory of the slowdowns it extended limits for.
+/// planning under it, and the rule's memory of the worst-case slowdowns it extended limits for
+/// (`model::power_directive::Decided::limit_bounds`).
 struct CapRun {
     cap: SimPowerCap,
     static_w: f64,
     cap_w: f64,
     planner: PlannerConfig,
-    slowdowns: BTreeMap<JobId, f64>,
+    limit_bounds: BTreeMap<JobId, f64>,
     stats: CapStats,
     tick_pending: bool,
     /// Running jobs under a ceiling now.
@@ -280,7 +281,7 @@ impl<'a> Engine<'a> {
             self.push(t, EventKind::CapChange);
         }
         let planner = PlannerConfig { power_cap_w: cap_w, ..self.setup.planner.clone() };
-        self.cap = Some(CapRun { cap, static_w, cap_w, planner, slowdowns: BTreeMap::new(), stats: CapStats::default(), tick_pending: false, ceilings_in_force: 0 });
+        self.cap = Some(CapRun { cap, static_w, cap_w, planner, limit_bounds: BTreeMap::new(), stats: CapStats::default(), tick_pending: false, ceilings_in_force: 0 });
         self
     }
 
@@ -657,8 +658,8 @@ impl<'a> Engine<'a> {
     /// the same model code: the running jobs' ladders per node ([`running_powers_by_node`]),
     /// each node's measured GPU power (here the truth's, as the node's counters measure it)
     /// against its prediction for the ceilings in force ([`node_corrections`]), the rule
-    /// ([`decide_by_node`]), and the time limits of slowed jobs extended by their slowdown
-    /// ([`extension_factor`]). A ceiling takes effect at once: the job's power limit, speed and
+    /// ([`decide_by_node`]), and the time limits of slowed jobs extended by their worst-case
+    /// slowdown ([`extension_factor`] of `Decided::limit_bounds`). A ceiling takes effect at once: the job's power limit, speed and
     /// power change, and its end is rescheduled. No job is killed for the cap.
     fn power_directives(&mut self) {
         let Some(c) = self.cap.as_ref() else { return };
@@ -667,7 +668,7 @@ impl<'a> Engine<'a> {
         // With no ceiling in force and the measured power within the cap, the rule (whose
         // prediction the measured power corrects) sets none: it is not run, which keeps long
         // runs under a rarely binding cap as fast as uncapped ones.
-        if c.slowdowns.is_empty() && (cap_w <= 0.0 || gpu_w <= cap_w + OVER_TOLERANCE_W) && c.ceilings_in_force == 0 {
+        if c.limit_bounds.is_empty() && (cap_w <= 0.0 || gpu_w <= cap_w + OVER_TOLERANCE_W) && c.ceilings_in_force == 0 {
             let now_s = self.now_s;
             if let Some(c) = self.cap.as_mut() {
                 c.stats.timeline.push(CapSample { t_s: now_s, cap_w, gpu_w, predicted_w: f64::NAN, ceilings: 0, unmet: false });
@@ -675,7 +676,8 @@ impl<'a> Engine<'a> {
             return;
         }
         let snap = self.snapshot();
-        let powers = running_powers_by_node(&snap, &self.pred, &BTreeMap::new());
+        let bounds = self.cap.as_ref().map(|c| c.limit_bounds.clone()).unwrap_or_default();
+        let powers = running_powers_by_node(&snap, &self.pred, &BTreeMap::new(), &bounds);
         // Each node's prediction for the state measured (each job at its ceiling's step, else
         // its own) and its measured GPU power; read only under a cap, as the plugin does.
         let mut corrections = BTreeMap::new();
@@ -715,13 +717,13 @@ impl<'a> Engine<'a> {
             }
             self.refresh_job_gpus(i);
         }
-        // Limits grow by the change of slowdown only, once per change (as the plugin's).
+        // Limits grow by the change of the worst-case slowdown only, once per change (as the
+        // plugin's).
         let now_s = self.now_s;
-        let before = self.cap.as_ref().map(|c| c.slowdowns.clone()).unwrap_or_default();
         let mut extensions = 0;
         for &i in &running {
             let id = self.jobs[i].id;
-            let factor = extension_factor(before.get(&id).copied().unwrap_or(1.0), decided.slowdowns.get(&id).copied().unwrap_or(1.0));
+            let factor = extension_factor(bounds.get(&id).copied().unwrap_or(1.0), decided.limit_bounds.get(&id).copied().unwrap_or(1.0));
             let Some(r) = self.running[i].as_mut() else { continue };
             let end_s = r.ready_s + r.time_limit_s;
             if factor > 1.0 && end_s > now_s {
@@ -737,7 +739,7 @@ impl<'a> Engine<'a> {
         }
         let over = cap_w > 0.0 && self.acc.active_w + self.acc.idle_w > cap_w + OVER_TOLERANCE_W;
         let Some(c) = self.cap.as_mut() else { return };
-        c.slowdowns = decided.slowdowns.into_iter().filter(|(_, s)| *s > 1.0).collect();
+        c.limit_bounds = decided.limit_bounds.into_iter().filter(|(_, s)| *s > 1.0).collect();
         c.stats.ceiling_changes += changes;
         c.stats.limit_extensions += extensions;
         debug_assert_eq!(c.ceilings_in_force, self.running.iter().flatten().filter(|r| r.ceiling.is_some()).count(), "ceilings counted");
