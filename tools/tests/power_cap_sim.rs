@@ -155,6 +155,7 @@ fn a_job_the_truth_slows_more_than_predicted_is_not_killed_for_the_cap() {
     assert!(m.power_cap_ceiling_changes.unwrap_or(0) > 0 && m.power_cap_limit_extensions.unwrap_or(0) > 0, "{m:?}");
     assert_eq!(m.jobs, 40);
     assert_eq!(m.power_cap_killed_after_ceiling, Some(0), "jobs killed at a limit extended for a ceiling");
+    assert_eq!(m.power_cap_killed_for_cap, Some(0));
     assert_eq!(m.killed_at_time_limit, 0);
 }
 

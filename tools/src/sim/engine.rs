@@ -97,6 +97,11 @@ struct Running {
     time_limit_s: f64,
     remaining_work_s: f64,
     rate: f64,
+    /// Its speed without its ceiling (the same formula at its own power limit): `rate` when it
+    /// has none.
+    rate_own: f64,
+    /// Work it would have done by now without its ceilings (s of work at full speed).
+    ceiling_lost_work_s: f64,
     /// Speed from the job's CPUs (1.0 at the proportional share), which its GPU power follows.
     cpu_speed: f64,
     /// Cores the job keeps busy now, on all its nodes ([`Truth::busy_cores`]), charged
@@ -800,6 +805,8 @@ impl<'a> Engine<'a> {
             time_limit_s: s.time_limit_s,
             remaining_work_s: job.duration_s,
             rate: 1.0,
+            rate_own: 1.0,
+            ceiling_lost_work_s: 0.0,
             cpu_speed: 1.0,
             busy_cores: 0.0,
             last_s: ready_s,
@@ -871,6 +878,7 @@ impl<'a> Engine<'a> {
         if let Some(r) = self.running[i].as_mut()
             && now > r.last_s {
                 r.remaining_work_s = (r.remaining_work_s - r.rate * (now - r.last_s)).max(0.0);
+                r.ceiling_lost_work_s += (r.rate_own - r.rate).max(0.0) * (now - r.last_s);
                 r.last_s = now;
             }
     }
@@ -891,6 +899,17 @@ impl<'a> Engine<'a> {
         // speed by the measured scaling.
         let scale = if r.gpus == job.total_gpus() { 1.0 } else { self.truth.speedup(&job.truth, r.gpus) / self.truth.speedup(&job.truth, job.total_gpus()) };
         let rate = (share * cpu * scale / time_ratio).max(1e-6);
+        // The same without its ceiling (its own power limit), for the work a ceiling costs it.
+        let rate_own = if r.ceiling.is_some() {
+            let own_w = match r.partner.and_then(|p| self.running[p].as_ref()) {
+                Some(pr) => r.own_power_limit_w.max(pr.power_limit_w),
+                None => r.own_power_limit_w,
+            };
+            let cpu_own = allocation_cpu_speed(self.truth, &job.truth, &r.allocations, r.cpus_per_node, self.spec.cluster.job_cpus_per_gpu, own_w);
+            (share * cpu_own * scale / self.truth.alone(&job.truth, own_w).0).max(1e-6)
+        } else {
+            rate
+        };
         // Cores follow the job's progress per GPU (its GPU count's scaling aside).
         let busy_cores = allocation_busy_cores(self.truth, &job.truth, &r.allocations, share * cpu / time_ratio);
         self.acc.cpu_w += (busy_cores - r.busy_cores) * self.spec.power.cpu_w_per_busy_core;
@@ -899,6 +918,7 @@ impl<'a> Engine<'a> {
         let cpu_changed = self.running[i].as_ref().is_some_and(|r| r.cpu_speed != cpu);
         if let Some(r) = self.running[i].as_mut() {
             r.rate = rate;
+            r.rate_own = rate_own;
             r.cpu_speed = cpu;
             r.busy_cores = busy_cores;
             r.version = version;
@@ -928,6 +948,10 @@ impl<'a> Engine<'a> {
         let Some(r) = self.running[i].take() else { return };
         if let (Some(c), true) = (self.cap.as_mut(), r.was_capped) {
             c.stats.killed_after_ceiling += 1;
+            // Without its ceilings it would have done its remaining work by now.
+            if r.remaining_work_s <= r.ceiling_lost_work_s + 1e-6 {
+                c.stats.killed_for_cap += 1;
+            }
         }
         let job = &self.jobs[i];
         let end_s = self.now_s;
