@@ -135,9 +135,23 @@ pub struct ClockStep {
     pub clock_frac: f64,
     /// The power limit the step was measured at (the data's unit), in W of the measured GPU.
     pub power_limit_w: f64,
+    /// The most any measured workload of the GPU type slowed at this step or any above it
+    /// (time at the step's limit over time at the ladder's top, the largest over every sweep;
+    /// 0: unknown). What a job lowered to this step may lose whatever its class predicts:
+    /// power-cap ceilings extend time limits by it ([`ClockStep::worst_slowdown`]).
+    #[serde(default)]
+    pub worst_time_ratio: f64,
 }
 
 impl ClockStep {
+    /// The worst slowdown of a job at this step relative to the default clock: the measured
+    /// worst ([`ClockStep::worst_time_ratio`]), and never less than a fully clock-bound job's
+    /// (`1 / clock_frac`, what the step's clock alone implies).
+    pub fn worst_slowdown(&self) -> f64 {
+        let clock_bound = if self.clock_frac > 0.0 { 1.0 / self.clock_frac } else { 1.0 };
+        self.worst_time_ratio.max(clock_bound).max(1.0)
+    }
+
     /// The step's limit as a fraction of the ladder's top limit (`ladder_top_w`): what it is on
     /// another board of the same type (`fraction x that board's default limit`).
     pub fn power_limit_frac(&self, ladder_top_w: f64) -> f64 {
@@ -182,13 +196,21 @@ impl GpuCurves {
             .map(|(limit, mut r)| {
                 r.sort_by(f64::total_cmp);
                 let p90 = r[((r.len() as f64 * 0.9).ceil() as usize).clamp(1, r.len()) - 1];
+                let worst = r.last().copied().unwrap_or(1.0).max(1.0);
                 let frac = (1.0 / p90.max(1.0)).clamp(0.05, 1.0);
-                ClockStep { clock_mhz: (frac * max_clock_mhz as f64).round() as u32, clock_frac: frac, power_limit_w: limit as f64 }
+                ClockStep { clock_mhz: (frac * max_clock_mhz as f64).round() as u32, clock_frac: frac, power_limit_w: limit as f64, worst_time_ratio: worst }
             })
             .collect();
         if let Some(top) = ladder.last_mut() {
             top.clock_frac = 1.0;
             top.clock_mhz = max_clock_mhz;
+        }
+        // A lower limit never speeds a job: the worst at a step is at least the worst above it
+        // (the measured maxima are noisy from one limit to the next).
+        let mut worst_above: f64 = 1.0;
+        for step in ladder.iter_mut().rev() {
+            worst_above = worst_above.max(step.worst_time_ratio);
+            step.worst_time_ratio = worst_above;
         }
         // A ladder must rise strictly: drop a step not below the one above it.
         let mut rising: Vec<ClockStep> = Vec::with_capacity(ladder.len());
@@ -251,7 +273,7 @@ impl GpuCurves {
             ladder: self
                 .ladder
                 .iter()
-                .map(|s| ClockStep { clock_mhz: (s.clock_frac * f64::from(max_clock_mhz)).round() as u32, clock_frac: s.clock_frac, power_limit_w: s.power_limit_w * power_scale })
+                .map(|s| ClockStep { clock_mhz: (s.clock_frac * f64::from(max_clock_mhz)).round() as u32, power_limit_w: s.power_limit_w * power_scale, ..*s })
                 .collect(),
             classes: self.classes.iter().map(|(k, p)| (k.clone(), scale(p))).collect(),
             generic: scale(&self.generic),
@@ -327,6 +349,7 @@ fn fit_measured(data_dir: &Path, gpu: &str, max_clock_mhz: u32) -> Result<Option
 mod tests {
     use super::*;
     use crate::data::default_data_dir;
+    use crate::data::zeus::ZeusPoint;
 
     #[test]
     fn a100_and_h100_stand_in_with_the_a40_sweeps_scaled_to_their_boards() {
@@ -357,8 +380,43 @@ mod tests {
     }
 
     #[test]
+    fn a_steps_worst_case_is_the_slowest_measured_workload_at_or_above_its_limit() {
+        let sweep = |network: &str, times: [f64; 3]| ZeusSweep {
+            dataset: "d".into(),
+            network: network.into(),
+            batch_size: 32,
+            optimizer: "adam".into(),
+            points: [100.0, 150.0, 200.0].iter().zip(times).map(|(&l, t)| ZeusPoint { power_limit_w: l, time_per_epoch_s: t, average_power_w: l * 0.8 }).collect(),
+        };
+        // Nine workloads slow 1.3 at 100 W and 1.1 at 150 W (the p90 the clocks are read from);
+        // the tenth, 1.5 at 100 W and 1.6 at 150 W (the noise of one measurement).
+        let mut sweeps: Vec<ZeusSweep> = (0..9).map(|k| sweep(&format!("n{k}"), [13.0, 11.0, 10.0])).collect();
+        sweeps.push(sweep("odd", [15.0, 16.0, 10.0]));
+        let ladder = GpuCurves::ladder(&sweeps, 1000);
+        assert_eq!(ladder.len(), 3, "{ladder:?}");
+        assert!((ladder[1].clock_frac - 1.0 / 1.1).abs() < 1e-9, "{ladder:?}");
+        assert!((ladder[1].worst_time_ratio - 1.6).abs() < 1e-9, "the slowest measured, not the p90: {ladder:?}");
+        assert!((ladder[0].worst_time_ratio - 1.6).abs() < 1e-9, "a lower limit is never faster: {ladder:?}");
+        assert_eq!(ladder[2].worst_time_ratio, 1.0);
+        for s in &ladder {
+            assert!(s.worst_slowdown() >= 1.0 / s.clock_frac - 1e-9, "never below the clock bound: {s:?}");
+        }
+        // Unknown (an old ladder without it): the clock bound.
+        let s = ClockStep { clock_mhz: 800, clock_frac: 0.8, power_limit_w: 150.0, worst_time_ratio: 0.0 };
+        assert!((s.worst_slowdown() - 1.25).abs() < 1e-9);
+        // On the measured V100 sweeps the worst case lies above every class's prediction.
+        let model = PerfPowerModel::fit_from_dir(&default_data_dir()).expect("zeus data");
+        let v100 = model.curves("v100").expect("v100 measured");
+        for (step, s) in v100.ladder.iter().enumerate() {
+            for class in v100.classes.keys() {
+                assert!(s.worst_slowdown() >= v100.predict(Some(class), step).time_ratio - 1e-9, "{class} at {s:?}");
+            }
+        }
+    }
+
+    #[test]
     fn a_steps_limit_is_a_fraction_of_the_ladder_top() {
-        let s = ClockStep { clock_mhz: 900, clock_frac: 0.6, power_limit_w: 150.0 };
+        let s = ClockStep { clock_mhz: 900, clock_frac: 0.6, power_limit_w: 150.0, worst_time_ratio: 0.0 };
         assert_eq!(s.power_limit_frac(250.0), 0.6);
         assert_eq!(s.power_limit_frac(0.0), 1.0);
         assert_eq!(s.power_limit_frac(100.0), 1.0, "never above the top");

@@ -6,12 +6,15 @@
 //! jobs) exceeds the cap, lower by one clock step the job whose next step down costs least,
 //! in GPU-time slowed per watt saved; jobs of the `performance` policy only once no other job
 //! can go lower. A job is never lowered beyond its slowdown bound (`--energy-max-slowdown`,
-//! relative to the default clock), nor beyond what its time limit may be extended to (its
-//! predicted remaining run time, slowed, must still end within the limit as Slurm lets it be
-//! extended: MaxTime, the QOS' and association's MaxWall, the deadline; an admin's limit is
-//! not extended). A job given a ceiling, or a lower one, has its time limit extended by the
-//! slowdown of its remaining time ([`Decided::slowdowns`], [`extension_factor`]), as a planned
-//! slowdown extends the limit of a job it starts. The rule is
+//! relative to the default clock, as predicted), nor beyond what its time limit may be
+//! extended to (its remaining limit, slowed by the step's worst case, must still fit in the
+//! limit as Slurm lets it be extended: MaxTime, the QOS' and association's MaxWall, the
+//! deadline; an admin's limit is not extended). A job given a ceiling, or a lower one, has its
+//! time limit extended by the **worst-case** slowdown of its remaining time
+//! ([`Decided::limit_bounds`], [`extension_factor`]): the most any measured workload of its GPU
+//! type slowed at the ceiling's step ([`crate::perf_power::ClockStep::worst_slowdown`]), not
+//! its class's prediction, so that a job the truth slows more than predicted still ends within
+//! its limit (no job is killed for the cap). The rule is
 //! recomputed from scratch every cycle, so when the cap rises the last steps taken are the
 //! first given back (the reverse order), and a job whose ceiling is no longer needed loses it.
 //! A cap that cannot be met this way stays unmet: no job is killed or suspended for it.
@@ -53,8 +56,11 @@ pub struct StepPower {
     pub power_limit_w: f64,
     /// Predicted GPU power of the whole job at this step (all its GPUs), W.
     pub power_w: f64,
-    /// Run time at this step over run time at the default clock.
+    /// Run time at this step over run time at the default clock (predicted for the job's class).
     pub time_ratio: f64,
+    /// The most any measured workload slowed at this step, relative to the default clock
+    /// ([`crate::perf_power::ClockStep::worst_slowdown`]; at least `time_ratio`).
+    pub worst_slowdown: f64,
 }
 
 /// A running job as the rule sees it.
@@ -69,25 +75,38 @@ pub struct RunningPower {
     pub start_step: usize,
     /// Its slowdown bound (relative to the default clock, >= 1).
     pub max_slowdown: f64,
-    /// How much slower (relative to its start step) its remaining run may become and still end
-    /// within its time limit, extended as far as Slurm lets it be (>= 1; 1 when nothing is
-    /// left to spare or unknown).
+    /// By how much (a worst-case slowdown relative to its start step, [`RunningPower::limit_bound`])
+    /// its time limit may still grow as far as Slurm lets it ([`limit_headroom`]; >= 1; 1 when
+    /// nothing is left to spare or unknown; infinite when Slurm caps nothing).
     pub limit_headroom: f64,
 }
 
-/// By how much a job's remaining time grows when its slowdown (relative to its start step) goes
-/// from `before` to `after` (1 when it does not grow: a raised or lifted ceiling never
-/// shortens a limit).
+/// By how much a job's remaining time limit grows when the slowdown it is extended for
+/// (relative to its start step, [`Decided::limit_bounds`]) goes from `before` to `after` (1 when
+/// it does not grow: a raised or lifted ceiling never shortens a limit).
 pub fn extension_factor(before: f64, after: f64) -> f64 {
     if before > 0.0 && after > before + 1e-9 { after / before } else { 1.0 }
 }
 
 impl RunningPower {
-    /// Can the job go one step below `step`?
+    /// Can the job go one step below `step`? Its slowdown bound holds for the predicted slowdown
+    /// (as for a planned one); its limit must allow the worst case.
     fn may_lower_to(&self, step: usize) -> bool {
-        let (Some(s), Some(start)) = (self.steps.get(step), self.steps.get(self.start_step)) else { return false };
-        let vs_start = if start.time_ratio > 0.0 { s.time_ratio / start.time_ratio } else { f64::INFINITY };
-        s.time_ratio <= self.max_slowdown + 1e-9 && vs_start <= self.limit_headroom + 1e-9
+        let Some(s) = self.steps.get(step) else { return false };
+        s.time_ratio <= self.max_slowdown + 1e-9 && self.limit_bound(step) <= self.limit_headroom + 1e-9
+    }
+
+    /// The slowdown its time limit is extended for at `step`, relative to its start step (1 at or
+    /// above it): the step's worst case relative to the default clock ([`StepPower::worst_slowdown`];
+    /// a job that started lower was already at least as slow as at the default clock, so this
+    /// bounds its slowdown relative to its start too), never less than the predicted one.
+    pub fn limit_bound(&self, step: usize) -> f64 {
+        let (Some(s), Some(start)) = (self.steps.get(step), self.steps.get(self.start_step)) else { return 1.0 };
+        if step >= self.start_step {
+            return 1.0;
+        }
+        let predicted = if start.time_ratio > 0.0 { s.time_ratio / start.time_ratio } else { f64::INFINITY };
+        s.worst_slowdown.max(predicted).max(1.0)
     }
 
     /// GPU-seconds slowed per second of run, per watt saved, by going from `step` to `step - 1`.
@@ -112,6 +131,9 @@ pub struct Decided {
     pub unmet: bool,
     /// Each job's predicted slowdown under its ceiling, relative to its start step (1: none).
     pub slowdowns: BTreeMap<JobId, f64>,
+    /// Each job's worst-case slowdown under its ceiling, relative to its start step (1: none,
+    /// [`RunningPower::limit_bound`]): what its time limit is extended for ([`extension_factor`]).
+    pub limit_bounds: BTreeMap<JobId, f64>,
 }
 
 /// The rule (module docs). `base_w`: the GPU power of everything the jobs do not account for
@@ -186,7 +208,8 @@ fn finish(jobs: &[RunningPower], at: &[usize], predicted_w: f64, unmet: bool) ->
             (j.job, vs_start.max(1.0))
         })
         .collect();
-    Decided { ceilings, predicted_w, unmet, slowdowns }
+    let limit_bounds = jobs.iter().zip(at).map(|(j, &s)| (j.job, j.limit_bound(s))).collect();
+    Decided { ceilings, predicted_w, unmet, slowdowns, limit_bounds }
 }
 
 /// Each node's correction: its measured GPU power against the rule's prediction for that node
@@ -378,24 +401,32 @@ impl fmt::Display for Ceiling {
     }
 }
 
-/// How much slower a job's remaining run (`left_s` predicted at its start step) may become and
-/// still end by the latest end its limit may be extended to (`cap_end_s`, or its `end_s` when
-/// Slurm allows no more; None: uncapped, only the slowdown bound counts). At least 1.
-fn limit_headroom(now_s: f64, end_s: f64, cap_end_s: Option<f64>, left_s: f64) -> f64 {
+/// By how much a running job's time limit may still grow, as a slowdown relative to its start
+/// step: its remaining limit (`end_s - now_s`, already extended for the slowdown `bound_now` its
+/// ceiling in force may cost, so `(end_s - now_s) / bound_now` at its start clock) against the
+/// latest end Slurm lets it be extended to (`cap_end_s`, or its `end_s` when Slurm allows no
+/// more; None: uncapped, only the slowdown bound counts). The remaining limit, not the
+/// predicted remaining run: a job that runs longer than predicted but within its limit must
+/// not be pushed past it either. At least 1.
+pub fn limit_headroom(now_s: f64, end_s: f64, cap_end_s: Option<f64>, bound_now: f64) -> f64 {
+    let left_s = end_s - now_s;
     if left_s <= 0.0 {
         return 1.0;
     }
+    let bound_now = if bound_now.is_finite() && bound_now >= 1.0 { bound_now } else { 1.0 };
     let extendable_end_s = cap_end_s.map_or(f64::INFINITY, |cap| cap.max(end_s));
-    ((extendable_end_s - now_s) / left_s).max(1.0)
+    (bound_now * (extendable_end_s - now_s) / left_s).max(1.0)
 }
 
 /// The rule's input from a snapshot: idle GPUs' power, and each running job that runs alone on
 /// its GPUs with its ladder as [`Predictor`] predicts it (as for new jobs). Jobs sharing a GPU,
 /// and jobs on GPU types without curves, are counted at their clock's power and never
 /// directed. `limit_cap_end_s`: for each running job whose limit Slurm caps, the latest end
-/// its limit may be extended to (Unix s; absent: uncapped). Returns (`base_w`, the jobs).
-pub fn running_powers(snap: &Snapshot, pred: &Predictor, limit_cap_end_s: &BTreeMap<JobId, f64>) -> (f64, Vec<RunningPower>) {
-    let by_node = running_powers_by_node(snap, pred, limit_cap_end_s);
+/// its limit may be extended to (Unix s; absent: uncapped); `limit_bounds`: the slowdown each
+/// job's limit was last extended for ([`Decided::limit_bounds`]; absent: 1). Returns
+/// (`base_w`, the jobs).
+pub fn running_powers(snap: &Snapshot, pred: &Predictor, limit_cap_end_s: &BTreeMap<JobId, f64>, limit_bounds: &BTreeMap<JobId, f64>) -> (f64, Vec<RunningPower>) {
+    let by_node = running_powers_by_node(snap, pred, limit_cap_end_s, limit_bounds);
     (by_node.base_w_by_node.values().sum(), by_node.jobs)
 }
 
@@ -413,7 +444,7 @@ pub struct NodePowers {
 }
 
 /// [`running_powers`]' input, kept per node ([`NodePowers`]).
-pub fn running_powers_by_node(snap: &Snapshot, pred: &Predictor, limit_cap_end_s: &BTreeMap<JobId, f64>) -> NodePowers {
+pub fn running_powers_by_node(snap: &Snapshot, pred: &Predictor, limit_cap_end_s: &BTreeMap<JobId, f64>, limit_bounds: &BTreeMap<JobId, f64>) -> NodePowers {
     let mut base_w_by_node: BTreeMap<u32, f64> = BTreeMap::new();
     let mut job_nodes: BTreeMap<JobId, Vec<(u32, f64)>> = BTreeMap::new();
     let mut busy: BTreeMap<u32, u32> = BTreeMap::new();
@@ -445,16 +476,13 @@ pub fn running_powers_by_node(snap: &Snapshot, pred: &Predictor, limit_cap_end_s
             .map(|(i, s)| {
                 let p = pred.predict_clock(&gt.name, gt.max_power_w, family.as_deref(), i);
                 let clock_mhz = ((s.clock_frac * f64::from(gt.default_clock_mhz)).round() as u32).clamp(gt.min_clock_mhz, gt.max_clock_mhz);
-                StepPower { clock_mhz, power_limit_w: s.power_limit_w, power_w: p.power_w * f64::from(gpus), time_ratio: p.time_ratio }
+                StepPower { clock_mhz, power_limit_w: s.power_limit_w, power_w: p.power_w * f64::from(gpus), time_ratio: p.time_ratio, worst_slowdown: s.worst_slowdown().max(p.time_ratio) }
             })
             .collect();
         // The step it started at: the one whose clock is nearest its recorded clock.
         let start_step = steps.iter().enumerate().min_by_key(|(_, s)| s.clock_mhz.abs_diff(r.clock_mhz)).map_or(0, |(i, _)| i);
-        // Its predicted end at its start clock (the runtime history's fraction of its limit).
-        let limit_s = r.end_time_s - r.start_time_s;
-        let predicted_end_s = r.start_time_s + pred.runtime.predict(r.user, r.hints.tag.as_deref()).runtime_fraction * limit_s;
-        let left_s = predicted_end_s - snap.now_s;
-        let limit_headroom = limit_headroom(snap.now_s, r.end_time_s, limit_cap_end_s.get(&r.id).copied(), left_s);
+        let bound_now = limit_bounds.get(&r.id).copied().unwrap_or(1.0);
+        let limit_headroom = limit_headroom(snap.now_s, r.end_time_s, limit_cap_end_s.get(&r.id).copied(), bound_now);
         jobs.push(RunningPower { job: r.id, policy: r.hints.policy, gpus, steps, start_step, max_slowdown: r.hints.max_slowdown.max(1.0), limit_headroom });
     }
     for (i, n) in snap.nodes.iter().enumerate() {
@@ -479,7 +507,7 @@ mod tests {
             job: JobId(id),
             policy,
             gpus: 1,
-            steps: (0..4).map(|i| StepPower { clock_mhz: clocks[i], power_limit_w: 100.0 + 50.0 * i as f64, power_w: powers_w[i], time_ratio: ratios[i] }).collect(),
+            steps: (0..4).map(|i| StepPower { clock_mhz: clocks[i], power_limit_w: 100.0 + 50.0 * i as f64, power_w: powers_w[i], time_ratio: ratios[i], worst_slowdown: ratios[i] }).collect(),
             start_step: 3,
             max_slowdown,
             limit_headroom: 10.0,
@@ -532,16 +560,49 @@ mod tests {
 
     #[test]
     fn the_room_to_slow_is_the_limit_slurm_lets_it_be_extended_to() {
-        // Now 1000 s; 100 s left predicted; the limit ends at 1110 s.
-        let room = |cap_end_s| limit_headroom(1000.0, 1110.0, cap_end_s, 100.0);
-        assert!((room(Some(1110.0)) - 1.1).abs() < 1e-9, "capped at its own limit (an admin's limit)");
-        assert!((room(Some(1050.0)) - 1.1).abs() < 1e-9, "a cap below its limit never shortens it");
-        assert!((room(Some(1130.0)) - 1.3).abs() < 1e-9, "MaxTime 20 s beyond it");
+        // Now 1000 s; the limit ends at 1100 s (100 s left, whatever the runtime history predicts).
+        let room = |cap_end_s| limit_headroom(1000.0, 1100.0, cap_end_s, 1.0);
+        assert!((room(Some(1100.0)) - 1.0).abs() < 1e-9, "capped at its own limit (an admin's limit): no room");
+        assert!((room(Some(1050.0)) - 1.0).abs() < 1e-9, "a cap below its limit never shortens it");
+        assert!((room(Some(1130.0)) - 1.3).abs() < 1e-9, "MaxTime 30 s beyond it");
         assert!(room(None).is_infinite(), "uncapped: only the slowdown bound counts");
-        assert_eq!(limit_headroom(1000.0, 1110.0, None, 0.0), 1.0, "nothing left predicted");
+        assert_eq!(limit_headroom(1000.0, 1000.0, None, 1.0), 1.0, "nothing left of its limit");
+        // A limit already extended for a ceiling of worst case 1.2: 120 s left are 100 s at its
+        // start clock, so up to 1.56 of its start clock's time fits by 1156 s.
+        assert!((limit_headroom(1000.0, 1120.0, Some(1156.0), 1.2) - 1.56).abs() < 1e-9);
         let mut capped = job(1, EnergyPolicy::Balanced, 2.0, POWER, DEAR);
         capped.limit_headroom = room(Some(1130.0));
-        assert_eq!(ceiling_of(&decide(Some(10.0), 0.0, &[capped]), 1), Some(1100), "1.3 of room: down to 1100 (1.3), not 900 (1.6)");
+        assert_eq!(ceiling_of(&decide(Some(10.0), 0.0, &[capped.clone()]), 1), Some(1100), "1.3 of room: down to 1100 (1.3), not 900 (1.6)");
+        // The room is for the worst case, not the prediction: 1100 MHz may cost 1.35.
+        capped.steps[1].worst_slowdown = 1.35;
+        assert_eq!(ceiling_of(&decide(Some(10.0), 0.0, &[capped]), 1), Some(1300), "1.35 worst case > 1.3 of room at 1100 MHz");
+    }
+
+    /// A job the truth slows more than its class predicts, with a time limit just above its
+    /// run: what the limit is extended to against what the truth needs.
+    #[test]
+    fn a_job_slowed_more_than_predicted_still_ends_within_its_extended_limit() {
+        let mut j = job(1, EnergyPolicy::Efficiency, 2.0, POWER, DEAR);
+        // 1300 MHz predicted 1.1 for its class; the worst measured workload slows 1.25 there.
+        j.steps[2].worst_slowdown = 1.25;
+        let d = decide(Some(260.0), 0.0, std::slice::from_ref(&j));
+        assert_eq!(ceiling_of(&d, 1), Some(1300));
+        assert!((d.slowdowns[&JobId(1)] - 1.1).abs() < 1e-9, "{:?}", d.slowdowns);
+        // Now 0; 1000 s left of its limit; it needs 980 s more at its own clock, and the truth
+        // slows it by 1.2 under the ceiling (more than the 1.1 predicted, within the worst case).
+        let (left_limit_s, left_run_s, truth_slowdown) = (1000.0, 980.0, 1.2);
+        let needed_s = left_run_s * truth_slowdown;
+        let extended_s = left_limit_s * extension_factor(1.0, d.limit_bounds[&JobId(1)]);
+        assert!((d.limit_bounds[&JobId(1)] - 1.25).abs() < 1e-9, "{:?}", d.limit_bounds);
+        assert!(extended_s >= needed_s, "limit {extended_s} s < {needed_s} s the truth needs: killed for the cap");
+        // By the prediction alone it would have been killed: 1100 s < 1176 s.
+        assert!(left_limit_s * extension_factor(1.0, d.slowdowns[&JobId(1)]) < needed_s);
+        // Lowered further (1100 MHz: worst 1.3), the limit grows by the change of the worst case.
+        let deeper = decide(Some(210.0), 0.0, std::slice::from_ref(&j));
+        assert_eq!(ceiling_of(&deeper, 1), Some(1100));
+        assert!((extension_factor(d.limit_bounds[&JobId(1)], deeper.limit_bounds[&JobId(1)]) - 1.3 / 1.25).abs() < 1e-9);
+        // Not under a ceiling: nothing to extend for.
+        assert_eq!(decide(None, 0.0, &[j]).limit_bounds[&JobId(1)], 1.0);
     }
 
     #[test]

@@ -254,7 +254,7 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
         let held_since = Instant::now();
         for x in &extensions {
             match lock.extend_time_limit(x.job_id, x.limit_min) {
-                Ok(Some((old, new))) => slurm_log!(LOG, info, "JobId={}: time limit {old} -> {new} min (GPU clock ceiling under the power cap, predicted slowdown {:.3} of its remaining time)", x.job_id, x.slowdown),
+                Ok(Some((old, new))) => slurm_log!(LOG, info, "JobId={}: time limit {old} -> {new} min (GPU clock ceiling under the power cap, worst-case slowdown {:.3} of its remaining time, predicted {:.3})", x.job_id, x.bound, x.slowdown),
                 Ok(None) => {}
                 Err(e) => slurm_log!(LOG, error, "JobId={}: time limit not extended: {e}", x.job_id),
             }

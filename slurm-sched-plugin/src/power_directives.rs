@@ -17,9 +17,9 @@ static TABLE: Mutex<Option<Table>> = Mutex::new(None);
 
 struct Table {
     directives: DirectiveTable,
-    /// Each directed job's slowdown under its ceiling (relative to its start clock), as its time
-    /// limit was last extended for it.
-    slowdowns: BTreeMap<JobId, f64>,
+    /// Each directed job's worst-case slowdown under its ceiling (relative to its start clock),
+    /// as its time limit was last extended for it (`Decided::limit_bounds`).
+    limit_bounds: BTreeMap<JobId, f64>,
     /// The last "cap not met" state logged, so that it is said once per change.
     unmet_logged: bool,
     /// Each GPU node's correction, by name: its measured power over its predicted draw (absent:
@@ -37,7 +37,7 @@ const APPLY_MS: u64 = 5_000;
 
 impl Table {
     fn new() -> Table {
-        Table { directives: DirectiveTable::default(), slowdowns: Default::default(), unmet_logged: false, corrections: BTreeMap::new(), raw_w_by_node: BTreeMap::new(), changed_ms: 0 }
+        Table { directives: DirectiveTable::default(), limit_bounds: Default::default(), unmet_logged: false, corrections: BTreeMap::new(), raw_w_by_node: BTreeMap::new(), changed_ms: 0 }
     }
 }
 
@@ -52,7 +52,9 @@ pub struct Extension {
     pub job_id: u32,
     /// The new limit, minutes (Slurm's caps still apply when it is set).
     pub limit_min: u32,
-    /// The predicted slowdown of its remaining time under its ceiling.
+    /// The worst-case slowdown of its remaining time under its ceiling: what its limit grew for.
+    pub bound: f64,
+    /// The predicted slowdown of its remaining time under its ceiling (for the log).
     pub slowdown: f64,
 }
 
@@ -66,10 +68,10 @@ const READING_MAX_AGE_S: i64 = 60;
 /// the snapshot's nodes): each GPU node's reading taken once the ceilings in force applied
 /// corrects that node's prediction (model::power_directive::decide_by_node).
 pub fn update(snapshot: &Snapshot, cap_w: f64, pred: &Predictor, limit_cap_end_s: &BTreeMap<JobId, f64>, node_names: &[String], readings: &HashMap<String, (f64, i64)>, now_s: f64) -> Vec<Extension> {
-    let powers = power_directive::running_powers_by_node(snapshot, pred, limit_cap_end_s);
     let cap = (cap_w > 0.0).then_some(cap_w);
     let mut guard = table();
     let t = guard.get_or_insert_with(Table::new);
+    let powers = power_directive::running_powers_by_node(snapshot, pred, limit_cap_end_s, &t.limit_bounds);
     // Each GPU node's reading against its own prediction for the state it measured.
     let mut measured = BTreeMap::new();
     let mut predicted = BTreeMap::new();
@@ -96,21 +98,22 @@ pub fn update(snapshot: &Snapshot, cap_w: f64, pred: &Predictor, limit_cap_end_s
     let by_index: BTreeMap<u32, f64> = node_names.iter().enumerate().filter_map(|(i, name)| Some((i as u32, *t.corrections.get(name)?))).collect();
     let power_directive::DecidedByNode { decided, raw_w_by_node } = power_directive::decide_by_node(cap, &powers, &by_index);
     t.raw_w_by_node = raw_w_by_node.into_iter().filter_map(|(i, w)| Some((node_names.get(i as usize)?.clone(), w))).collect();
-    // Limits grow by the change of slowdown only, once per change (never compounded per cycle).
+    // Limits grow by the change of the worst-case slowdown only, once per change (never
+    // compounded per cycle).
     let mut extensions = Vec::new();
     for r in &snapshot.running {
-        let after = decided.slowdowns.get(&r.id).copied().unwrap_or(1.0);
-        let before = t.slowdowns.get(&r.id).copied().unwrap_or(1.0);
+        let after = decided.limit_bounds.get(&r.id).copied().unwrap_or(1.0);
+        let before = t.limit_bounds.get(&r.id).copied().unwrap_or(1.0);
         let factor = power_directive::extension_factor(before, after);
         if factor > 1.0 && r.end_time_s > snapshot.now_s {
             let new_end_s = snapshot.now_s + (r.end_time_s - snapshot.now_s) * factor;
             let limit_min = ((new_end_s - r.start_time_s) / 60.0).ceil();
             if limit_min.is_finite() && limit_min >= 1.0 {
-                extensions.push(Extension { job_id: r.id.0, limit_min: limit_min.min(f64::from(u32::MAX - 1)) as u32, slowdown: after });
+                extensions.push(Extension { job_id: r.id.0, limit_min: limit_min.min(f64::from(u32::MAX - 1)) as u32, bound: after, slowdown: decided.slowdowns.get(&r.id).copied().unwrap_or(1.0) });
             }
         }
     }
-    t.slowdowns = decided.slowdowns.iter().filter(|(_, s)| **s > 1.0).map(|(j, s)| (*j, *s)).collect();
+    t.limit_bounds = decided.limit_bounds.iter().filter(|(_, s)| **s > 1.0).map(|(j, s)| (*j, *s)).collect();
     let changes = t.directives.update(&decided.ceilings, unix_now_ms());
     if changes.iter().any(|c| c.before != c.after) {
         t.changed_ms = unix_now_ms();

@@ -180,7 +180,7 @@ fn a_lowered_cap_slows_running_jobs_and_a_lifted_one_restores_them() {
         println!("  JobId={}: time limit {limit} under its ceiling", job.id);
         assert_ne!(limit, "10:00", "JobId={}: time limit not extended under its ceiling:\n{}", job.id, cluster.slurmctld_log());
     }
-    assert!(cluster.slurmctld_log().contains("(GPU clock ceiling under the power cap, predicted slowdown"), "no extension logged:\n{}", cluster.slurmctld_log());
+    assert!(cluster.slurmctld_log().contains("(GPU clock ceiling under the power cap, worst-case slowdown"), "no extension logged:\n{}", cluster.slurmctld_log());
 
     // 3. Lifted: the clocks come back.
     let lifted = Instant::now();

@@ -136,6 +136,29 @@ fn a_cap_below_the_draw_is_met_and_lifted_without_losing_a_job() {
     assert!(m.mean_jct_s > free.metrics.mean_jct_s, "{} vs {}", m.mean_jct_s, free.metrics.mean_jct_s);
 }
 
+/// Time limits 2 % above the jobs' runs (to the minute), and the cap 15 % below the draw from
+/// 1 h to the end: the jobs run most of their time under ceilings, and a job the truth (its
+/// drawn Zeus sweep) slows more than its class's predicted slowdown plus 2 % reaches a limit
+/// extended by the prediction alone. Extended by the step's worst case, none is killed.
+#[test]
+fn a_job_the_truth_slows_more_than_predicted_is_not_killed_for_the_cap() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut tight = spec();
+    tight.time_limits.overestimate_min = 1.02;
+    tight.time_limits.overestimate_max = 1.02;
+    tight.time_limits.round_up_to_s = (1..=24 * 60).map(|m| f64::from(m) * 60.0).collect();
+    let mut w = Workload::load(tight, &data_dir(), &trace(dir.path()), None, None, 3).expect("workload loads");
+    let (free, cap_w) = uncapped_and_cap(&mut w);
+    assert_eq!(free.metrics.killed_at_time_limit, 0, "uncapped, every job ends within its limit");
+    let capped = run(&mut w, Some(&format!("2020-01-01T01:00:00Z,{cap_w}\n")));
+    let m = &capped.metrics;
+    assert!(m.power_cap_ceiling_changes.unwrap_or(0) > 0 && m.power_cap_limit_extensions.unwrap_or(0) > 0, "{m:?}");
+    assert_eq!(m.jobs, 40);
+    assert_eq!(m.power_cap_killed_after_ceiling, Some(0), "jobs killed at a limit extended for a ceiling");
+    assert_eq!(m.power_cap_killed_for_cap, Some(0));
+    assert_eq!(m.killed_at_time_limit, 0);
+}
+
 #[test]
 fn a_static_cap_in_the_spec_is_run_too() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -97,6 +97,11 @@ struct Running {
     time_limit_s: f64,
     remaining_work_s: f64,
     rate: f64,
+    /// Its speed without its ceiling (the same formula at its own power limit): `rate` when it
+    /// has none.
+    rate_own: f64,
+    /// Work it would have done by now without its ceilings (s of work at full speed).
+    ceiling_lost_work_s: f64,
     /// Speed from the job's CPUs (1.0 at the proportional share), which its GPU power follows.
     cpu_speed: f64,
     /// Cores the job keeps busy now, on all its nodes ([`Truth::busy_cores`]), charged
@@ -125,13 +130,14 @@ struct Running {
 }
 
 /// The power cap of a capped run (`super::power_cap`): the cap in force, the planner config
-/// planning under it, and the rule's memory of the slowdowns it extended limits for.
+/// planning under it, and the rule's memory of the worst-case slowdowns it extended limits for
+/// (`model::power_directive::Decided::limit_bounds`).
 struct CapRun {
     cap: SimPowerCap,
     static_w: f64,
     cap_w: f64,
     planner: PlannerConfig,
-    slowdowns: BTreeMap<JobId, f64>,
+    limit_bounds: BTreeMap<JobId, f64>,
     stats: CapStats,
     tick_pending: bool,
     /// Running jobs under a ceiling now.
@@ -280,7 +286,7 @@ impl<'a> Engine<'a> {
             self.push(t, EventKind::CapChange);
         }
         let planner = PlannerConfig { power_cap_w: cap_w, ..self.setup.planner.clone() };
-        self.cap = Some(CapRun { cap, static_w, cap_w, planner, slowdowns: BTreeMap::new(), stats: CapStats::default(), tick_pending: false, ceilings_in_force: 0 });
+        self.cap = Some(CapRun { cap, static_w, cap_w, planner, limit_bounds: BTreeMap::new(), stats: CapStats::default(), tick_pending: false, ceilings_in_force: 0 });
         self
     }
 
@@ -657,8 +663,8 @@ impl<'a> Engine<'a> {
     /// the same model code: the running jobs' ladders per node ([`running_powers_by_node`]),
     /// each node's measured GPU power (here the truth's, as the node's counters measure it)
     /// against its prediction for the ceilings in force ([`node_corrections`]), the rule
-    /// ([`decide_by_node`]), and the time limits of slowed jobs extended by their slowdown
-    /// ([`extension_factor`]). A ceiling takes effect at once: the job's power limit, speed and
+    /// ([`decide_by_node`]), and the time limits of slowed jobs extended by their worst-case
+    /// slowdown ([`extension_factor`] of `Decided::limit_bounds`). A ceiling takes effect at once: the job's power limit, speed and
     /// power change, and its end is rescheduled. No job is killed for the cap.
     fn power_directives(&mut self) {
         let Some(c) = self.cap.as_ref() else { return };
@@ -667,7 +673,7 @@ impl<'a> Engine<'a> {
         // With no ceiling in force and the measured power within the cap, the rule (whose
         // prediction the measured power corrects) sets none: it is not run, which keeps long
         // runs under a rarely binding cap as fast as uncapped ones.
-        if c.slowdowns.is_empty() && (cap_w <= 0.0 || gpu_w <= cap_w + OVER_TOLERANCE_W) && c.ceilings_in_force == 0 {
+        if c.limit_bounds.is_empty() && (cap_w <= 0.0 || gpu_w <= cap_w + OVER_TOLERANCE_W) && c.ceilings_in_force == 0 {
             let now_s = self.now_s;
             if let Some(c) = self.cap.as_mut() {
                 c.stats.timeline.push(CapSample { t_s: now_s, cap_w, gpu_w, predicted_w: f64::NAN, ceilings: 0, unmet: false });
@@ -675,7 +681,8 @@ impl<'a> Engine<'a> {
             return;
         }
         let snap = self.snapshot();
-        let powers = running_powers_by_node(&snap, &self.pred, &BTreeMap::new());
+        let bounds = self.cap.as_ref().map(|c| c.limit_bounds.clone()).unwrap_or_default();
+        let powers = running_powers_by_node(&snap, &self.pred, &BTreeMap::new(), &bounds);
         // Each node's prediction for the state measured (each job at its ceiling's step, else
         // its own) and its measured GPU power; read only under a cap, as the plugin does.
         let mut corrections = BTreeMap::new();
@@ -715,13 +722,13 @@ impl<'a> Engine<'a> {
             }
             self.refresh_job_gpus(i);
         }
-        // Limits grow by the change of slowdown only, once per change (as the plugin's).
+        // Limits grow by the change of the worst-case slowdown only, once per change (as the
+        // plugin's).
         let now_s = self.now_s;
-        let before = self.cap.as_ref().map(|c| c.slowdowns.clone()).unwrap_or_default();
         let mut extensions = 0;
         for &i in &running {
             let id = self.jobs[i].id;
-            let factor = extension_factor(before.get(&id).copied().unwrap_or(1.0), decided.slowdowns.get(&id).copied().unwrap_or(1.0));
+            let factor = extension_factor(bounds.get(&id).copied().unwrap_or(1.0), decided.limit_bounds.get(&id).copied().unwrap_or(1.0));
             let Some(r) = self.running[i].as_mut() else { continue };
             let end_s = r.ready_s + r.time_limit_s;
             if factor > 1.0 && end_s > now_s {
@@ -737,7 +744,7 @@ impl<'a> Engine<'a> {
         }
         let over = cap_w > 0.0 && self.acc.active_w + self.acc.idle_w > cap_w + OVER_TOLERANCE_W;
         let Some(c) = self.cap.as_mut() else { return };
-        c.slowdowns = decided.slowdowns.into_iter().filter(|(_, s)| *s > 1.0).collect();
+        c.limit_bounds = decided.limit_bounds.into_iter().filter(|(_, s)| *s > 1.0).collect();
         c.stats.ceiling_changes += changes;
         c.stats.limit_extensions += extensions;
         debug_assert_eq!(c.ceilings_in_force, self.running.iter().flatten().filter(|r| r.ceiling.is_some()).count(), "ceilings counted");
@@ -798,6 +805,8 @@ impl<'a> Engine<'a> {
             time_limit_s: s.time_limit_s,
             remaining_work_s: job.duration_s,
             rate: 1.0,
+            rate_own: 1.0,
+            ceiling_lost_work_s: 0.0,
             cpu_speed: 1.0,
             busy_cores: 0.0,
             last_s: ready_s,
@@ -869,6 +878,7 @@ impl<'a> Engine<'a> {
         if let Some(r) = self.running[i].as_mut()
             && now > r.last_s {
                 r.remaining_work_s = (r.remaining_work_s - r.rate * (now - r.last_s)).max(0.0);
+                r.ceiling_lost_work_s += (r.rate_own - r.rate).max(0.0) * (now - r.last_s);
                 r.last_s = now;
             }
     }
@@ -889,6 +899,17 @@ impl<'a> Engine<'a> {
         // speed by the measured scaling.
         let scale = if r.gpus == job.total_gpus() { 1.0 } else { self.truth.speedup(&job.truth, r.gpus) / self.truth.speedup(&job.truth, job.total_gpus()) };
         let rate = (share * cpu * scale / time_ratio).max(1e-6);
+        // The same without its ceiling (its own power limit), for the work a ceiling costs it.
+        let rate_own = if r.ceiling.is_some() {
+            let own_w = match r.partner.and_then(|p| self.running[p].as_ref()) {
+                Some(pr) => r.own_power_limit_w.max(pr.power_limit_w),
+                None => r.own_power_limit_w,
+            };
+            let cpu_own = allocation_cpu_speed(self.truth, &job.truth, &r.allocations, r.cpus_per_node, self.spec.cluster.job_cpus_per_gpu, own_w);
+            (share * cpu_own * scale / self.truth.alone(&job.truth, own_w).0).max(1e-6)
+        } else {
+            rate
+        };
         // Cores follow the job's progress per GPU (its GPU count's scaling aside).
         let busy_cores = allocation_busy_cores(self.truth, &job.truth, &r.allocations, share * cpu / time_ratio);
         self.acc.cpu_w += (busy_cores - r.busy_cores) * self.spec.power.cpu_w_per_busy_core;
@@ -897,6 +918,7 @@ impl<'a> Engine<'a> {
         let cpu_changed = self.running[i].as_ref().is_some_and(|r| r.cpu_speed != cpu);
         if let Some(r) = self.running[i].as_mut() {
             r.rate = rate;
+            r.rate_own = rate_own;
             r.cpu_speed = cpu;
             r.busy_cores = busy_cores;
             r.version = version;
@@ -926,6 +948,10 @@ impl<'a> Engine<'a> {
         let Some(r) = self.running[i].take() else { return };
         if let (Some(c), true) = (self.cap.as_mut(), r.was_capped) {
             c.stats.killed_after_ceiling += 1;
+            // Without its ceilings it would have done its remaining work by now.
+            if r.remaining_work_s <= r.ceiling_lost_work_s + 1e-6 {
+                c.stats.killed_for_cap += 1;
+            }
         }
         let job = &self.jobs[i];
         let end_s = self.now_s;

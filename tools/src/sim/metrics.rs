@@ -116,9 +116,14 @@ pub struct Metrics {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub power_cap_limit_extensions: Option<u64>,
     /// Jobs killed at their time limit that had run under a ceiling (their limit was extended
-    /// by the predicted slowdown; the truth may slow them more).
+    /// by the ceiling's worst-case slowdown; a job whose limit was too short at its own clock is
+    /// still killed, and counted here if it ran under a ceiling).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub power_cap_killed_after_ceiling: Option<u64>,
+    /// Of those, the jobs the ceilings cost at least the work they had left when killed
+    /// (`CapStats::killed_for_cap`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power_cap_killed_for_cap: Option<u64>,
 }
 
 impl Metrics {
@@ -132,6 +137,7 @@ impl Metrics {
         self.power_cap_ceiling_changes = Some(s.ceiling_changes);
         self.power_cap_limit_extensions = Some(s.limit_extensions);
         self.power_cap_killed_after_ceiling = Some(s.killed_after_ceiling);
+        self.power_cap_killed_for_cap = Some(s.killed_for_cap);
     }
 }
 
@@ -310,6 +316,7 @@ impl Accumulators {
             power_cap_ceiling_changes: None,
             power_cap_limit_extensions: None,
             power_cap_killed_after_ceiling: None,
+            power_cap_killed_for_cap: None,
         };
         let power_kw = self.power_bins_j.iter().enumerate().map(|(i, j)| ((i as f64 + 0.5) * BIN_S / 86_400.0, j / BIN_S / 1000.0)).collect();
         RunResult { jobs: self.per_job, name: name.to_string(), metrics, power_kw, jct_sorted_s: self.jct_s, killed_remaining_work_s: self.killed_remaining, power_cap_timeline: Vec::new() }

@@ -333,6 +333,7 @@ pub fn run_oracle(jobs: &[SimJob], truth: &Truth, spec: &ClusterSpec, carbon: Op
         power_cap_ceiling_changes: None,
         power_cap_limit_extensions: None,
         power_cap_killed_after_ceiling: None,
+        power_cap_killed_for_cap: None,
     };
     let power_kw = bins_j.iter().enumerate().map(|(i, j)| ((i as f64 + 0.5) * BIN_S / 86_400.0, j / BIN_S / 1000.0)).collect();
     RunResult { jobs: records, name: "oracle".to_string(), metrics, power_kw, jct_sorted_s: jct, killed_remaining_work_s: Vec::new(), power_cap_timeline: Vec::new() }

@@ -98,6 +98,11 @@ pub struct CapStats {
     pub limit_extensions: u64,
     /// Jobs killed at their (extended) time limit that ran under a ceiling at some time.
     pub killed_after_ceiling: u64,
+    /// Of those, the jobs whose ceilings cost them at least the work they had left when killed
+    /// (without the ceilings they would have done it by then): killed for the cap. The others
+    /// ran longer than their limit allowed at their own clock (a planned slowdown the truth
+    /// made larger than predicted, too few CPUs, a user's short limit).
+    pub killed_for_cap: u64,
     /// Every run of the directives, in time order.
     pub timeline: Vec<CapSample>,
 }

@@ -164,14 +164,14 @@ fn power_cap_table(all: &SeededRuns) -> String {
     let _ = writeln!(out, "\npower cap (truth's cluster GPU power against the cap in force):");
     let _ = writeln!(
         out,
-        "{:<34} {:>13} {:>15} {:>15} {:>17} {:>15} {:>11} {:>11} {:>15}",
-        "policy", "capped h", "over cap s", "max excess W", "longest over s", "peak GPU kW", "ceilings", "extended", "killed, capped"
+        "{:<34} {:>13} {:>15} {:>15} {:>17} {:>15} {:>11} {:>11} {:>15} {:>13}",
+        "policy", "capped h", "over cap s", "max excess W", "longest over s", "peak GPU kW", "ceilings", "extended", "killed, capped", "for the cap"
     );
     for name in capped {
         let e = |m: &str| Estimate::of(&all.values(&name, m));
         let _ = writeln!(
             out,
-            "{:<34} {:>13} {:>15} {:>15} {:>17} {:>15} {:>11.0} {:>11.0} {:>15.1}",
+            "{:<34} {:>13} {:>15} {:>15} {:>17} {:>15} {:>11.0} {:>11.0} {:>15.1} {:>13.1}",
             name,
             e("power_cap_in_force_s").scaled(1.0 / 3600.0).show(2),
             e("power_cap_over_s").show(0),
@@ -181,6 +181,7 @@ fn power_cap_table(all: &SeededRuns) -> String {
             e("power_cap_ceiling_changes").mean,
             e("power_cap_limit_extensions").mean,
             e("power_cap_killed_after_ceiling").mean,
+            e("power_cap_killed_for_cap").mean,
         );
     }
     out
