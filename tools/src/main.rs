@@ -341,7 +341,7 @@ struct SimulateArgs {
     #[arg(long)]
     data: Option<PathBuf>,
     /// Policies to run, comma-separated: slurm, slurm-powersave, eaco, powerflow, greenflow,
-    /// synergy, energy, and oracle (a lower bound on energy under the same truth: each job at
+    /// synergy, union (powerflow + synergy's CPUs + eaco's sharing, stacked), energy, and oracle (a lower bound on energy under the same truth: each job at
     /// the least energy per unit of work over every choice a policy may make, no waiting, hosts
     /// on only while busy). Default: all.
     #[arg(long, value_delimiter = ',')]
