@@ -353,7 +353,8 @@ struct SimulateArgs {
     frontier: bool,
     /// Also run the `energy` policy with each of its ideas switched off in turn, and the papers'
     /// policies named in --policies with one of theirs off (eaco-no-consolidation,
-    /// powerflow-no-elastic, powerflow-no-clocks, greenflow-no-elastic, greenflow-no-carbon-price).
+    /// powerflow-no-elastic, powerflow-no-clocks, greenflow-no-elastic, greenflow-no-carbon-price,
+    /// union-no-elastic).
     #[arg(long)]
     ablation: bool,
     /// Ground truth of two jobs sharing a GPU: Gavel's "physical" cluster measurements or its

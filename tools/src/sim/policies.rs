@@ -219,7 +219,8 @@ impl Setup {
     /// `eaco-no-consolidation` (shares only when no whole GPU is free, as before issue 11),
     /// `powerflow-no-elastic` and `greenflow-no-elastic` (every job on its requested GPU count),
     /// `powerflow-no-clocks` (elastic counts at the default clock), `greenflow-no-carbon-price`
-    /// (its price weighs energy, not carbon).
+    /// (its price weighs energy, not carbon), `union-no-elastic` (the union of the mechanisms
+    /// `energy` can use in Slurm, where a job's GPU count is the user's).
     pub fn paper_ablations(spec: &ClusterSpec) -> Vec<Setup> {
         let mut out = Vec::new();
         let mut with = |p: Policy, name: &str, change: &dyn Fn(&mut Setup)| {
@@ -241,6 +242,7 @@ impl Setup {
                 e.carbon = false;
             }
         });
+        with(Policy::Union, "union-no-elastic", &|s| s.elastic = None);
         out
     }
 
@@ -314,6 +316,17 @@ mod tests {
             s
         };
         assert_eq!(strip(u), strip(pf));
+    }
+
+    #[test]
+    fn union_no_elastic_is_the_union_at_requested_gpu_counts() {
+        let spec = ClusterSpec::default();
+        let mut u = Setup::for_policy(Policy::Union, &spec).expect("union");
+        let fixed = Setup::paper_ablations(&spec).into_iter().find(|s| s.name == "union-no-elastic").expect("union-no-elastic row");
+        assert!(u.elastic.is_some() && fixed.elastic.is_none());
+        u.elastic = None;
+        u.name = fixed.name.clone();
+        assert_eq!(u, fixed);
     }
 
     #[test]
