@@ -341,7 +341,7 @@ struct SimulateArgs {
     #[arg(long)]
     data: Option<PathBuf>,
     /// Policies to run, comma-separated: slurm, slurm-powersave, eaco, powerflow, greenflow,
-    /// synergy, energy, and oracle (a lower bound on energy under the same truth: each job at
+    /// synergy, union (powerflow + synergy's CPUs + eaco's sharing, stacked), energy, and oracle (a lower bound on energy under the same truth: each job at
     /// the least energy per unit of work over every choice a policy may make, no waiting, hosts
     /// on only while busy). Default: all.
     #[arg(long, value_delimiter = ',')]
@@ -353,7 +353,8 @@ struct SimulateArgs {
     frontier: bool,
     /// Also run the `energy` policy with each of its ideas switched off in turn, and the papers'
     /// policies named in --policies with one of theirs off (eaco-no-consolidation,
-    /// powerflow-no-elastic, powerflow-no-clocks, greenflow-no-elastic, greenflow-no-carbon-price).
+    /// powerflow-no-elastic, powerflow-no-clocks, greenflow-no-elastic, greenflow-no-carbon-price,
+    /// union-no-elastic).
     #[arg(long)]
     ablation: bool,
     /// Ground truth of two jobs sharing a GPU: Gavel's "physical" cluster measurements or its

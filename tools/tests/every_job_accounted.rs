@@ -98,7 +98,7 @@ fn every_policy_accounts_for_every_job_of_every_trace_shape_and_none_is_patholog
         let metric = |policy: &str, key: &str| policies[policy][key]["mean"].as_f64().unwrap_or_else(|| panic!("{}: {policy}: {key}", shape.name));
         let base_kwh = metric("slurm-powersave", "energy_kwh");
         let base_jct_s = metric("slurm-powersave", "mean_jct_s");
-        assert_eq!(policies.len(), 8, "{}: every policy ran", shape.name);
+        assert_eq!(policies.len(), tools::sim::policies::ALL.len(), "{}: every policy ran", shape.name);
         for name in policies.keys() {
             let jobs = metric(name, "jobs");
             let killed = metric(name, "killed_at_time_limit");

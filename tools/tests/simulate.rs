@@ -33,7 +33,7 @@ fn replays_a_slice_of_philly_under_every_policy() {
     assert!(table.contains("ratios to slurm-powersave") && table.contains("ratios to slurm "), "{table}");
     let v = json(&out_json);
     let policies = v["policies"].as_object().expect("policies");
-    for name in ["slurm", "slurm-powersave", "eaco", "powerflow", "greenflow", "synergy", "energy", "oracle"] {
+    for name in ["slurm", "slurm-powersave", "eaco", "powerflow", "greenflow", "synergy", "union", "energy", "oracle"] {
         let p = &policies[name];
         let m = |k: &str| p[k]["mean"].as_f64().unwrap_or_else(|| panic!("{name}: {k}"));
         assert_eq!(m("jobs"), 1500.0, "{name}: every job finishes");
@@ -54,7 +54,7 @@ fn replays_a_slice_of_philly_under_every_policy() {
     // The oracle bound: no policy uses less energy, counting the least energy of the work its
     // killed jobs left undone. (Its JCT is no bound: its jobs never wait but run at their
     // energy-optimal configuration.)
-    for name in ["slurm", "slurm-powersave", "eaco", "powerflow", "greenflow", "synergy", "energy"] {
+    for name in ["slurm", "slurm-powersave", "eaco", "powerflow", "greenflow", "synergy", "union", "energy"] {
         let charged = e(name) + policies[name]["unfinished_work_floor_kwh"]["mean"].as_f64().expect("floor");
         assert!(e("oracle") <= charged, "oracle {} > {name} {charged}", e("oracle"));
     }

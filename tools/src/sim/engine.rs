@@ -144,6 +144,12 @@ struct CapRun {
     ceilings_in_force: usize,
 }
 
+/// Synergy's CPU range of a job asking for `cpus_per_node` CPUs per node: half to three times
+/// the request, within the node's `node_cpus`; `None` unless the policy and the job allow it.
+fn cpus_range(allowed: bool, cpus_per_node: u32, node_cpus: u32) -> Option<(u32, u32)> {
+    allowed.then(|| ((cpus_per_node / 2).max(1), (cpus_per_node * 3).min(node_cpus)))
+}
+
 /// The truth's CPU speed of a job on `allocations` with `cpus_per_node` CPUs on each node:
 /// Synergy's profiles are read with one node's GPUs and CPUs (every node of a job has the same
 /// shape), against the proportional share of that node's GPUs.
@@ -499,11 +505,7 @@ impl<'a> Engine<'a> {
 
     fn pending_job(&self, i: usize) -> PendingJob {
         let j = &self.jobs[i];
-        let cpus_range = if self.setup.cpu_flexible && j.cpu_flexible && self.setup.planner.cpu_by_sensitivity {
-            Some(((j.cpus_per_node / 2).max(1), (j.cpus_per_node * 3).min(self.spec.cluster.cpus_per_node)))
-        } else {
-            None
-        };
+        let cpus_range = cpus_range(self.setup.cpu_flexible && j.cpu_flexible && self.setup.planner.cpu_by_sensitivity, j.cpus_per_node, self.spec.cluster.cpus_per_node);
         PendingJob {
             id: j.id,
             user: j.user,
@@ -556,6 +558,8 @@ impl<'a> Engine<'a> {
             p.request.cpus_per_node = (j.cpus_per_node * g).div_ceil(j.gpus_per_node.max(1)).clamp(1, self.spec.cluster.cpus_per_node);
             p.request.mem_mb_per_node = j.mem_mb_per_node * g as u64 / j.gpus_per_node.max(1) as u64;
             p.time_limit_s = j.time_limit_s * stretch;
+            // `union`: Synergy's range follows the rewritten request, as it does the original.
+            p.cpus_range = cpus_range(p.cpus_range.is_some(), p.request.cpus_per_node, self.spec.cluster.cpus_per_node);
         }
     }
 
@@ -826,6 +830,12 @@ impl<'a> Engine<'a> {
             std::cmp::Ordering::Greater => self.acc.grown_starts += 1,
             std::cmp::Ordering::Less => self.acc.shrunk_starts += 1,
             std::cmp::Ordering::Equal => {}
+        }
+        // CPUs other than the request's (the elastic count's proportional share when resized).
+        let gpus_first = s.allocations.first().map_or(job.gpus_per_node, |a| a.gpu_indices.len() as u32);
+        let requested_cpus = if gpus_first == job.gpus_per_node { job.cpus_per_node } else { (job.cpus_per_node * gpus_first).div_ceil(job.gpus_per_node.max(1)).clamp(1, self.spec.cluster.cpus_per_node) };
+        if s.allocations.first().is_some_and(|a| a.cpus != requested_cpus) {
+            self.acc.cpu_resized_starts += 1;
         }
         if let Some(p) = partner {
             self.settle(p);

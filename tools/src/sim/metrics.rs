@@ -36,6 +36,7 @@ pub struct Accumulators {
     pub reclocks: u64,
     pub grown_starts: u64,
     pub shrunk_starts: u64,
+    pub cpu_resized_starts: u64,
     pub cycles: u64,
     pub cycle_time_s: f64,
     clock_sum_mhz: f64,
@@ -82,6 +83,9 @@ pub struct Metrics {
     /// Starts on more (resp. fewer) GPUs than the job asked for (elastic policies).
     pub grown_starts: u64,
     pub shrunk_starts: u64,
+    /// Starts on other CPUs per node than the request's (its GPU-proportional share on an
+    /// elastic count): Synergy's CPU choice at work.
+    pub cpu_resized_starts: u64,
     pub mean_clock_mhz: f64,
     pub node_resumes: u64,
     /// Jobs killed at their (possibly extended) time limit, as Slurm does (state TIMEOUT). They
@@ -204,6 +208,7 @@ impl Accumulators {
             reclocks: 0,
             grown_starts: 0,
             shrunk_starts: 0,
+            cpu_resized_starts: 0,
             cycles: 0,
             cycle_time_s: 0.0,
             clock_sum_mhz: 0.0,
@@ -300,6 +305,7 @@ impl Accumulators {
             reclocks: self.reclocks,
             grown_starts: self.grown_starts,
             shrunk_starts: self.shrunk_starts,
+            cpu_resized_starts: self.cpu_resized_starts,
             mean_clock_mhz: if self.starts > 0 { self.clock_sum_mhz / self.starts as f64 } else { 0.0 },
             node_resumes: self.wakes,
             killed_at_time_limit: self.killed,

@@ -69,6 +69,8 @@ pub struct Config {
     /// GPUs it runs on (all nodes), and whether it shares them.
     pub gpus: u32,
     pub shared: bool,
+    /// CPUs per node other than the request's (its proportional share at `gpus`).
+    pub cpus_changed: bool,
 }
 
 impl Config {
@@ -194,7 +196,7 @@ impl<'a> Bounder<'a> {
                     let tr = tr.max(1e-12);
                     let s = allocation_cpu_speed(truth, jt, &a, cpus, spec.cluster.job_cpus_per_gpu, limit);
                     let gpu_w = truth.power_at_speed_w(p, s, limit);
-                    out.push(Config { gpu_w: g as f64 * gpu_w, host_w: g as f64 * host_w, cpu_w: busy(cpus, s / tr) * core_w, rate: s * scale / tr, gpus: g, shared: false });
+                    out.push(Config { gpu_w: g as f64 * gpu_w, host_w: g as f64 * host_w, cpu_w: busy(cpus, s / tr) * core_w, rate: s * scale / tr, gpus: g, shared: false, cpus_changed: cpus != c_g });
                     if g != 1 || nodes != 1 {
                         continue;
                     }
@@ -214,6 +216,7 @@ impl<'a> Bounder<'a> {
                             rate: na * s * scale / tr,
                             gpus: 1,
                             shared: true,
+                            cpus_changed: cpus != c_g,
                         });
                     }
                 }
@@ -225,7 +228,7 @@ impl<'a> Bounder<'a> {
     /// The least energy any policy can spend on `job` (see the module documentation).
     pub fn bound(&self, job: &SimJob) -> JobBound {
         let configs = self.configs(job);
-        let fallback = Config { gpu_w: 0.0, host_w: 0.0, cpu_w: 0.0, rate: 1.0, gpus: job.total_gpus(), shared: false };
+        let fallback = Config { gpu_w: 0.0, host_w: 0.0, cpu_w: 0.0, rate: 1.0, gpus: job.total_gpus(), shared: false, cpus_changed: false };
         let best = configs.iter().copied().min_by(|a, b| a.j_per_work_s().total_cmp(&b.j_per_work_s())).unwrap_or(fallback);
         JobBound { best, energy_j: job.duration_s * best.j_per_work_s() }
     }
@@ -258,13 +261,14 @@ pub fn run_oracle(jobs: &[SimJob], truth: &Truth, spec: &ClusterSpec, carbon: Op
     let mut slowdown = Vec::with_capacity(jobs.len());
     let mut records = Vec::with_capacity(jobs.len());
     let mut makespan: f64 = 0.0;
-    let (mut shared, mut grown, mut shrunk) = (0u64, 0u64, 0u64);
+    let (mut shared, mut grown, mut shrunk, mut cpu_resized) = (0u64, 0u64, 0u64, 0u64);
     for job in jobs {
         let c = bounder.bound(job).best;
         let runtime = job.duration_s / c.rate.max(1e-12);
         shared += c.shared as u64;
         grown += (c.gpus > job.total_gpus()) as u64;
         shrunk += (c.gpus < job.total_gpus()) as u64;
+        cpu_resized += c.cpus_changed as u64;
         let power_w = c.power_w();
         gpu_j += c.gpu_w * runtime;
         base_j += c.host_w * runtime;
@@ -317,6 +321,7 @@ pub fn run_oracle(jobs: &[SimJob], truth: &Truth, spec: &ClusterSpec, carbon: Op
         reclocks: 0,
         grown_starts: grown,
         shrunk_starts: shrunk,
+        cpu_resized_starts: cpu_resized,
         mean_clock_mhz: 0.0,
         node_resumes: 0,
         killed_at_time_limit: 0,

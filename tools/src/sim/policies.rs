@@ -24,6 +24,12 @@
 //!   clocks lowered less when the grid is clean, and a short deferral to a cleaner half hour.
 //! - `synergy` (Synergy): FIFO + EASY like `slurm`, but CPUs given by each job's measured
 //!   sensitivity instead of in proportion to GPUs.
+//! - `union` (issue 23's comparator, no paper): the papers' mechanisms stacked without
+//!   integration: `powerflow`'s planner config, hints and elastic price as they are, plus
+//!   `synergy`'s CPU choice (`cpu_by_sensitivity`, per-job CPU flexibility) and `eaco`'s
+//!   sharing switches (`sharing`, `prefer_sharing`, `sharing_first`, every job allowing it).
+//!   Each switch is read off the baselines' own setups (`Setup::union`), so a change to a
+//!   baseline changes the union. What `energy` adds over it is what integrating them buys.
 //! - `energy` (ours): all of the above, driven by each job's own hints and the site's config.
 //!
 //! All but `slurm` run with power saving on: a site that cares about energy enables it first.
@@ -41,12 +47,14 @@ pub enum Policy {
     Powerflow,
     Greenflow,
     Synergy,
+    /// PowerFlow + Synergy's CPUs + EaCO's sharing, stacked (`Setup::union`).
+    Union,
     Energy,
     /// The lower bound of `oracle.rs`: not a planner configuration.
     Oracle,
 }
 
-pub const ALL: [Policy; 8] = [Policy::Slurm, Policy::SlurmPowersave, Policy::Eaco, Policy::Powerflow, Policy::Greenflow, Policy::Synergy, Policy::Energy, Policy::Oracle];
+pub const ALL: [Policy; 9] = [Policy::Slurm, Policy::SlurmPowersave, Policy::Eaco, Policy::Powerflow, Policy::Greenflow, Policy::Synergy, Policy::Union, Policy::Energy, Policy::Oracle];
 
 impl Policy {
     pub fn name(self) -> &'static str {
@@ -57,6 +65,7 @@ impl Policy {
             Policy::Powerflow => "powerflow",
             Policy::Greenflow => "greenflow",
             Policy::Synergy => "synergy",
+            Policy::Union => "union",
             Policy::Energy => "energy",
             Policy::Oracle => "oracle",
         }
@@ -173,6 +182,7 @@ impl Setup {
                 c.report_reservations = false;
                 (c, true, HintRule::Users, true)
             }
+            Policy::Union => return Setup::union(spec),
             Policy::Oracle => return None,
         };
         let elastic = match p {
@@ -183,11 +193,34 @@ impl Setup {
         Some(Setup { name: p.name().to_string(), planner, power_saving, hints: rule, cpu_flexible, user_slowdowns: None, elastic, cycle_interval_s: 0.0, early_separation: true })
     }
 
+    /// `union`: `powerflow`'s setup (planner config with its clock rule, hints with its
+    /// slowdown bound, elastic price, power saving) with `synergy`'s CPU allocation and
+    /// `eaco`'s sharing switched on exactly as those baselines set them. Nothing is tuned for
+    /// the union: where the baselines disagree (hints' `share_allowed`), the mechanism's
+    /// owner wins, so every job may share as under EaCO and keeps PowerFlow's slowdown bound.
+    pub fn union(spec: &ClusterSpec) -> Option<Setup> {
+        let mut s = Setup::for_policy(Policy::Powerflow, spec)?;
+        let synergy = Setup::for_policy(Policy::Synergy, spec)?;
+        let eaco = Setup::for_policy(Policy::Eaco, spec)?;
+        s.planner.cpu_by_sensitivity = synergy.planner.cpu_by_sensitivity;
+        s.cpu_flexible = synergy.cpu_flexible;
+        s.planner.sharing = eaco.planner.sharing;
+        s.planner.prefer_sharing = eaco.planner.prefer_sharing;
+        s.planner.sharing_first = eaco.planner.sharing_first;
+        s.planner.sharing_max_slowdown = eaco.planner.sharing_max_slowdown;
+        if let (HintRule::Fixed(h), HintRule::Fixed(e)) = (&mut s.hints, &eaco.hints) {
+            h.share_allowed = e.share_allowed;
+        }
+        s.name = Policy::Union.name().to_string();
+        Some(s)
+    }
+
     /// The papers' policies with one of their ideas switched off (ablation rows):
     /// `eaco-no-consolidation` (shares only when no whole GPU is free, as before issue 11),
     /// `powerflow-no-elastic` and `greenflow-no-elastic` (every job on its requested GPU count),
     /// `powerflow-no-clocks` (elastic counts at the default clock), `greenflow-no-carbon-price`
-    /// (its price weighs energy, not carbon).
+    /// (its price weighs energy, not carbon), `union-no-elastic` (the union of the mechanisms
+    /// `energy` can use in Slurm, where a job's GPU count is the user's).
     pub fn paper_ablations(spec: &ClusterSpec) -> Vec<Setup> {
         let mut out = Vec::new();
         let mut with = |p: Policy, name: &str, change: &dyn Fn(&mut Setup)| {
@@ -209,6 +242,7 @@ impl Setup {
                 e.carbon = false;
             }
         });
+        with(Policy::Union, "union-no-elastic", &|s| s.elastic = None);
         out
     }
 
@@ -244,6 +278,56 @@ impl Setup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn union_is_powerflow_with_synergys_cpus_and_eacos_sharing() {
+        let spec = ClusterSpec::default();
+        let get = |p| Setup::for_policy(p, &spec).expect("a planner policy");
+        let (u, pf, syn, eaco) = (get(Policy::Union), get(Policy::Powerflow), get(Policy::Synergy), get(Policy::Eaco));
+        assert_eq!(u.name, "union");
+        assert_eq!(Policy::parse("union"), Ok(Policy::Union));
+        // PowerFlow's clock rule, packing, elastic price and power saving.
+        assert!(u.planner.clock_scaling && u.planner.clock_scaling == pf.planner.clock_scaling);
+        assert_eq!(u.planner.packing, pf.planner.packing);
+        assert_eq!(u.elastic, pf.elastic);
+        assert!(u.elastic.is_some());
+        assert_eq!(u.power_saving, pf.power_saving);
+        // Synergy's CPUs.
+        assert!(u.planner.cpu_by_sensitivity && u.cpu_flexible);
+        assert_eq!((u.planner.cpu_by_sensitivity, u.cpu_flexible), (syn.planner.cpu_by_sensitivity, syn.cpu_flexible));
+        // EaCO's sharing.
+        assert!(u.planner.sharing && u.planner.prefer_sharing && u.planner.sharing_first);
+        assert_eq!(u.planner.sharing_max_slowdown, eaco.planner.sharing_max_slowdown);
+        let (HintRule::Fixed(h), HintRule::Fixed(p)) = (&u.hints, &pf.hints) else { panic!("fixed hints") };
+        assert!(h.share_allowed);
+        assert_eq!((h.policy, h.max_slowdown, h.defer_max_s), (p.policy, p.max_slowdown, p.defer_max_s));
+        // Everything else is PowerFlow's.
+        let strip = |mut s: Setup| {
+            s.name.clear();
+            s.planner.cpu_by_sensitivity = false;
+            s.cpu_flexible = false;
+            s.planner.sharing = false;
+            s.planner.prefer_sharing = false;
+            s.planner.sharing_first = false;
+            s.planner.sharing_max_slowdown = 0.0;
+            if let HintRule::Fixed(h) = &mut s.hints {
+                h.share_allowed = false;
+            }
+            s
+        };
+        assert_eq!(strip(u), strip(pf));
+    }
+
+    #[test]
+    fn union_no_elastic_is_the_union_at_requested_gpu_counts() {
+        let spec = ClusterSpec::default();
+        let mut u = Setup::for_policy(Policy::Union, &spec).expect("union");
+        let fixed = Setup::paper_ablations(&spec).into_iter().find(|s| s.name == "union-no-elastic").expect("union-no-elastic row");
+        assert!(u.elastic.is_some() && fixed.elastic.is_none());
+        u.elastic = None;
+        u.name = fixed.name.clone();
+        assert_eq!(u, fixed);
+    }
 
     #[test]
     fn only_the_sites_energy_config_caps_power() {
