@@ -186,6 +186,8 @@ impl<'a> JobRef<'a> {
     }
     /// `--deadline` (Unix time), if given.
     pub fn deadline(&self) -> Option<i64> {
+        // time_t: i64 here, narrower on some platforms.
+        #[allow(clippy::unnecessary_cast)]
         let d = self.rec.deadline as i64;
         (d > 0 && d != i64::from(crate::NO_VAL)).then_some(d)
     }
