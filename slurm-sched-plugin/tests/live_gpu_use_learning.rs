@@ -114,7 +114,7 @@ fn running_jobs_gpu_use_teaches_the_planner_which_pairs_share_well() {
     // 1. Alone: the group's use of a GPU to itself.
     let (id, stop) = submit(&cluster, "A1", &resnet);
     let a1 = started(&cluster, "A1", id, stop);
-    set_load(&fake, &[(a1.pid, 80)]);
+    set_load(fake, &[(a1.pid, 80)]);
     let solo = wait_learnt(&cluster, "A1's solo GPU use", |v| {
         let m = &v["history"]["groups"]["u0/resnet18"]["early_gpu_util_pct"];
         (m["n"].as_u64()? >= 1).then(|| m["sum"].as_f64().unwrap_or(0.0) / m["n"].as_f64().unwrap_or(1.0))
@@ -122,7 +122,7 @@ fn running_jobs_gpu_use_teaches_the_planner_which_pairs_share_well() {
     assert!((solo - 80.0).abs() < 3.0, "solo use {solo} %, the fake ran A1 at 80 %");
     let stepd = cluster.slurmd_log("n1");
     assert!(stepd.contains(&format!("reporting job {}'s GPU use to slurmctld port {port}", a1.id)), "{stepd}");
-    set_load(&fake, &[]);
+    set_load(fake, &[]);
     end(&cluster, &a1);
 
     // 2. A pair that Gavel says shares well, but each job gets a quarter of the GPU.
@@ -132,7 +132,7 @@ fn running_jobs_gpu_use_teaches_the_planner_which_pairs_share_well() {
     let b2 = started(&cluster, "B2", id, stop);
     let record = admin_comment(&cluster, b2.id);
     assert!(record.contains(&format!(" share={} ", a2.id)) && record.contains(" ipred=experiment"), "B2 not co-located by Gavel's prediction: {record}");
-    set_load(&fake, &[(a2.pid, 25), (b2.pid, 25)]);
+    set_load(fake, &[(a2.pid, 25), (b2.pid, 25)]);
     let (count, slowdown) = wait_learnt(&cluster, "the pair's slowdowns", |v| {
         let o = &v["interference"]["resnet18"]["resnet18"];
         let count = o["count"].as_f64().filter(|c| *c > 0.0)?;
@@ -151,7 +151,7 @@ fn running_jobs_gpu_use_teaches_the_planner_which_pairs_share_well() {
     let b3 = started(&cluster, "B3", id, stop);
     let record = admin_comment(&cluster, b3.id);
     assert!(record.contains(&format!(" share={} ", a2.id)) && record.contains(" ipred=experiment"), "one user's pair moved the prediction for B3: {record}");
-    set_load(&fake, &[]);
+    set_load(fake, &[]);
     end(&cluster, &b3);
     end(&cluster, &a2);
 

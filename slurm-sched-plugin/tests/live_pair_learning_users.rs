@@ -134,13 +134,13 @@ fn one_users_pairs_do_not_change_the_prediction_for_another_users_jobs() {
     // 1. root's job alone: the group's use of a GPU to itself.
     let (id, stop) = submit(&cluster, &shared, "A1", &resnet);
     let a1 = started(&cluster, &shared, "A1", id, stop);
-    set_load(&fake, &[(a1.pid, 80)]);
+    set_load(fake, &[(a1.pid, 80)]);
     let solo = wait_learnt(&cluster, "A1's solo GPU use", |v| {
         let m = &v["history"]["groups"]["u0/resnet18"]["early_gpu_util_pct"];
         (m["n"].as_u64()? >= 1).then(|| m["sum"].as_f64().unwrap_or(0.0) / m["n"].as_f64().unwrap_or(1.0))
     });
     assert!((solo - 80.0).abs() < 3.0, "solo use {solo} %, the fake ran A1 at 80 %");
-    set_load(&fake, &[]);
+    set_load(fake, &[]);
     end(&cluster, &a1);
 
     // 2. root's pair: Gavel says it shares well, each job gets a quarter of the GPU.
@@ -150,7 +150,7 @@ fn one_users_pairs_do_not_change_the_prediction_for_another_users_jobs() {
     let b2 = started(&cluster, &shared, "B2", id, stop);
     let record = admin_comment(&cluster, b2.id);
     assert!(record.contains(&format!(" share={} ", a2.id)) && record.contains(" ipred=experiment"), "B2 not co-located by Gavel's prediction: {record}");
-    set_load(&fake, &[(a2.pid, 25), (b2.pid, 25)]);
+    set_load(fake, &[(a2.pid, 25), (b2.pid, 25)]);
     let (count, by_root, slowdown) = wait_learnt(&cluster, "root's pair", |v| {
         let o = &v["interference"]["resnet18"]["resnet18"];
         let count = o["count"].as_f64().filter(|c| *c > 0.0)?;
@@ -160,7 +160,7 @@ fn one_users_pairs_do_not_change_the_prediction_for_another_users_jobs() {
     // One pair of one family: both sides in one entry, both root's.
     assert_eq!((count, by_root), (2.0, 2.0));
     assert!((slowdown - 3.2).abs() < 0.35, "observed slowdown {slowdown}, expected 80/25 = 3.2");
-    set_load(&fake, &[(a2.pid, 80)]);
+    set_load(fake, &[(a2.pid, 80)]);
     end(&cluster, &b2);
 
     // 3. nobody's job of the same kind: still the experiment's prediction, so it joins A2.
@@ -175,7 +175,7 @@ fn one_users_pairs_do_not_change_the_prediction_for_another_users_jobs() {
     );
     let owner = Command::new("stat").args(["-c", "%U"]).arg(shared.join("N1.out")).output().expect("stat");
     assert_eq!(String::from_utf8_lossy(&owner.stdout).trim(), "nobody", "N1 ran as nobody");
-    set_load(&fake, &[]);
+    set_load(fake, &[]);
     end(&cluster, &n1);
     end(&cluster, &a2);
     // The state file is slurmctld's alone (review finding 10).
