@@ -91,6 +91,11 @@ pub struct RecoveryWatch {
     late: Vec<u32>,
     /// Nodes asked to register again.
     registration_asked: Vec<String>,
+    /// Late-picked jobs too young, when picked, for slurmctld's missing-job check at a
+    /// registration (`BatchStartTimeout` + min(10 s, `MessageTimeout`), strictly): their node is
+    /// asked to register again only once they are older (a registration asked at once would
+    /// leave a job whose launch never left running to its time limit; seen in CI on 26.05.3).
+    late_asks: Vec<u32>,
     /// Registration requests not yet reported by [`RecoveryWatch::take_registrations`].
     registrations: Vec<RegistrationAsked>,
     /// Watched jobs found younger than Slurm's grace after their node registered without them.
@@ -137,6 +142,7 @@ impl RecoveryWatch {
             held_for_prolog: Vec::new(),
             late: Vec::new(),
             registration_asked: Vec::new(),
+            late_asks: Vec::new(),
             registrations: Vec::new(),
             grace_waits: Vec::new(),
             script_asks: Vec::new(),
@@ -156,7 +162,7 @@ impl RecoveryWatch {
 
     /// Nothing left to do: armed, and every watched job settled.
     pub fn done(&self) -> bool {
-        self.armed && self.watched.is_empty() && self.prolog_waits.is_empty()
+        self.armed && self.watched.is_empty() && self.prolog_waits.is_empty() && self.late_asks.is_empty()
     }
 
     /// Recovered jobs still waiting for their prolog that are judged.
@@ -175,11 +181,24 @@ impl SlurmctldLock {
     /// One step of `watch` (see [`RecoveryWatch`]): picks the jobs to watch, then `decide` says
     /// for each watched job's facts what to do now (the rule: `model::lost_launch`). Returns the
     /// jobs it ended as missing. Needs the job write lock and the configuration read lock.
-    pub fn watch_recovered_starts(&mut self, watch: &mut RecoveryWatch, mut decide: impl FnMut(&WatchedStartFacts) -> StartWatchAction) -> Result<Vec<MissingJob>, NotLocked> {
+    /// `judged_at_registration(age_s, batch_start_timeout_s, msg_timeout_s)`: would slurmctld's
+    /// missing-job check judge a batch job that old at a registration now (the rule:
+    /// `model::lost_launch::registration_judges`)? A job picked after its node registered has
+    /// its node asked again only then.
+    pub fn watch_recovered_starts(
+        &mut self,
+        watch: &mut RecoveryWatch,
+        mut decide: impl FnMut(&WatchedStartFacts) -> StartWatchAction,
+        judged_at_registration: impl Fn(i64, i64, i64) -> bool,
+    ) -> Result<Vec<MissingJob>, NotLocked> {
         self.require("recovered jobs", |l| l.job, LockLevel::Write)?;
         self.require("recovered jobs", |l| l.node, LockLevel::Read)?;
         self.require("recovered jobs", |l| l.conf, LockLevel::Read)?;
         let api = self.api();
+        // SAFETY: slurm_conf's address (non-NULL after resolve); the SCHEDULER levels hold the
+        // configuration read lock.
+        let conf = unsafe { &*api.raw().slurm_conf };
+        let (batch_start_timeout_s, msg_timeout_s) = (i64::from(conf.batch_start_timeout), i64::from(conf.msg_timeout));
         if !watch.armed {
             // Until the first node registers (the plugin starts after slurmctld has read its
             // state, while its first nodes may register), every such job is picked.
@@ -211,7 +230,11 @@ impl SlurmctldLock {
                         watch.late.push(id);
                         // SAFETY: batch host string owned by the record.
                         let node = unsafe { opt_str(rec.batch_host) }.unwrap_or("?").to_string();
-                        if !watch.registration_asked.contains(&node) {
+                        if !judged_at_registration(now_s() - rec.start_time, batch_start_timeout_s, msg_timeout_s) {
+                            // Too young for slurmctld's check at a registration now: asked
+                            // once it is past it (below, at a later look).
+                            watch.late_asks.push(id);
+                        } else if !watch.registration_asked.contains(&node) {
                             // SAFETY: reads the job's bitmap and the node table under the job
                             // and node locks; the agent takes its own copy of the request.
                             let rc = unsafe { sys::energy_request_first_node_registration(rec) };
@@ -240,10 +263,31 @@ impl SlurmctldLock {
             // SAFETY: reads the node table under the job lock (nodes' version strings only).
             watch.armed = unsafe { sys::energy_any_node_registered() } || now_s() - watch.started_s > ARMING_LIMIT_S;
         }
-        // SAFETY: slurm_conf's address (non-NULL after resolve); the SCHEDULER levels hold the
-        // configuration read lock.
-        let conf = unsafe { &*api.raw().slurm_conf };
-        let (batch_start_timeout_s, msg_timeout_s) = (i64::from(conf.batch_start_timeout), i64::from(conf.msg_timeout));
+        // Late-picked jobs that were too young for slurmctld's check: their node is asked to
+        // register again once they are past it (a second ask of the same node is a new
+        // registration, judged at that age).
+        let mut asked_now: Vec<String> = Vec::new();
+        for id in std::mem::take(&mut watch.late_asks) {
+            // SAFETY: lookup under the job write lock.
+            let Some(rec) = (unsafe { call!(api, find_job_record(id)).as_mut() }) else { continue };
+            // SAFETY: the shim reads state fields under the job lock.
+            if !unsafe { sys::energy_job_is_running(rec) } {
+                continue;
+            }
+            if !judged_at_registration(now_s() - rec.start_time, batch_start_timeout_s, msg_timeout_s) {
+                watch.late_asks.push(id);
+                continue;
+            }
+            // SAFETY: batch host string owned by the record.
+            let node = unsafe { opt_str(rec.batch_host) }.unwrap_or("?").to_string();
+            if !asked_now.contains(&node) {
+                // SAFETY: reads the job's bitmap and the node table under the job and node
+                // locks; the agent takes its own copy of the request.
+                let rc = unsafe { sys::energy_request_first_node_registration(rec) };
+                watch.registrations.push(RegistrationAsked { node: node.clone(), job_id: id, rc, for_script: false });
+                asked_now.push(node);
+            }
+        }
         let mut ended = Vec::new();
         let mut still = Vec::new();
         for id in std::mem::take(&mut watch.watched) {

@@ -110,6 +110,15 @@ pub fn launch_grace_s(batch_start_timeout_s: i64, msg_timeout_s: i64) -> i64 {
     batch_start_timeout_s.max(0) + msg_timeout_s.clamp(0, 10)
 }
 
+/// Does slurmctld's missing-job check, at a node registration now, judge a batch job `age_s`
+/// old? It ends only a job strictly older than the grace (`start_time < now - grace`, whole
+/// seconds), so a registration asked at exactly the grace leaves a job whose launch never left
+/// running to its time limit (seen in CI on 26.05.3: asked at 20 s with a grace of 20 s).
+/// Asked past it, the registration arrives later still.
+pub fn registration_judges(age_s: i64, grace_s: i64) -> bool {
+    age_s > grace_s
+}
+
 /// The rule, for a job looked at now with `grace_s` ([`launch_grace_s`]).
 pub fn judge(job: &WatchedJob, grace_s: i64) -> LaunchVerdict {
     if !job.running {
@@ -150,7 +159,7 @@ pub fn judge(job: &WatchedJob, grace_s: i64) -> LaunchVerdict {
         return LaunchVerdict::WaitForGrace;
     }
     if job.waited_for_grace {
-        return LaunchVerdict::AskNodeAgain;
+        return if registration_judges(job.age_s, grace_s) { LaunchVerdict::AskNodeAgain } else { LaunchVerdict::WaitForGrace };
     }
     LaunchVerdict::EndAsMissing
 }
@@ -225,7 +234,10 @@ mod tests {
         // limit (Slurm checks again only at the node's next registration, minutes later). Now
         // its node is asked to register again once the grace has passed; a launch that did
         // arrive meanwhile is reported there, so the watch never ends such a job on its own.
-        assert_eq!(judge(&WatchedJob { age_s: 20, waited_for_grace: true, ..missing() }, launch_grace_s(10, 10)), LaunchVerdict::AskNodeAgain);
+        // Not at the grace itself: Slurm's check judges only a job strictly older.
+        assert_eq!(judge(&WatchedJob { age_s: 20, waited_for_grace: true, ..missing() }, launch_grace_s(10, 10)), LaunchVerdict::WaitForGrace);
+        assert_eq!(judge(&WatchedJob { age_s: 21, waited_for_grace: true, ..missing() }, launch_grace_s(10, 10)), LaunchVerdict::AskNodeAgain);
+        assert!(!registration_judges(20, 20) && registration_judges(21, 20));
         // Slurm adds at most 10 s of MessageTimeout (the default 10 s; sites raise it to 100).
         assert_eq!(launch_grace_s(10, 100), 20);
         assert_eq!(launch_grace_s(120, 5), 125);

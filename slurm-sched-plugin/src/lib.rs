@@ -370,6 +370,9 @@ fn watch_recovery(watch: &mut slurm_bindings::launch::RecoveryWatch, finish_lost
             LaunchVerdict::ScriptGone => StartWatchAction::EndScriptGone,
             LaunchVerdict::EndedOnItsNodes => StartWatchAction::EndNoNodeLeft,
         }
+    }, |age_s, batch_start_timeout_s, msg_timeout_s| {
+        use model::lost_launch::{launch_grace_s, registration_judges};
+        registration_judges(age_s, launch_grace_s(batch_start_timeout_s, msg_timeout_s))
     });
     match judged {
         Ok(ended) => {
