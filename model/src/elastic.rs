@@ -20,8 +20,18 @@
 //!   reads the best JCT within each budget. GreenFlow prices carbon instead: the extra energy
 //!   is weighted by the grid's intensity now relative to its forecast (cheap when clean).
 //!
-//! What the papers do beyond this and is not modelled: resizing *running* jobs (checkpoint and
-//! restart at a new GPU count) and batch-size tuning.
+//! - **Re-allocation of running jobs** ([`reallocate`], re-run at every scheduling event after
+//!   the pending jobs were placed): the papers' JCT mechanism, a running job checkpointed and
+//!   restarted at another count within the same [`choices`]. When the first waiting job does not
+//!   fit on any node, GPUs a running job was *grown* by (above its request) are taken back,
+//!   cheapest predicted JCT loss first, on the node where that makes the waiting job fit;
+//!   otherwise, when nothing waits, a running job grows one step onto free GPUs of its own node
+//!   when the JCT its remaining work saves exceeds the restart pause ([`RestartCost`]) and the
+//!   extra energy (pause included) is within the budget's price, as in admission's growth. Each
+//!   change pauses the job for the restart; its progress carries over at the new speed.
+//!
+//! What the papers do beyond this and is not modelled: migrating a running job to another node
+//! (ours restarts on its own node), a joint clock/count optimiser, and batch-size tuning.
 
 use std::collections::BTreeMap;
 
@@ -218,6 +228,131 @@ pub fn allocate(jobs: &[&ElasticJob], requested: &[usize], runtime_scale: &[f64]
     jobs.iter().zip(&level).map(|(j, k)| j.choices.get(*k).copied().unwrap_or(0)).collect()
 }
 
+/// The pause of one checkpoint-restart at a new GPU count: a fixed part (save the state, stop,
+/// requeue on the new GPUs, load it, warm up) plus a part per GPU of the larger of the two
+/// allocations (processes and communicators to set up). Both are spec knobs
+/// (`[elastic]` of the cluster spec).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RestartCost {
+    pub fixed_s: f64,
+    pub per_gpu_s: f64,
+}
+
+impl RestartCost {
+    pub fn pause_s(&self, from_gpus: u32, to_gpus: u32) -> f64 {
+        self.fixed_s + self.per_gpu_s * from_gpus.max(to_gpus) as f64
+    }
+}
+
+/// One running job as the re-allocation sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunningElastic<'a> {
+    pub shape: &'a ElasticJob,
+    /// Index in `shape.choices` of the count it runs on now, and of its request.
+    pub level: usize,
+    pub requested: usize,
+    /// The node it runs on (single-node jobs only are re-allocated).
+    pub node: usize,
+    /// Predicted remaining runtime at its requested count (s): the expected runtime less the
+    /// work it has done (both in seconds at the request), never below 0.
+    pub remaining_at_request_s: f64,
+}
+
+impl RunningElastic<'_> {
+    fn runtime_s(&self, k: usize) -> f64 {
+        let s = &self.shape.speedup;
+        let at = |k: usize| s.get(k).copied().unwrap_or(1.0).max(1e-9);
+        self.remaining_at_request_s * at(self.requested) / at(k)
+    }
+
+    fn energy_j(&self, k: usize) -> f64 {
+        self.shape.choices.get(k).copied().unwrap_or(0) as f64 * self.shape.power_per_gpu_w * self.runtime_s(k)
+    }
+}
+
+/// A running job's new GPU count (`job` indexes the slice given to [`reallocate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resize {
+    pub job: usize,
+    pub gpus: u32,
+}
+
+/// Re-allocation of running jobs for this cycle, given each node's free GPUs and the GPUs the
+/// first waiting job needs on one node (`None`: nothing waits, or what waits is not a
+/// single-node job whose start a re-allocation could bring forward).
+///
+/// 1. A job waits and no node has room for it: on the node where it is cheapest, jobs grown
+///    above their request go back to it (least predicted JCT lost per GPU freed first, the
+///    pause included) until the waiting job fits there; none if no node can make room.
+/// 2. Nothing waits: each job may grow one step onto free GPUs of its node, most JCT saved per
+///    extra GPU first, when the JCT saved exceeds the pause and the extra energy (weighted by
+///    `energy_weight`, the pause's energy at the new count included) is at most
+///    `joules_per_jct_s` times the JCT saved.
+pub fn reallocate(jobs: &[RunningElastic], free_by_node: &[u32], waiting_gpus: Option<u32>, joules_per_jct_s: f64, energy_weight: f64, restart: RestartCost) -> Vec<Resize> {
+    let free = |n: usize| free_by_node.get(n).copied().unwrap_or(0);
+    if let Some(need) = waiting_gpus {
+        if free_by_node.iter().any(|f| *f >= need) {
+            return Vec::new();
+        }
+        let mut best: Option<(f64, Vec<Resize>)> = None;
+        let nodes: std::collections::BTreeSet<usize> = jobs.iter().map(|j| j.node).collect();
+        for n in nodes {
+            let mut grown: Vec<(f64, usize)> = jobs
+                .iter()
+                .enumerate()
+                .filter(|(_, j)| j.node == n && j.level > j.requested && j.shape.choices.len() > j.level)
+                .map(|(i, j)| {
+                    let freed = (j.shape.choices[j.level] - j.shape.choices[j.requested]) as f64;
+                    let lost_s = j.runtime_s(j.requested) - j.runtime_s(j.level) + restart.pause_s(j.shape.choices[j.level], j.shape.choices[j.requested]);
+                    (lost_s / freed, i)
+                })
+                .collect();
+            grown.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            let (mut room, mut lost_s, mut out) = (free(n), 0.0, Vec::new());
+            for (per_gpu_s, i) in grown {
+                if room >= need {
+                    break;
+                }
+                let j = &jobs[i];
+                let freed = j.shape.choices[j.level] - j.shape.choices[j.requested];
+                room += freed;
+                lost_s += per_gpu_s * freed as f64;
+                out.push(Resize { job: i, gpus: j.shape.choices[j.requested] });
+            }
+            if room >= need && !out.is_empty() && best.as_ref().is_none_or(|(b, _)| lost_s < *b) {
+                best = Some((lost_s, out));
+            }
+        }
+        return best.map(|(_, r)| r).unwrap_or_default();
+    }
+    let mut room: Vec<u32> = free_by_node.to_vec();
+    let mut candidates: Vec<(f64, usize, u32)> = jobs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, j)| {
+            let (k, c) = (j.level, &j.shape.choices);
+            if k + 1 >= c.len() || j.shape.speedup.len() != c.len() {
+                return None;
+            }
+            let extra = c[k + 1] - c[k];
+            let pause_s = restart.pause_s(c[k], c[k + 1]);
+            let saved_s = j.runtime_s(k) - j.runtime_s(k + 1) - pause_s;
+            let cost_j = (j.energy_j(k + 1) - j.energy_j(k) + c[k + 1] as f64 * j.shape.power_per_gpu_w * pause_s) * energy_weight;
+            (saved_s > 0.0 && cost_j <= joules_per_jct_s * saved_s).then_some((saved_s / extra as f64, i, extra))
+        })
+        .collect();
+    candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut out = Vec::new();
+    for (_, i, extra) in candidates {
+        let j = &jobs[i];
+        if let Some(r) = room.get_mut(j.node).filter(|r| **r >= extra) {
+            *r -= extra;
+            out.push(Resize { job: i, gpus: j.shape.choices[j.level + 1] });
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,5 +401,31 @@ mod tests {
         // a third waits at its request.
         let big = [job(vec![4, 8], 0.1), job(vec![4, 8], 0.1), job(vec![4, 8], 0.1)];
         assert_eq!(allocate(&big.iter().collect::<Vec<_>>(), &[1, 1, 1], &[1.0; 3], 12, 0.0, 1.0), vec![8, 4, 8]);
+    }
+
+    #[test]
+    fn running_jobs_grow_onto_idle_gpus_and_give_them_back_to_a_waiting_job() {
+        let scaling = job(vec![2, 4, 8], 0.05);
+        let flat = job(vec![2, 4, 8], 0.9);
+        let restart = RestartCost { fixed_s: 60.0, per_gpu_s: 5.0 };
+        let run = |shape, level, node, remaining| RunningElastic { shape, level, requested: 1, node, remaining_at_request_s: remaining };
+        // Nothing waits, 4 GPUs free on node 0, a price of 1000 J/s: the job that scales grows
+        // to 8 (6.5 MJ more for 4.1 h less), the one that does not stays; a job about to end
+        // is not worth the restart.
+        let jobs = [run(&scaling, 1, 0, 36_000.0), run(&flat, 1, 0, 36_000.0), run(&scaling, 1, 0, 100.0)];
+        assert_eq!(reallocate(&jobs, &[4], None, 1000.0, 1.0, restart), vec![Resize { job: 0, gpus: 8 }]);
+        // No price, no growth (the extra GPUs cost energy); no room on its node, no growth.
+        assert!(reallocate(&jobs, &[4], None, 0.0, 1.0, restart).is_empty());
+        assert!(reallocate(&jobs, &[0, 4], None, 1000.0, 1.0, restart).is_empty());
+        // A 6-GPU job waits and no node has room: the grown job on node 1 goes back to its
+        // request (node 0's would free too little there).
+        let grown = [run(&scaling, 2, 1, 36_000.0), run(&scaling, 2, 0, 36_000.0)];
+        assert_eq!(reallocate(&grown, &[0, 2], Some(6), 400.0, 1.0, restart), vec![Resize { job: 0, gpus: 4 }]);
+        assert!(reallocate(&grown, &[0, 1], Some(6), 400.0, 1.0, restart).is_empty());
+        // With room somewhere already, nothing is taken back; jobs at their request are never
+        // shrunk for a waiting job.
+        assert!(reallocate(&grown, &[4, 0], Some(4), 400.0, 1.0, restart).is_empty());
+        assert!(reallocate(&jobs, &[0], Some(4), 400.0, 1.0, restart).is_empty());
+        assert_eq!(restart.pause_s(4, 8), 100.0);
     }
 }
