@@ -23,8 +23,9 @@
 //! - **Re-allocation of running jobs** ([`reallocate`], re-run at every scheduling event after
 //!   the pending jobs were placed): the papers' JCT mechanism, a running job checkpointed and
 //!   restarted at another count within the same [`choices`]. When the first waiting job does not
-//!   fit on any node, GPUs a running job was *grown* by (above its request) are taken back,
-//!   cheapest predicted JCT loss first, on the node where that makes the waiting job fit;
+//!   fit on any node, GPUs a running job was *grown* by (above its request) are taken back, then
+//!   running jobs go narrower where that costs no more predicted energy, cheapest predicted JCT
+//!   loss first, on the node where that makes the waiting job fit;
 //!   otherwise, when nothing waits, a running job grows one step onto free GPUs of its own node
 //!   when the JCT its remaining work saves exceeds the restart pause ([`RestartCost`]) and the
 //!   extra energy (pause included) is within the budget's price, as in admission's growth. Each
@@ -282,8 +283,10 @@ pub struct Resize {
 /// single-node job whose start a re-allocation could bring forward).
 ///
 /// 1. A job waits and no node has room for it: on the node where it is cheapest, jobs grown
-///    above their request go back to it (least predicted JCT lost per GPU freed first, the
-///    pause included) until the waiting job fits there; none if no node can make room.
+///    above their request go back to it, then jobs at or below their request go one step
+///    narrower where that is predicted to cost no more energy (as admission narrows a pending
+///    job), least predicted JCT lost per GPU freed first (the pause included), until the
+///    waiting job fits there; none if no node can make room.
 /// 2. Nothing waits: each job may grow one step onto free GPUs of its node, most JCT saved per
 ///    extra GPU first, when the JCT saved exceeds the pause and the extra energy (weighted by
 ///    `energy_weight`, the pause's energy at the new count included) is at most
@@ -297,27 +300,32 @@ pub fn reallocate(jobs: &[RunningElastic], free_by_node: &[u32], waiting_gpus: O
         let mut best: Option<(f64, Vec<Resize>)> = None;
         let nodes: std::collections::BTreeSet<usize> = jobs.iter().map(|j| j.node).collect();
         for n in nodes {
-            let mut grown: Vec<(f64, usize)> = jobs
+            let mut narrower: Vec<(bool, f64, usize, usize)> = jobs
                 .iter()
                 .enumerate()
-                .filter(|(_, j)| j.node == n && j.level > j.requested && j.shape.choices.len() > j.level)
-                .map(|(i, j)| {
-                    let freed = (j.shape.choices[j.level] - j.shape.choices[j.requested]) as f64;
-                    let lost_s = j.runtime_s(j.requested) - j.runtime_s(j.level) + restart.pause_s(j.shape.choices[j.level], j.shape.choices[j.requested]);
-                    (lost_s / freed, i)
+                .filter(|(_, j)| j.node == n && j.level > 0 && j.shape.choices.len() > j.level && j.shape.speedup.len() == j.shape.choices.len())
+                .filter_map(|(i, j)| {
+                    let to = if j.level > j.requested { j.requested } else { j.level - 1 };
+                    if to < j.requested && j.energy_j(to) > j.energy_j(j.level) * (1.0 + 1e-9) {
+                        return None;
+                    }
+                    let freed = (j.shape.choices[j.level] - j.shape.choices[to]) as f64;
+                    let lost_s = j.runtime_s(to) - j.runtime_s(j.level) + restart.pause_s(j.shape.choices[j.level], j.shape.choices[to]);
+                    // Grown jobs give back first.
+                    Some((to < j.requested, lost_s / freed, i, to))
                 })
                 .collect();
-            grown.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            narrower.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
             let (mut room, mut lost_s, mut out) = (free(n), 0.0, Vec::new());
-            for (per_gpu_s, i) in grown {
+            for (_, per_gpu_s, i, to) in narrower {
                 if room >= need {
                     break;
                 }
                 let j = &jobs[i];
-                let freed = j.shape.choices[j.level] - j.shape.choices[j.requested];
+                let freed = j.shape.choices[j.level] - j.shape.choices[to];
                 room += freed;
                 lost_s += per_gpu_s * freed as f64;
-                out.push(Resize { job: i, gpus: j.shape.choices[j.requested] });
+                out.push(Resize { job: i, gpus: j.shape.choices[to] });
             }
             if room >= need && !out.is_empty() && best.as_ref().is_none_or(|(b, _)| lost_s < *b) {
                 best = Some((lost_s, out));
@@ -422,10 +430,15 @@ mod tests {
         let grown = [run(&scaling, 2, 1, 36_000.0), run(&scaling, 2, 0, 36_000.0)];
         assert_eq!(reallocate(&grown, &[0, 2], Some(6), 400.0, 1.0, restart), vec![Resize { job: 0, gpus: 4 }]);
         assert!(reallocate(&grown, &[0, 1], Some(6), 400.0, 1.0, restart).is_empty());
-        // With room somewhere already, nothing is taken back; jobs at their request are never
-        // shrunk for a waiting job.
+        // With room somewhere already, nothing is taken back.
         assert!(reallocate(&grown, &[4, 0], Some(4), 400.0, 1.0, restart).is_empty());
-        assert!(reallocate(&jobs, &[0], Some(4), 400.0, 1.0, restart).is_empty());
+        // Jobs at their request go one step narrower (half, at less energy: their scaling is
+        // sublinear), least JCT lost per GPU first: the one about to end, then the one that does
+        // not scale.
+        assert_eq!(reallocate(&jobs, &[0], Some(4), 400.0, 1.0, restart), vec![Resize { job: 2, gpus: 2 }, Resize { job: 1, gpus: 2 }]);
+        // A job grown above its request gives back before anyone goes below theirs.
+        let mixed = [run(&flat, 1, 0, 36_000.0), run(&scaling, 2, 0, 36_000.0)];
+        assert_eq!(reallocate(&mixed, &[0], Some(4), 400.0, 1.0, restart), vec![Resize { job: 1, gpus: 4 }]);
         assert_eq!(restart.pause_s(4, 8), 100.0);
     }
 }

@@ -13,7 +13,7 @@ use std::time::Instant;
 use model::carbon::CarbonSignal;
 use model::config::PlannerConfig;
 use model::decision::{Decision, StartDecision};
-use model::elastic::{ElasticJob, ScalingModel, allocate, choices};
+use model::elastic::{ElasticJob, Resize, RunningElastic, ScalingModel, allocate, choices, reallocate};
 use model::interference::keep_sharing;
 use model::planner::plan;
 use model::power_directive::{Ceiling, DecidedByNode, decide_by_node, extension_factor, node_corrections, running_powers_by_node};
@@ -305,28 +305,7 @@ impl<'a> Engine<'a> {
     pub fn run(mut self, mut on_progress: impl FnMut(u64)) -> RunResult {
         let wall = Instant::now();
         let mut finished_reported = 0;
-        while let Some(ev) = self.heap.pop() {
-            // An outdated finish or time-limit event changes nothing; integrating up to it would
-            // count idle power past the end of the replay.
-            if self.stale(ev.kind, ev.at_s) {
-                continue;
-            }
-            self.advance(ev.at_s);
-            let mut replan = self.handle(ev.kind);
-            while let Some(next) = self.heap.peek() {
-                if next.at_s > self.now_s {
-                    break;
-                }
-                let Some(next) = self.heap.pop() else { break };
-                replan |= self.handle(next.kind);
-            }
-            if replan && !self.pending.is_empty() {
-                self.plan_or_wait_for_tick();
-            }
-            if replan && self.cap.is_some() {
-                self.power_directives();
-            }
-            self.tick_now = false;
+        while self.step() {
             if self.acc.finished - finished_reported >= 1000 {
                 finished_reported = self.acc.finished;
                 on_progress(finished_reported);
@@ -342,6 +321,36 @@ impl<'a> Engine<'a> {
             r.power_cap_timeline = c.stats.timeline;
         }
         r
+    }
+
+    /// Handles the events of the next instant, then plans; `false` when no event is left.
+    fn step(&mut self) -> bool {
+        let Some(ev) = self.heap.pop() else { return false };
+        // An outdated finish or time-limit event changes nothing; integrating up to it would
+        // count idle power past the end of the replay.
+        if self.stale(ev.kind, ev.at_s) {
+            return true;
+        }
+        self.advance(ev.at_s);
+        let mut replan = self.handle(ev.kind);
+        while let Some(next) = self.heap.peek() {
+            if next.at_s > self.now_s {
+                break;
+            }
+            let Some(next) = self.heap.pop() else { break };
+            replan |= self.handle(next.kind);
+        }
+        if replan && !self.pending.is_empty() {
+            self.plan_or_wait_for_tick();
+        }
+        if replan && self.setup.elastic.is_some_and(|e| e.realloc) {
+            self.reallocate_running();
+        }
+        if replan && self.cap.is_some() {
+            self.power_directives();
+        }
+        self.tick_now = false;
+        true
     }
 
     /// Plans now, as slurmctld's main scheduler does on every event (stock Slurm, and every
@@ -528,9 +537,9 @@ impl<'a> Engine<'a> {
     /// proportion; a job given fewer GPUs than it asked for gets its time limit stretched by the
     /// predicted slowdown, as the scheduler that shrank it would).
     fn resize_pending(&mut self) {
-        let (Some(el), Some(scaling)) = (self.setup.elastic, self.scaling.as_ref()) else { return };
-        if self.elastic_jobs.is_empty() {
-            self.elastic_jobs = self.jobs.iter().map(|j| self.elastic_shape(j, scaling)).collect();
+        let Some(el) = self.setup.elastic else { return };
+        if !self.ensure_elastic_shapes() {
+            return;
         }
         let free: u32 = self.view.nodes.iter().filter(|n| n.node.available).map(|n| n.free.gpus.max(0) as u32).sum();
         let weight = if el.carbon { self.pred.carbon.as_ref().map_or(1.0, |c| c.relative_intensity(self.now_s)) } else { 1.0 };
@@ -560,6 +569,138 @@ impl<'a> Engine<'a> {
             p.time_limit_s = j.time_limit_s * stretch;
             // `union`: Synergy's range follows the rewritten request, as it does the original.
             p.cpus_range = cpus_range(p.cpus_range.is_some(), p.request.cpus_per_node, self.spec.cluster.cpus_per_node);
+        }
+    }
+
+    /// Builds every job's elastic shape once; `false` without a scaling model.
+    fn ensure_elastic_shapes(&mut self) -> bool {
+        let Some(scaling) = self.scaling.as_ref() else { return false };
+        if self.elastic_jobs.is_empty() {
+            self.elastic_jobs = self.jobs.iter().map(|j| self.elastic_shape(j, scaling)).collect();
+        }
+        true
+    }
+
+    /// PowerFlow / GreenFlow: re-allocate running jobs (`model::elastic::reallocate` decides,
+    /// this applies). Candidates are single-node jobs running alone on their GPUs; their
+    /// predicted remaining runtime is the expected runtime the planner's history gives (as for
+    /// pending jobs) less the work the job reports done (its progress, in seconds at its
+    /// request). The first waiting job is the first pending one not deferred; a multi-node job
+    /// waiting blocks any re-allocation (its start is not brought forward by one node's room,
+    /// and growth would delay it). After GPUs are given back the queue is planned again, so the
+    /// waiting job starts now.
+    fn reallocate_running(&mut self) {
+        let Some(el) = self.setup.elastic else { return };
+        if !self.ensure_elastic_shapes() {
+            return;
+        }
+        let now_s = self.now_s;
+        let waiting = self.pending.iter().find(|p| !(self.wake_at[p.id.0 as usize - 1] > now_s));
+        let waiting_gpus = match waiting {
+            Some(p) if p.request.nodes != 1 => return,
+            Some(p) => Some(p.request.gpus_per_node),
+            None => None,
+        };
+        let per_node = self.spec.cluster.gpus_per_node as usize;
+        let free_by_node: Vec<u32> = (0..self.tenants.len())
+            .map(|n| if self.view.nodes[n].node.available && self.node_power[n] == PowerState::On { (0..per_node).filter(|&g| self.tenants[n][g].is_empty()).count() as u32 } else { 0 })
+            .collect();
+        let mut ids = Vec::new();
+        let mut cands = Vec::new();
+        for (i, r) in self.running.iter().enumerate() {
+            let Some(r) = r.as_ref() else { continue };
+            let job = &self.jobs[i];
+            let (shape, requested) = &self.elastic_jobs[i];
+            let Some(level) = shape.choices.iter().position(|g| *g == r.gpus) else { continue };
+            if job.nodes != 1 || r.allocations.len() != 1 || r.partner.is_some() || shape.choices.len() < 2 {
+                continue;
+            }
+            let expected_s = job.time_limit_s * self.pred.runtime.expected_fraction(job.user);
+            let done_s = job.duration_s - r.remaining_work_s;
+            ids.push(i);
+            cands.push(RunningElastic { shape, level, requested: *requested, node: r.allocations[0].node.0 as usize, remaining_at_request_s: (expected_s - done_s).max(0.0) });
+        }
+        let weight = if el.carbon { self.pred.carbon.as_ref().map_or(1.0, |c| c.relative_intensity(now_s)) } else { 1.0 };
+        let restart = self.spec.elastic.restart();
+        let resizes = reallocate(&cands, &free_by_node, waiting_gpus, el.joules_per_jct_s, weight, restart);
+        let shrunk = resizes.iter().any(|r| cands.get(r.job).is_some_and(|c| c.shape.choices.get(c.level).is_some_and(|g| r.gpus < *g)));
+        let applied: Vec<(usize, u32)> = resizes.iter().filter_map(|Resize { job, gpus }| ids.get(*job).map(|i| (*i, *gpus))).collect();
+        for (i, gpus) in applied {
+            self.resize_running(i, gpus, restart);
+        }
+        if shrunk && !self.pending.is_empty() {
+            self.resize_pending();
+            self.cycle();
+        }
+    }
+
+    /// Checkpoint job `i` and restart it on `gpus` GPUs of its node: fewer keeps the first of
+    /// its GPUs, more adds free ones of the node (skipped when the node lacks the GPUs, CPUs or
+    /// memory). CPUs and memory follow the GPU count in proportion. Its work done is kept (the
+    /// remaining work carries over at the new speed); it makes no progress during the pause,
+    /// which its GPUs are held and charged for, and its time limit grows by the pause (and, on
+    /// fewer GPUs, its time left by the predicted slowdown).
+    fn resize_running(&mut self, i: usize, gpus: u32, restart: model::elastic::RestartCost) {
+        self.settle(i);
+        self.settle_energy(i);
+        let Some(r) = self.running[i].as_ref() else { return };
+        let Some(a) = r.allocations.first().cloned() else { return };
+        let node = a.node.0 as usize;
+        let old = a.gpu_indices.len() as u32;
+        if gpus == old || gpus == 0 {
+            return;
+        }
+        let mut idx = a.gpu_indices.clone();
+        idx.sort_unstable();
+        if gpus < old {
+            idx.truncate(gpus as usize);
+        } else {
+            let extra: Vec<u8> = (0..self.tenants[node].len() as u8).filter(|g| !idx.contains(g) && self.tenants[node][*g as usize].is_empty()).take((gpus - old) as usize).collect();
+            if extra.len() < (gpus - old) as usize {
+                return;
+            }
+            idx.extend(extra);
+            idx.sort_unstable();
+        }
+        let cpus = (a.cpus * gpus).div_ceil(old.max(1)).clamp(1, self.spec.cluster.cpus_per_node);
+        let mem_mb = a.mem_mb * gpus as u64 / old.max(1) as u64;
+        let free = &self.view.nodes[node].free;
+        if gpus > old && (free.cpus < (cpus as i64 - a.cpus as i64) || free.mem_mb < (mem_mb as i64 - a.mem_mb as i64)) {
+            return;
+        }
+        let id = self.jobs[i].id;
+        let Some(tenant) = a.gpu_indices.first().and_then(|g| self.view.nodes[node].gpus.get(*g as usize)).and_then(|t| t.iter().find(|t| t.job == id)).cloned() else { return };
+        let pause_s = restart.pause_s(old, gpus);
+        let new_alloc = NodeAllocation { node: a.node, gpu_indices: idx.clone(), cpus, mem_mb };
+        // The time left grows by the pause, and on fewer GPUs by the predicted slowdown (as a
+        // pending job started narrower gets its limit stretched).
+        let at = |g: u32| self.elastic_jobs.get(i).and_then(|(e, _)| e.choices.iter().position(|c| *c == g).and_then(|k| e.speedup.get(k))).copied().unwrap_or(1.0).max(1e-9);
+        let stretch = (at(old) / at(gpus)).max(1.0);
+        let old_end_s = r.ready_s + r.time_limit_s;
+        let end_s = self.now_s + pause_s + (old_end_s - self.now_s).max(0.0) * stretch;
+        self.view.remove_job(id);
+        self.view.add_job(id, std::slice::from_ref(&new_alloc), end_s, &tenant);
+        for &g in a.gpu_indices.iter().filter(|g| !idx.contains(g)) {
+            self.tenants[node][g as usize].retain(|t| *t != i);
+        }
+        for &g in idx.iter().filter(|g| !a.gpu_indices.contains(g)) {
+            self.tenants[node][g as usize].push(i);
+        }
+        let now_s = self.now_s;
+        if let Some(r) = self.running[i].as_mut() {
+            r.allocations = vec![new_alloc];
+            r.gpus = gpus;
+            r.cpus_per_node = cpus;
+            r.last_s = r.last_s.max(now_s) + pause_s;
+            r.time_limit_s = end_s - r.ready_s;
+        }
+        self.push(end_s, EventKind::TimeLimit(i, self.start_count[i]));
+        self.acc.reallocations += 1;
+        self.acc.realloc_shrinks += (gpus < old) as u64;
+        self.acc.realloc_pause_s += pause_s;
+        self.refresh_rate(i);
+        for g in a.gpu_indices.iter().chain(idx.iter()) {
+            self.refresh_gpu(node, *g as usize);
         }
     }
 
@@ -1146,5 +1287,60 @@ mod tests {
         }
         // At the proportional share the job runs at 1.0 on any number of nodes.
         assert_eq!(allocation_cpu_speed(&truth, &res18, &[node(0, 8, 24), node(1, 8, 24)], 24, 3, 250.0), 1.0);
+    }
+
+    /// One node of 8 GPUs, a 10-hour and a 1-hour job of 4 GPUs each: under `powerflow` (a
+    /// price high enough to buy any speedup) the long job grows onto the GPUs the short one
+    /// leaves, by checkpoint and restart: its work so far is kept, it pauses for the restart
+    /// and then runs at the truth's speed on 8 GPUs to its end. Without re-allocation it stays
+    /// on 4.
+    #[test]
+    fn a_running_job_grown_by_reallocation_keeps_its_work_and_pauses_for_the_restart() {
+        use crate::sim::Workload;
+        use crate::sim::policies::{Policy, Setup};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let trace = dir.path().join("two.csv");
+        std::fs::write(&trace, "submit_time_s,duration_s,num_gpus\n0,36000,4\n0,3600,4\n").expect("trace written");
+        let data = std::env::var_os("SLURM_ENERGY_DATA").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data")));
+        let mut spec = ClusterSpec::load(None).expect("default spec");
+        spec.cluster.nodes = 1;
+        let w = Workload::load(spec, &data, &trace, None, None, 1).expect("workload");
+        let mut setup = Setup::for_policy(Policy::Powerflow, &w.spec).expect("powerflow");
+        if let Some(e) = setup.elastic.as_mut() {
+            e.joules_per_jct_s = 1e9;
+        }
+        let engine = |setup| Engine::new(setup, &w.spec, &w.truth, &w.prepared.jobs, 1, w.predictor.clone(), w.carbon.clone(), w.scaling.clone());
+        let mut e = engine(&setup);
+        let long = w.prepared.jobs.iter().position(|j| j.duration_s > 10_000.0).expect("the long job");
+        let (before, after, at_s) = loop {
+            let was = e.running[long].clone();
+            assert!(e.step(), "the replay ended before any re-allocation");
+            if e.acc.reallocations > 0 {
+                break (was, e.running[long].clone(), e.now_s);
+            }
+        };
+        let (b, a) = (before.expect("running before"), after.expect("running after"));
+        assert_eq!((b.gpus, a.gpus), (4, 8), "grown from its request onto the short job's GPUs");
+        let job = &w.prepared.jobs[long];
+        // Work done is kept: what was left at the restart is what is left after it.
+        let left_s = b.remaining_work_s - b.rate * (at_s - b.last_s);
+        assert!((a.remaining_work_s - left_s).abs() < 1e-6 * job.duration_s, "{} left after, {left_s} before", a.remaining_work_s);
+        assert!(left_s > 0.5 * job.duration_s && left_s < job.duration_s);
+        // It pauses for the restart, then runs at the truth's speed on 8 GPUs (same clock).
+        let pause_s = w.spec.elastic.restart().pause_s(4, 8);
+        assert!(pause_s > 0.0 && (a.last_s - (at_s + pause_s)).abs() < 1e-9);
+        let ratio = w.truth.speedup(&job.truth, 8) / w.truth.speedup(&job.truth, 4);
+        assert!(ratio > 1.0 && (a.rate / b.rate - ratio).abs() < 1e-9, "{} vs {ratio}", a.rate / b.rate);
+        // And ends when that work is done, not killed.
+        let r = e.run(|_| {});
+        assert_eq!((r.metrics.jobs, r.metrics.killed_at_time_limit, r.metrics.reallocations), (2, 0, 1));
+        let end_s = r.jobs.iter().find(|x| x.job == job.id.0).expect("long job finished").end_s;
+        assert!((end_s - (at_s + pause_s + left_s / a.rate)).abs() < 1e-6, "{end_s}");
+        // Without re-allocation the long job stays on 4 GPUs and ends later.
+        let mut fixed = setup.clone();
+        crate::sim::policies::without_realloc(&mut fixed);
+        let r0 = engine(&fixed).run(|_| {});
+        assert_eq!((r0.metrics.jobs, r0.metrics.reallocations), (2, 0));
+        assert!(r0.jobs.iter().find(|x| x.job == job.id.0).expect("finished").end_s > end_s + 600.0);
     }
 }

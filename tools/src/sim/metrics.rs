@@ -37,6 +37,9 @@ pub struct Accumulators {
     pub grown_starts: u64,
     pub shrunk_starts: u64,
     pub cpu_resized_starts: u64,
+    pub reallocations: u64,
+    pub realloc_shrinks: u64,
+    pub realloc_pause_s: f64,
     pub cycles: u64,
     pub cycle_time_s: f64,
     clock_sum_mhz: f64,
@@ -86,6 +89,12 @@ pub struct Metrics {
     /// Starts on other CPUs per node than the request's (its GPU-proportional share on an
     /// elastic count): Synergy's CPU choice at work.
     pub cpu_resized_starts: u64,
+    /// Running jobs re-allocated to another GPU count by checkpoint and restart (PowerFlow,
+    /// GreenFlow), of them those that gave back GPUs they were grown by, and the sum of their
+    /// checkpoint-restart pauses (h; the job's GPUs are held and charged meanwhile).
+    pub reallocations: u64,
+    pub realloc_shrinks: u64,
+    pub realloc_pause_h: f64,
     pub mean_clock_mhz: f64,
     pub node_resumes: u64,
     /// Jobs killed at their (possibly extended) time limit, as Slurm does (state TIMEOUT). They
@@ -209,6 +218,9 @@ impl Accumulators {
             grown_starts: 0,
             shrunk_starts: 0,
             cpu_resized_starts: 0,
+            reallocations: 0,
+            realloc_shrinks: 0,
+            realloc_pause_s: 0.0,
             cycles: 0,
             cycle_time_s: 0.0,
             clock_sum_mhz: 0.0,
@@ -306,6 +318,9 @@ impl Accumulators {
             grown_starts: self.grown_starts,
             shrunk_starts: self.shrunk_starts,
             cpu_resized_starts: self.cpu_resized_starts,
+            reallocations: self.reallocations,
+            realloc_shrinks: self.realloc_shrinks,
+            realloc_pause_h: self.realloc_pause_s / 3600.0,
             mean_clock_mhz: if self.starts > 0 { self.clock_sum_mhz / self.starts as f64 } else { 0.0 },
             node_resumes: self.wakes,
             killed_at_time_limit: self.killed,

@@ -16,9 +16,13 @@
 //!   JCT saved, `Elastic`): **elastic GPU counts** re-planned at every cycle for pending jobs
 //!   (`model::elastic`: half, the request or twice it in buddy-aligned powers of two; narrower
 //!   only to start now at no more energy, wider while the GPUs are free and the extra energy
-//!   is within the price), scaling predicted from Gavel's multi-GPU measurements; the
-//!   energy-optimal clock within a slowdown bound; packing with buddy-aligned blocks. No
-//!   sharing. Not modelled: resizing running jobs, batch-size tuning.
+//!   is within the price), scaling predicted from Gavel's multi-GPU measurements; **running
+//!   jobs re-allocated** by checkpoint and restart (`model::elastic::reallocate`: grown one
+//!   step onto idle GPUs of their node when the JCT saved beats the restart pause and the
+//!   price, grown GPUs given back when a waiting job fits nowhere; the pause is the spec's
+//!   `[elastic]`); the energy-optimal clock within a slowdown bound; packing with
+//!   buddy-aligned blocks. No sharing. Not modelled: migration to another node, batch-size
+//!   tuning. `powerflow-no-realloc` leaves running jobs alone.
 //! - `greenflow` (GreenFlow): PowerFlow under a carbon budget: the price weighs energy by the
 //!   grid's intensity now relative to its forecast (wider jobs while the grid is clean),
 //!   clocks lowered less when the grid is clean, and a short deferral to a cleaner half hour.
@@ -122,6 +126,20 @@ pub struct Elastic {
     pub joules_per_jct_s: f64,
     /// Weigh energy by the grid's relative carbon intensity now (GreenFlow).
     pub carbon: bool,
+    /// Running jobs are re-allocated too (checkpoint and restart at another count,
+    /// `model::elastic::reallocate`), as the papers do; `false` for the `*-no-realloc` ablation.
+    pub realloc: bool,
+}
+
+/// PowerFlow and GreenFlow without re-allocation of running jobs (the ablation, and its points
+/// in the frontier sweep).
+pub const NO_REALLOC: [&str; 2] = ["powerflow-no-realloc", "greenflow-no-realloc"];
+
+/// Switch off the re-allocation of running jobs.
+pub fn without_realloc(s: &mut Setup) {
+    if let Some(e) = s.elastic.as_mut() {
+        e.realloc = false;
+    }
 }
 
 /// PowerFlow's and GreenFlow's price in single-point runs (J per second of JCT saved).
@@ -186,8 +204,8 @@ impl Setup {
             Policy::Oracle => return None,
         };
         let elastic = match p {
-            Policy::Powerflow => Some(Elastic { joules_per_jct_s: DEFAULT_PRICE_J_PER_S, carbon: false }),
-            Policy::Greenflow => Some(Elastic { joules_per_jct_s: DEFAULT_PRICE_J_PER_S, carbon: true }),
+            Policy::Powerflow => Some(Elastic { joules_per_jct_s: DEFAULT_PRICE_J_PER_S, carbon: false, realloc: true }),
+            Policy::Greenflow => Some(Elastic { joules_per_jct_s: DEFAULT_PRICE_J_PER_S, carbon: true, realloc: true }),
             _ => None,
         };
         Some(Setup { name: p.name().to_string(), planner, power_saving, hints: rule, cpu_flexible, user_slowdowns: None, elastic, cycle_interval_s: 0.0, early_separation: true })
@@ -216,6 +234,8 @@ impl Setup {
     }
 
     /// The papers' policies with one of their ideas switched off (ablation rows):
+    /// `powerflow-no-realloc` and `greenflow-no-realloc` (elastic counts for pending jobs only,
+    /// running jobs keep theirs),
     /// `eaco-no-consolidation` (shares only when no whole GPU is free, as before issue 11),
     /// `powerflow-no-elastic` and `greenflow-no-elastic` (every job on its requested GPU count),
     /// `powerflow-no-clocks` (elastic counts at the default clock), `greenflow-no-carbon-price`
@@ -236,6 +256,8 @@ impl Setup {
         });
         with(Policy::Powerflow, "powerflow-no-elastic", &|s| s.elastic = None);
         with(Policy::Powerflow, "powerflow-no-clocks", &|s| s.planner.clock_scaling = false);
+        with(Policy::Powerflow, NO_REALLOC[0], &without_realloc);
+        with(Policy::Greenflow, NO_REALLOC[1], &without_realloc);
         with(Policy::Greenflow, "greenflow-no-elastic", &|s| s.elastic = None);
         with(Policy::Greenflow, "greenflow-no-carbon-price", &|s| {
             if let Some(e) = s.elastic.as_mut() {

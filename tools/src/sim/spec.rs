@@ -137,6 +137,29 @@ impl Default for CarbonSection {
     }
 }
 
+/// PowerFlow's and GreenFlow's re-allocation of running jobs: the pause of one checkpoint and
+/// restart at a new GPU count (`model::elastic::RestartCost`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ElasticSection {
+    /// Fixed part of the pause (s): save the state, stop, restart on the new GPUs, load it.
+    pub restart_fixed_s: f64,
+    /// Added per GPU of the larger of the two allocations (s): processes and communicators.
+    pub restart_per_gpu_s: f64,
+}
+
+impl Default for ElasticSection {
+    fn default() -> Self {
+        ElasticSection { restart_fixed_s: 60.0, restart_per_gpu_s: 5.0 }
+    }
+}
+
+impl ElasticSection {
+    pub fn restart(&self) -> model::elastic::RestartCost {
+        model::elastic::RestartCost { fixed_s: self.restart_fixed_s, per_gpu_s: self.restart_per_gpu_s }
+    }
+}
+
 /// Which of Gavel's two throughput files is the ground truth of co-location.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -195,6 +218,7 @@ pub struct ClusterSpec {
     pub hints: HintMix,
     pub carbon: CarbonSection,
     pub truth: TruthSection,
+    pub elastic: ElasticSection,
     /// Planner configuration of the `energy` policy (the same tables as `energy.toml`).
     pub planner: PlannerConfig,
 }
@@ -257,6 +281,12 @@ impl ClusterSpec {
         }
         let p = &self.power;
         for (k, v) in [("power.node_base_w", p.node_base_w), ("power.cpu_w_per_busy_core", p.cpu_w_per_busy_core), ("power.node_suspended_w", p.node_suspended_w), ("power.resume_s", p.resume_s), ("power.suspend_after_idle_s", p.suspend_after_idle_s)] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!("{k} must be a finite number >= 0"));
+            }
+        }
+        let el = &self.elastic;
+        for (k, v) in [("elastic.restart_fixed_s", el.restart_fixed_s), ("elastic.restart_per_gpu_s", el.restart_per_gpu_s)] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{k} must be a finite number >= 0"));
             }
