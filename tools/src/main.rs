@@ -428,7 +428,7 @@ fn simulate(a: SimulateArgs) -> Result<(), String> {
         a.policies.iter().map(|p| Policy::parse(p.trim())).collect::<Result<_, _>>()?
     };
     let points: Vec<tools::sim::frontier::Point> = if a.frontier {
-        tools::sim::frontier::sweep(&spec).into_iter().filter(|p| policies.iter().any(|q| q.name() == p.policy)).collect()
+        tools::sim::frontier::sweep(&spec).into_iter().filter(|p| policies.iter().any(|q| q.name() == p.policy || p.policy.starts_with(&format!("{}-", q.name())))).collect()
     } else {
         Vec::new()
     };

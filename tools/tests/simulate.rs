@@ -193,7 +193,15 @@ fn paper_policies_resize_and_consolidate_and_their_ablations_do_not() {
         assert_eq!(m(p, "jobs"), 1500.0);
         let fixed = format!("{p}-no-elastic");
         assert_eq!((m(&fixed, "grown_starts"), m(&fixed, "shrunk_starts")), (0.0, 0.0), "{fixed}");
+        // Running jobs are re-allocated (checkpoint and restart), each with its pause; not
+        // without re-allocation nor without elastic counts; every job is still accounted for.
+        assert!(m(p, "reallocations") > 0.0 && m(p, "realloc_pause_h") > 0.0, "{p} re-allocates running jobs");
+        for q in [format!("{p}-no-realloc"), fixed] {
+            assert_eq!((m(&q, "reallocations"), m(&q, "realloc_pause_h"), m(&q, "jobs")), (0.0, 0.0, 1500.0), "{q}");
+        }
     }
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.lines().any(|l| l.starts_with("powerflow ")) && table.contains("re-allocations of running jobs"), "{table}");
     for p in ["slurm-powersave", "eaco"] {
         assert_eq!((m(p, "grown_starts"), m(p, "shrunk_starts")), (0.0, 0.0), "{p} keeps requested GPU counts");
     }
@@ -216,8 +224,17 @@ fn frontier_sweeps_each_policys_knobs() {
     assert!(table.contains("frontier points") && table.contains("budget: best mean JCT"), "{table}");
     let v = json(&out_json);
     let points = v["frontier"]["points"].as_object().expect("points");
-    assert_eq!(points.keys().cloned().collect::<Vec<_>>(), vec!["eaco", "powerflow", "slurm-powersave"]);
+    assert_eq!(points.keys().cloned().collect::<Vec<_>>(), vec!["eaco", "powerflow", "powerflow-no-realloc", "slurm-powersave"]);
     assert_eq!(points["powerflow"].as_array().expect("list").len(), 6, "4 prices, 2 more slowdown bounds");
+    assert_eq!(points["powerflow-no-realloc"].as_array().expect("list").len(), 6, "the same without re-allocation");
+    // The papers' comparison: mean JCT at slurm-powersave's energy, with and without
+    // re-allocation, one ratio per seed.
+    assert!(table.contains("equal budget (the papers' comparison)"), "{table}");
+    let eq = &v["frontier"]["equal_budget"]["powerflow"];
+    assert_eq!(eq["budget_metric"], "energy_kwh");
+    for k in ["jct_ratio_baseline_over_policy", "jct_ratio_no_realloc_over_policy"] {
+        assert!(eq[k]["per_seed"].as_array().is_some_and(|s| s.len() == 1 && s[0].as_f64().is_some_and(|r| r > 0.0)), "{k}: {eq}");
+    }
     assert_eq!(points["eaco"].as_array().expect("list").len(), 4);
     for p in points["powerflow"].as_array().expect("list") {
         let run = p["run"].as_str().expect("run");

@@ -595,7 +595,9 @@ impl<'a> Engine<'a> {
             return;
         }
         let now_s = self.now_s;
-        let waiting = self.pending.iter().find(|p| !(self.wake_at[p.id.0 as usize - 1] > now_s));
+        // `wake_at` is NaN for a job never deferred.
+        let deferred = |p: &PendingJob| self.wake_at[p.id.0 as usize - 1] > now_s;
+        let waiting = self.pending.iter().find(|p| !deferred(p));
         let waiting_gpus = match waiting {
             Some(p) if p.request.nodes != 1 => return,
             Some(p) => Some(p.request.gpus_per_node),

@@ -7,14 +7,16 @@
 //!   sharing bounds;
 //! - `powerflow`, `greenflow`: the budget's price (energy, resp. carbon-weighted energy, the
 //!   scheduler may spend per second of JCT saved by giving a job more GPUs) at slowdown bound
-//!   1.10, and the slowdown bound at the default price;
+//!   1.10, and the slowdown bound at the default price; each point also without re-allocation
+//!   of running jobs (`powerflow-no-realloc`, `greenflow-no-realloc`), for the papers'
+//!   equal-budget comparison with and without it (`elastic_report`);
 //! - `eaco`: the sharing bound (how much slowdown a pair may cost);
 //! - `slurm-powersave`, `synergy`: no knob (one point each).
 //!
 //! Also the budget comparison: at a given cluster energy, the best mean JCT each policy reaches
 //! among its points within that energy.
 
-use super::policies::{DEFAULT_PRICE_J_PER_S, HintRule, Policy, Setup};
+use super::policies::{DEFAULT_PRICE_J_PER_S, HintRule, NO_REALLOC, Policy, Setup, without_realloc};
 use super::spec::ClusterSpec;
 
 /// Slowdown bounds swept for the clock policies.
@@ -58,7 +60,7 @@ pub fn sweep(spec: &ClusterSpec) -> Vec<Point> {
             out.push(point(Policy::Eaco, format!("share {bound:.1}"), s));
         }
     }
-    for p in [Policy::Powerflow, Policy::Greenflow] {
+    for (p, no_realloc) in [(Policy::Powerflow, NO_REALLOC[0]), (Policy::Greenflow, NO_REALLOC[1])] {
         let mut knobs: Vec<(f64, f64)> = PRICES_J_PER_S.iter().map(|price| (*price, 1.10)).collect();
         knobs.extend(ELASTIC_SLOWDOWNS.iter().filter(|s| (**s - 1.10).abs() > 1e-9).map(|s| (DEFAULT_PRICE_J_PER_S, *s)));
         for (price, slowdown) in knobs {
@@ -69,7 +71,13 @@ pub fn sweep(spec: &ClusterSpec) -> Vec<Point> {
             if let HintRule::Fixed(h) = &mut s.hints {
                 h.max_slowdown = slowdown;
             }
-            out.push(point(p, format!("price {price:.0}, slowdown {slowdown:.2}"), s));
+            let knobs = format!("price {price:.0}, slowdown {slowdown:.2}");
+            // The same point without re-allocation of running jobs (the ablation's frontier).
+            let mut fixed = s.clone();
+            without_realloc(&mut fixed);
+            fixed.name = format!("{no_realloc} [{knobs}]");
+            out.push(point(p, knobs.clone(), s));
+            out.push(Point { policy: no_realloc, knobs, setup: fixed });
         }
     }
     for p in [Policy::Energy] {

@@ -1,5 +1,6 @@
 //! `slurm-energy simulate`: replay a trace through the planner under several policies.
 
+pub mod elastic_report;
 pub mod engine;
 pub mod frontier;
 pub mod jobs;

@@ -150,6 +150,7 @@ pub fn table(all: &SeededRuns) -> String {
         }
     }
     out.push_str(&share_and_differences(all));
+    out.push_str(&crate::sim::elastic_report::realloc_table(all));
     out.push_str(&power_cap_table(all));
     out
 }
@@ -397,6 +398,7 @@ pub fn frontier_table(all: &SeededRuns, points: &[Point]) -> String {
     }
     out.push_str(&budget_table(all, points));
     out.push_str(&interpolated_budget_table(all, points));
+    out.push_str(&crate::sim::elastic_report::equal_budget_table(all, points));
     out
 }
 
@@ -538,7 +540,7 @@ pub fn frontier_json(all: &SeededRuns, points: &[Point]) -> serde_json::Value {
             budget.insert(policy.to_string(), serde_json::Value::Array(cells));
         }
     }
-    json!({ "points": policies, "budget": budget, "budget_interpolated": interpolated_budget_json(all, points) })
+    json!({ "points": policies, "budget": budget, "budget_interpolated": interpolated_budget_json(all, points), "equal_budget": crate::sim::elastic_report::equal_budget_json(all, points) })
 }
 
 /// Energy vs mean JCT and energy vs p99 JCT: each policy's frontier (its Pareto-optimal points
