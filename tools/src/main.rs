@@ -347,14 +347,15 @@ struct SimulateArgs {
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,
     /// Run each policy over a sweep of its own knobs (slowdown bound, power cap on/off, sharing
-    /// bound, PowerFlow's and GreenFlow's energy price) instead of one setting each, and report energy vs mean JCT and p99 JCT frontiers,
-    /// and the best mean JCT of each policy within energy budgets. --policies filters the sweep.
+    /// bound, PowerFlow's and GreenFlow's energy price, each also without re-allocation of running jobs) instead of one setting each, and report energy vs mean JCT and p99 JCT frontiers,
+    /// the best mean JCT of each policy within energy budgets, and PowerFlow's and GreenFlow's mean JCT at slurm-powersave's
+    /// energy / carbon (the papers' comparison). --policies filters the sweep.
     #[arg(long)]
     frontier: bool,
     /// Also run the `energy` policy with each of its ideas switched off in turn, and the papers'
     /// policies named in --policies with one of theirs off (eaco-no-consolidation,
-    /// powerflow-no-elastic, powerflow-no-clocks, greenflow-no-elastic, greenflow-no-carbon-price,
-    /// union-no-elastic).
+    /// powerflow-no-elastic, powerflow-no-realloc, powerflow-no-clocks, greenflow-no-elastic,
+    /// greenflow-no-realloc, greenflow-no-carbon-price, union-no-elastic).
     #[arg(long)]
     ablation: bool,
     /// Ground truth of two jobs sharing a GPU: Gavel's "physical" cluster measurements or its
