@@ -3,6 +3,7 @@
 pub mod engine;
 pub mod frontier;
 pub mod jobs;
+pub mod leave_one_out;
 pub mod metrics;
 pub mod oracle;
 pub mod policies;
