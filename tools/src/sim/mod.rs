@@ -2,9 +2,11 @@
 
 pub mod engine;
 pub mod frontier;
+pub mod gpu_util;
 pub mod jobs;
 pub mod metrics;
 pub mod oracle;
+pub mod paper_setups;
 pub mod policies;
 pub mod power_cap;
 pub mod report;
@@ -57,8 +59,11 @@ fn carbon_offset_s(trace: &Trace, carbon_start_unix_s: i64) -> f64 {
 impl Workload {
     pub fn load(spec: ClusterSpec, data_dir: &Path, trace_path: &Path, carbon_path: Option<&Path>, max_jobs: Option<usize>, seed: u64) -> Result<Workload, String> {
         let trace = load_trace(trace_path, max_jobs).map_err(|e| e.to_string())?;
-        let truth = Truth::load(data_dir, &spec.cluster.gpu_type, spec.gpu.idle_power_w, spec.truth.colocation).map_err(|e| e.to_string())?;
-        let predictor = truth.planner_predictor(data_dir).map_err(|e| e.to_string())?;
+        let mut truth = Truth::load(data_dir, &spec.cluster.gpu_type, spec.gpu.idle_power_w, spec.truth.colocation).map_err(|e| e.to_string())?;
+        let mut predictor = truth.planner_predictor(data_dir).map_err(|e| e.to_string())?;
+        if spec.truth.gpu_utilisation == spec::GpuUtilisation::V100Logs {
+            gpu_util::switch_on(&mut truth, &mut predictor, data_dir)?;
+        }
         let scaling = truth.planner_scaling(data_dir).map_err(|e| e.to_string())?;
         let carbon_file = match carbon_path {
             Some(p) => Some(p.to_path_buf()),
