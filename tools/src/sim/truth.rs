@@ -11,6 +11,9 @@
 //! - power of a shared GPU: idle power plus each tenant's active power above idle, weighted by
 //!   its normalised throughput in the pair (which reproduces the V100 co-location logs: APS
 //!   102 W and LSTM 188 W alone, 139 W together, for a throughput split near 0.43/0.57);
+//! - optionally (`[truth] gpu_utilisation = "v100-logs"`), per-job-type GPU
+//!   under-utilisation from five V100 logs: lower power alone, little interference between two
+//!   jobs that together leave the GPU idle part of the time ([`super::gpu_util`]);
 //! - CPUs: Synergy's measured throughput at the job's CPU count, relative to the proportional
 //!   share, with the gain scaled by a factor of the job's own (drawn per job, unknown to the
 //!   planner, which reads the profile only);
