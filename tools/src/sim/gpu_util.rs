@@ -20,7 +20,7 @@
 //! - **alone power**: `idle + u x (Zeus active power)`: the Zeus sweep is read as the power of
 //!   a job that keeps its GPU busy, and a GPU busy a share `u` of the time draws its active
 //!   power that share of the time (the five logs: active power above idle per unit of
-//!   utilisation 91..203 W, roughly proportional). The runtime at a power limit is Zeus's, as
+//!   utilisation 91..200 W, roughly proportional). The runtime at a power limit is Zeus's, as
 //!   before (an under-used GPU would lose less from a lower limit: not modelled).
 //! - **two jobs sharing** ([`GpuUtilTruth::pair`]): each job's slowdown is Gavel's measured one
 //!   for the two types (two jobs that use their GPU fully) scaled by the **contention**

@@ -279,7 +279,10 @@ impl Truth {
     /// (runtime / runtime at the highest limit, average power in W) alone at `power_limit_w`.
     pub fn alone(&self, jt: &JobTruth, power_limit_w: f64) -> (f64, f64) {
         match self.point(jt.sweep, power_limit_w) {
-            Some((p, full)) => (p.time_per_epoch_s / full.time_per_epoch_s, GpuUtilTruth::alone_power_w(self.idle_gpu_w, p.average_power_w, self.solo_util(jt))),
+            Some((p, full)) => {
+                let power_w = if self.gpu_util.is_some() { GpuUtilTruth::alone_power_w(self.idle_gpu_w, p.average_power_w, self.solo_util(jt)) } else { p.average_power_w };
+                (p.time_per_epoch_s / full.time_per_epoch_s, power_w)
+            }
             None => (1.0, self.idle_gpu_w),
         }
     }
@@ -295,8 +298,10 @@ impl Truth {
     /// under the GPU's power limit `limit_w` as the board's power controller does.
     pub fn shared_power_w(&self, p: (f64, f64), n: (f64, f64), limit_w: f64) -> f64 {
         let idle = self.idle_gpu_w;
-        let factor = self.gpu_util.as_ref().map_or(1.0, |g| g.shared_power_factor);
-        (idle + factor * (n.0 * (p.0 - idle).max(0.0) + n.1 * (p.1 - idle).max(0.0))).min(limit_w.max(idle))
+        match &self.gpu_util {
+            Some(g) => (idle + g.shared_power_factor * (n.0 * (p.0 - idle).max(0.0) + n.1 * (p.1 - idle).max(0.0))).min(limit_w.max(idle)),
+            None => (idle + n.0 * (p.0 - idle).max(0.0) + n.1 * (p.1 - idle).max(0.0)).min(limit_w.max(idle)),
+        }
     }
 
     /// Synergy's measured throughput of `model` at `cores_per_gpu` CPUs per GPU on a node with
