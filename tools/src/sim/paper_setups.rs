@@ -224,7 +224,10 @@ impl PaperRuns {
 
     /// The table: each policy's means, then the paper policy against each baseline, paired.
     pub fn render(&self) -> String {
-        let mut out = format!("paper setup {} (truth: GPU utilisation {:?}, sharing bound {}): {} seeds ({}..={}), {} jobs each; mean ± 95 % CI over seeds\n\n", self.setup.name(), self.gpu_utilisation, self.sharing_max_slowdown, self.seeds.len(), self.seeds.first().copied().unwrap_or(0), self.seeds.last().copied().unwrap_or(0), self.jobs_per_seed);
+        let mut out = format!("paper setup {} (truth: GPU utilisation {}, sharing bound {}): {} seeds ({}..={}), {} jobs each; mean ± 95 % CI over seeds\n\n", self.setup.name(), match self.gpu_utilisation {
+            GpuUtilisation::Full => "full",
+            GpuUtilisation::V100Logs => "v100-logs",
+        }, self.sharing_max_slowdown, self.seeds.len(), self.seeds.first().copied().unwrap_or(0), self.seeds.last().copied().unwrap_or(0), self.jobs_per_seed);
         out += &format!("{:<16} {:>16} {:>16} {:>16} {:>14} {:>10} {:>8}\n", "policy", "energy kWh", "mean JCT h", "mean slowdown", "shared/cpu starts", "requeues", "killed");
         for (p, name) in self.names.iter().enumerate() {
             let e = |f: fn(&Metrics) -> f64, d| Estimate::of(&self.values(p, f)).show(d);
@@ -246,7 +249,7 @@ impl PaperRuns {
             let jct = self.ratio(0, b, |m| m.mean_jct_s);
             let speedup = self.ratio(b, 0, |m| m.mean_jct_s);
             out += &format!(
-                "  {} vs {}: energy {} ({:+.1} % ), mean runtime {} , mean JCT {} (baseline's over {}'s: {}x)\n",
+                "  {} vs {}: energy {} ({:+.1} %), mean runtime {}, mean JCT {} (baseline's over {}'s: {}x)\n",
                 self.names[0],
                 self.names[b],
                 energy.show(3),
