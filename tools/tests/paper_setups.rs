@@ -1,5 +1,5 @@
-//! `slurm-energy paper-setup`: each paper baseline in its paper's setup shows (or, for
-//! Synergy, fails to show) its paper's headline effect, in direction and rough size, on few seeds
+//! `slurm-energy paper-setup`: each paper baseline in its paper's setup shows its paper's
+//! headline effect in direction (each at a fraction of its paper's size), on few seeds
 //! and jobs (docs/results.md, "Baselines against their papers").
 
 use std::path::PathBuf;
@@ -35,17 +35,22 @@ fn eaco_saves_energy_at_small_slowdown_when_jobs_under_use_their_gpus() {
     assert!(saving_full < 0.02 && saving_full < saving / 2.0, "with GPUs fully used: {saving_full}, under-used: {saving}");
 }
 
-/// Synergy (paper: up to 3.4x better mean JCT than GPU-proportional CPUs): its CPU choice
-/// speeds jobs up (mean runtime below the baseline's), but the mean JCT stays within a few
-/// per cent of proportional allocation, nowhere near 3.4x (docs/results.md says why).
+/// Synergy (paper: up to 3.4x better mean JCT than GPU-proportional CPUs): where GPUs leave
+/// power headroom for a CPU speed-up (the under-utilisation truth), its CPU choice speeds jobs
+/// up and shortens the mean JCT on every seed, by about a tenth, nowhere near 3.4x
+/// (docs/results.md says why).
 #[test]
-fn synergy_speeds_jobs_up_a_little_and_is_far_from_its_papers_jct() {
+fn synergy_shortens_the_mean_jct_a_little_far_from_its_papers_figure() {
     let r = run(PaperSetup::Synergy, &data_dir(), 1, 3, 300, 2, None, Some(GpuUtilisation::V100Logs)).expect("runs");
     assert_eq!(r.names, ["synergy", "slurm-powersave", "slurm"]);
     let runtime = r.ratio(0, 1, |m| m.mean_slowdown);
-    assert!(runtime.mean < 0.995 && runtime.mean > 0.9, "{runtime:?}");
+    assert!(runtime.mean < 0.97 && runtime.mean > 0.85, "{runtime:?}");
+    let jct = |p| r.values(p, |m| m.mean_jct_s);
+    for (seed, (s, b)) in jct(0).iter().zip(jct(1)).enumerate() {
+        assert!(*s < b, "seed {}: synergy's mean JCT {s} s, proportional {b} s", seed + 1);
+    }
     let better = r.ratio(1, 0, |m| m.mean_jct_s).mean;
-    assert!((0.85..1.5).contains(&better), "baseline's mean JCT over synergy's: {better}");
+    assert!((1.02..1.5).contains(&better), "baseline's mean JCT over synergy's: {better}");
     assert!(r.values(0, |m| m.cpu_resized_starts as f64).iter().all(|c| *c > 0.0));
 }
 

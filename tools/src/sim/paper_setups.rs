@@ -13,8 +13,9 @@
 //! - **synergy** (`etc/cluster-synergy-paper.toml`): Synergy's simulated cluster, 16 servers of
 //!   8 GPUs, 24 CPUs and 500 GB; a loaded cluster ([`SYNERGY_LOAD`] of the GPUs offered while
 //!   jobs arrive) where every CPU is handed out with the GPUs under proportional allocation;
-//!   jobs of 1, 2, 4 or 8 GPUs ([`SYNERGY_GPU_MIX`]) of Gavel's held-out types (each with its
-//!   Synergy CPU profile). Baseline: GPU-proportional CPUs (`slurm-powersave`, the same FIFO +
+//!   jobs of 1, 2, 4 or 8 GPUs ([`SYNERGY_GPU_MIX`]) of Gavel's held-out types of the families
+//!   with a Synergy CPU profile ([`SYNERGY_FAMILIES`]: image, RL and GAN models that gain from
+//!   CPUs, language models that do not), like Synergy's image/language/speech mix. Baseline: GPU-proportional CPUs (`slurm-powersave`, the same FIFO +
 //!   EASY and power saving). Paper: up to 3.4x better mean JCT.
 //!
 //! The traces are generated per seed (arrivals, runtimes, GPU counts, types), so the intervals
@@ -48,6 +49,11 @@ pub const EACO_FAMILIES: [&str; 3] = ["resnet18", "transformer", "lm"];
 pub const SYNERGY_LOAD: f64 = 1.5;
 /// Runtimes of the Synergy setup's jobs alone, log-uniform between these (s).
 pub const SYNERGY_RUNTIME_S: (f64, f64) = (1800.0, 6.0 * 3600.0);
+/// Families of the Synergy setup: Gavel's families with a Synergy CPU profile of their own
+/// (`model::workloads::synergy_model`): CPU-sensitive ResNet-18, A3C (MobileNet's profile) and
+/// CycleGAN (VAE's), and language models (Transformer, LM) that need few CPUs. Left out:
+/// Recommendation (no profile) and ResNet-50 (flat beyond 4 CPUs per GPU).
+pub const SYNERGY_FAMILIES: [&str; 5] = ["resnet18", "a3c", "cyclegan", "transformer", "lm"];
 /// GPU counts of the Synergy setup's jobs and their shares (Philly-like: mostly one GPU).
 pub const SYNERGY_GPU_MIX: [(u32, f64); 4] = [(1, 0.6), (2, 0.15), (4, 0.15), (8, 0.1)];
 
@@ -138,6 +144,10 @@ pub fn trace(setup: PaperSetup, spec: &ClusterSpec, truth: &Truth, n: usize, see
             at.into_iter().enumerate().map(|(i, s)| job(i + 2, s, log_uniform(&mut rng, EACO_RUNTIME_S), 1, Some(types[rng.below(types.len())].clone()))).collect()
         }
         PaperSetup::Synergy => {
+            let types: Vec<&String> = truth.job_types().iter().filter(|t| SYNERGY_FAMILIES.contains(&canonical_family(t).as_str())).collect();
+            if types.is_empty() {
+                return Err("no held-out Gavel job type of a family with a Synergy CPU profile".into());
+            }
             let mean_gpus: f64 = SYNERGY_GPU_MIX.iter().map(|(g, p)| *g as f64 * p).sum();
             let at = arrivals(&mut rng, n, SYNERGY_LOAD, gpus, mean_gpus * mean_log_uniform(SYNERGY_RUNTIME_S));
             at.into_iter()
@@ -149,8 +159,7 @@ pub fn trace(setup: PaperSetup, spec: &ClusterSpec, truth: &Truth, n: usize, see
                         u -= p;
                         u < 0.0
                     });
-                    // Types drawn by `prepare` among the held-out ones.
-                    job(i + 2, s, duration, g.map_or(1, |g| g.0), None)
+                    job(i + 2, s, duration, g.map_or(1, |g| g.0), Some(types[rng.below(types.len())].clone()))
                 })
                 .collect()
         }
@@ -270,7 +279,8 @@ pub struct PaperSetupArgs {
     /// `eaco`: EaCO's setup (under-utilised single-GPU training jobs under the opt-in
     /// under-utilisation truth, exclusive GPUs as the baseline, sharing bound 1.15;
     /// etc/cluster-eaco-paper.toml). `synergy`: Synergy's (16 servers x 8 GPUs, 24 CPUs,
-    /// 500 GB, a loaded cluster, GPU-proportional CPUs as the baseline;
+    /// 500 GB, a loaded cluster of jobs of the families with a Synergy CPU profile,
+    /// GPU-proportional CPUs as the baseline;
     /// etc/cluster-synergy-paper.toml). docs/results.md puts each beside its paper's figure.
     #[arg(value_parser = PaperSetup::parse)]
     pub setup: PaperSetup,
