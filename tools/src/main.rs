@@ -89,6 +89,10 @@ enum Command {
     /// what-if does not model (-w, -x, -C, -d, --array, --exclusive, ...) are refused.
     /// Example: `slurm-energy whatif --gres=gpu:2 -t 2:00:00 --energy-tag=bert`.
     Whatif(WhatifArgs),
+    /// Run a paper's baseline (eaco, synergy) in a setup like its paper's against the paper's
+    /// own baseline, paired over seeds, and print energy, runtime and JCT ratios with 95 %
+    /// intervals (docs/results.md, "Baselines against their papers").
+    PaperSetup(tools::sim::paper_setups::PaperSetupArgs),
     /// The program a replayed job runs: advances its work at the simulator's ground-truth rate
     /// for the clock its fake GPUs run at, and makes them draw the truth's power.
     #[command(hide = true)]
@@ -567,6 +571,7 @@ fn main() -> ExitCode {
         Command::Replay(a) => tools::replay::cli::replay(a),
         Command::Whatif(a) => whatif(a),
         Command::Workload(a) => tools::replay::cli::workload(a),
+        Command::PaperSetup(a) => tools::sim::paper_setups::cli(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
