@@ -9,7 +9,7 @@ use slurm_bindings::slurm_log;
 
 use crate::LOG;
 use crate::config::CarbonSettings;
-use crate::watched_file::{Look, WatchedFile};
+use crate::watched_file::{self, FileFeed, WatchedFile};
 
 #[derive(Debug)]
 pub struct CarbonFeed {
@@ -21,27 +21,14 @@ pub struct CarbonFeed {
     stale: bool,
 }
 
-impl CarbonFeed {
-    /// `None` without `[carbon] source`. A file that exists but cannot be parsed is an error;
-    /// a missing file is logged and waited for.
-    pub fn start(settings: &CarbonSettings) -> Result<Option<CarbonFeed>, CarbonSourceError> {
-        let Some(path) = settings.source.clone() else { return Ok(None) };
-        let format = settings.source_format().unwrap_or(SourceFormat::Auto);
-        let mut feed = CarbonFeed { file: WatchedFile::new(path, settings.refresh_s), format, signal: None, series: None, stale: false };
-        match std::fs::metadata(feed.file.path()) {
-            Ok(_) => {
-                feed.load()?;
-                if let Some((a, b)) = feed.series.as_ref().and_then(IntensitySeries::span_unix_s) {
-                    slurm_log!(LOG, info, "carbon source {}: {} values from {a} to {b}", feed.file.path().display(), feed.series.as_ref().map_or(0, |s| s.intervals().len()));
-                }
-            }
-            Err(e) => {
-                let text = format!("carbon source {} not readable ({e}): no carbon signal until it is", feed.file.path().display());
-                feed.file.complain(text);
-            }
-        }
-        feed.file.looked();
-        Ok(Some(feed))
+impl FileFeed for CarbonFeed {
+    type Error = CarbonSourceError;
+    const WHAT: &'static str = "carbon source";
+    const UNTIL_READ: &'static str = "no carbon signal";
+    const KEPT: &'static str = "the values read before are used while they cover the present";
+
+    fn file(&mut self) -> &mut WatchedFile {
+        &mut self.file
     }
 
     fn load(&mut self) -> Result<(), CarbonSourceError> {
@@ -53,24 +40,31 @@ impl CarbonFeed {
         Ok(())
     }
 
+    fn summary(&self) -> String {
+        format!("{} values", self.series.as_ref().map_or(0, |s| s.intervals().len()))
+    }
+}
+
+impl CarbonFeed {
+    /// `None` without `[carbon] source`. A file that exists but cannot be parsed is an error;
+    /// a missing file is logged and waited for.
+    pub fn start(settings: &CarbonSettings) -> Result<Option<CarbonFeed>, CarbonSourceError> {
+        let Some(path) = settings.source.clone() else { return Ok(None) };
+        let format = settings.source_format().unwrap_or(SourceFormat::Auto);
+        let mut feed = CarbonFeed { file: WatchedFile::new(path, settings.refresh_s), format, signal: None, series: None, stale: false };
+        if watched_file::start(&mut feed)?
+            && let Some((a, b)) = feed.series.as_ref().and_then(IntensitySeries::span_unix_s)
+        {
+            slurm_log!(LOG, info, "carbon source {}: {} from {a} to {b}", feed.file.path().display(), feed.summary());
+        }
+        Ok(Some(feed))
+    }
+
     /// Re-reads the file if `refresh_s` passed and it changed. A file that became unreadable
     /// or unparsable is logged; the values read before stay (they stop covering the present in
     /// time, and then there is no signal).
     pub fn refresh(&mut self) {
-        match self.file.look() {
-            Look::Unchanged => {}
-            Look::Unreadable(e) => {
-                let text = format!("carbon source {} not readable ({e}): the values read before are used while they cover the present", self.file.path().display());
-                self.file.complain(text);
-            }
-            Look::Changed => match self.load() {
-                Ok(()) => {
-                    self.file.clear_complaint();
-                    slurm_log!(LOG, info, "carbon source {} re-read: {} values", self.file.path().display(), self.series.as_ref().map_or(0, |s| s.intervals().len()));
-                }
-                Err(e) => self.file.complain(format!("carbon source: {e}; the values read before are used while they cover the present")),
-            },
-        }
+        watched_file::refresh(self);
     }
 
     /// The signal for the planner at `now_unix_s`: `None` when the file says nothing about now.

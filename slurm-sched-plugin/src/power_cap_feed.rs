@@ -11,7 +11,7 @@ use slurm_bindings::slurm_log;
 
 use crate::LOG;
 use crate::config::PowerCapSettings;
-use crate::watched_file::{Look, WatchedFile};
+use crate::watched_file::{self, FileFeed, WatchedFile};
 
 #[derive(Debug)]
 pub struct PowerCapFeed {
@@ -21,23 +21,14 @@ pub struct PowerCapFeed {
     last_cap_w: Option<f64>,
 }
 
-impl PowerCapFeed {
-    /// `None` without `[power_cap] file`.
-    pub fn start(settings: &PowerCapSettings) -> Result<Option<PowerCapFeed>, CapFileError> {
-        let Some(path) = settings.file.clone() else { return Ok(None) };
-        let mut feed = PowerCapFeed { file: WatchedFile::new(path, settings.refresh_s), schedule: None, last_cap_w: None };
-        match std::fs::metadata(feed.file.path()) {
-            Ok(_) => {
-                feed.load()?;
-                slurm_log!(LOG, info, "power cap file {}: {} change(s)", feed.file.path().display(), feed.schedule.as_ref().map_or(0, |s| s.changes().len()));
-            }
-            Err(e) => {
-                let text = format!("power cap file {} not readable ({e}): energy.toml's power_cap_w holds until it is", feed.file.path().display());
-                feed.file.complain(text);
-            }
-        }
-        feed.file.looked();
-        Ok(Some(feed))
+impl FileFeed for PowerCapFeed {
+    type Error = CapFileError;
+    const WHAT: &'static str = "power cap file";
+    const UNTIL_READ: &'static str = "energy.toml's power_cap_w holds";
+    const KEPT: &'static str = "the schedule read before stays";
+
+    fn file(&mut self) -> &mut WatchedFile {
+        &mut self.file
     }
 
     fn load(&mut self) -> Result<(), CapFileError> {
@@ -51,23 +42,26 @@ impl PowerCapFeed {
         Ok(())
     }
 
+    fn summary(&self) -> String {
+        format!("{} change(s)", self.schedule.as_ref().map_or(0, |s| s.changes().len()))
+    }
+}
+
+impl PowerCapFeed {
+    /// `None` without `[power_cap] file`.
+    pub fn start(settings: &PowerCapSettings) -> Result<Option<PowerCapFeed>, CapFileError> {
+        let Some(path) = settings.file.clone() else { return Ok(None) };
+        let mut feed = PowerCapFeed { file: WatchedFile::new(path, settings.refresh_s), schedule: None, last_cap_w: None };
+        if watched_file::start(&mut feed)? {
+            slurm_log!(LOG, info, "power cap file {}: {}", feed.file.path().display(), feed.summary());
+        }
+        Ok(Some(feed))
+    }
+
     /// Re-reads the file if `refresh_s` passed and it changed. A file that became unreadable
     /// or unparsable is logged; the schedule read before stays.
     pub fn refresh(&mut self) {
-        match self.file.look() {
-            Look::Unchanged => {}
-            Look::Unreadable(e) => {
-                let text = format!("power cap file {} not readable ({e}): the schedule read before stays", self.file.path().display());
-                self.file.complain(text);
-            }
-            Look::Changed => match self.load() {
-                Ok(()) => {
-                    self.file.clear_complaint();
-                    slurm_log!(LOG, info, "power cap file {} re-read: {} change(s)", self.file.path().display(), self.schedule.as_ref().map_or(0, |s| s.changes().len()));
-                }
-                Err(e) => self.file.complain(format!("power cap file: {e}; the schedule read before stays")),
-            },
-        }
+        watched_file::refresh(self);
     }
 
     /// The cap to plan under at `now_unix_s` (W; 0: none): the file's where it says something

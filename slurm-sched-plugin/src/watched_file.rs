@@ -98,6 +98,61 @@ impl WatchedFile {
     }
 }
 
+/// A feed that follows a [`WatchedFile`]: how it reads the file, and the words its log lines
+/// use. [`start`] and [`refresh`] are the life cycle both feeds share.
+pub trait FileFeed {
+    type Error: std::fmt::Display;
+    /// What the file is, in log lines ("carbon source").
+    const WHAT: &'static str;
+    /// What holds while the file was never readable ("no carbon signal").
+    const UNTIL_READ: &'static str;
+    /// What holds while it is unusable after a good read ("the schedule read before stays").
+    const KEPT: &'static str;
+    fn file(&mut self) -> &mut WatchedFile;
+    /// Reads the file into the feed; on an error the feed keeps what it had.
+    fn load(&mut self) -> Result<(), Self::Error>;
+    /// What the last read holds, for the log ("48 values").
+    fn summary(&self) -> String;
+}
+
+/// The first read, at start: a file that exists and cannot be read or parsed is an error (it
+/// stops slurmctld with the reason); a missing one is logged and waited for. True when read.
+pub fn start<F: FileFeed>(feed: &mut F) -> Result<bool, F::Error> {
+    let read = match std::fs::metadata(feed.file().path()) {
+        Ok(_) => {
+            feed.load()?;
+            true
+        }
+        Err(e) => {
+            let text = format!("{} {} not readable ({e}): {} until it is", F::WHAT, feed.file().path().display(), F::UNTIL_READ);
+            feed.file().complain(text);
+            false
+        }
+    };
+    feed.file().looked();
+    Ok(read)
+}
+
+/// Re-reads the feed's file if `refresh_s` passed and it changed. A file that became
+/// unreadable or unparsable is logged once; the feed keeps what it read before.
+pub fn refresh<F: FileFeed>(feed: &mut F) {
+    match feed.file().look() {
+        Look::Unchanged => {}
+        Look::Unreadable(e) => {
+            let text = format!("{} {} not readable ({e}): {}", F::WHAT, feed.file().path().display(), F::KEPT);
+            feed.file().complain(text);
+        }
+        Look::Changed => match feed.load() {
+            Ok(()) => {
+                feed.file().clear_complaint();
+                let path = feed.file().path().display().to_string();
+                slurm_bindings::slurm_log!(LOG, info, "{} {path} re-read: {}", F::WHAT, feed.summary());
+            }
+            Err(e) => feed.file().complain(format!("{}: {e}; {}", F::WHAT, F::KEPT)),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

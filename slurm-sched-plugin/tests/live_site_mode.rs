@@ -96,7 +96,12 @@ impl Rig {
     /// Submits the test's jobs: one GPU each, at the efficiency policy (sched/energy lowers
     /// their clock), each recording its start and printing its PID.
     fn submit_jobs(&self) -> Vec<u32> {
-        let script = format!("#!/bin/sh\necho \"$SLURM_JOB_ID\" >> {}\necho PID=$$\nsleep {JOB_S}\n", self.starts.display());
+        self.submit_jobs_running(&format!("sleep {JOB_S}"))
+    }
+
+    /// The test's jobs, each running `body` after it records its start.
+    fn submit_jobs_running(&self, body: &str) -> Vec<u32> {
+        let script = format!("#!/bin/sh\necho \"$SLURM_JOB_ID\" >> {}\necho PID=$$\n{body}\n", self.starts.display());
         (0..JOBS)
             .map(|i| {
                 self.cluster
@@ -195,6 +200,12 @@ fn gpu_clocks(fake: &fake_nvml::FakeNvml) -> Vec<u32> {
     fake.state().expect("fake state").gpus.iter().map(|g| g.target_graphics_clock_mhz()).collect()
 }
 
+/// The last `lines` lines of a slurmctld log without its per-cycle debug lines (one a second).
+fn tail_without_cycles(text: &str, lines: usize) -> String {
+    let kept: Vec<&str> = text.lines().filter(|l| !l.contains("sched/energy: debug: cycle ")).collect();
+    kept[kept.len().saturating_sub(lines)..].join("\n")
+}
+
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
@@ -271,7 +282,11 @@ fn slurmctld_restart_while_gpu_use_reports_arrive() {
     let t0 = Instant::now();
     // debug: each report received is logged.
     let Some(mut rig) = Rig::start(test, true) else { return };
-    let jobs = rig.submit_jobs();
+    // The jobs run until the restarted slurmctld has heard from them (the file below), so that
+    // a slow shutdown (slurmctld may wait CONTROL_TIMEOUT, 30 s, for RPCs in flight) cannot
+    // leave it no running job to hear from; at most 200 s, within their 5-minute limit.
+    let release = rig.cluster.job_dir().join("release");
+    let jobs = rig.submit_jobs_running(&format!("i=0\nwhile [ ! -e {} ] && [ $i -lt 200 ]; do sleep 1; i=$((i+1)); done", release.display()));
     let pids = rig.wait_running_at_low_clock(&jobs, GPUS as usize);
     rig.set_load(&pids);
     let report = |job: u32| format!("learning: JobId={job} on n1: GPU use");
@@ -282,16 +297,18 @@ fn slurmctld_restart_while_gpu_use_reports_arrive() {
             if jobs.iter().any(|j| log.get(from..).unwrap_or_default().contains(&report(*j))) {
                 return;
             }
-            assert!(Instant::now() < deadline, "no GPU use report {what}:\n{}", tail(&log, 40));
+            assert!(Instant::now() < deadline, "no GPU use report {what}:\n{}", tail_without_cycles(&log, 60));
             std::thread::sleep(Duration::from_millis(200));
         }
     };
     wait_report(&rig, 0, "before the restart");
     let before = rig.cluster.main_pids("slurmctld");
     let log_len = rig.cluster.slurmctld_log().len();
+    let restart = Instant::now();
     rig.cluster.restart_slurmctld().unwrap_or_else(|e| panic!("restart slurmctld: {e}"));
-    println!("  restarted: slurmctld pids {before:?} -> {:?}", rig.cluster.main_pids("slurmctld"));
+    println!("  restarted in {:.1} s: slurmctld pids {before:?} -> {:?}", restart.elapsed().as_secs_f64(), rig.cluster.main_pids("slurmctld"));
     wait_report(&rig, log_len, "received by the restarted slurmctld");
+    std::fs::write(&release, b"").expect("release the jobs");
     rig.set_load(&[]);
     rig.check_and_stop(test, &jobs, t0);
 }

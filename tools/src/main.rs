@@ -10,6 +10,7 @@ use tools::sim::report;
 use tools::sim::Workload;
 use tools::sim::policies::{ALL, IDEAS, Policy, Setup};
 use tools::sim::spec::ClusterSpec;
+use tools::sim::trace_part::{TracePart, TraceWindow, parse_date};
 
 #[derive(Parser)]
 #[command(name = "slurm-energy", version, about = "Tools of the energy-aware Slurm plugin bundle for GPU clusters")]
@@ -88,6 +89,10 @@ enum Command {
     /// what-if does not model (-w, -x, -C, -d, --array, --exclusive, ...) are refused.
     /// Example: `slurm-energy whatif --gres=gpu:2 -t 2:00:00 --energy-tag=bert`.
     Whatif(WhatifArgs),
+    /// Run a paper's baseline (eaco, synergy) in a setup like its paper's against the paper's
+    /// own baseline, paired over seeds, and print energy, runtime and JCT ratios with 95 %
+    /// intervals (docs/results.md, "Baselines against their papers").
+    PaperSetup(tools::sim::paper_setups::PaperSetupArgs),
     /// The program a replayed job runs: advances its work at the simulator's ground-truth rate
     /// for the clock its fake GPUs run at, and makes them draw the truth's power.
     #[command(hide = true)]
@@ -383,7 +388,21 @@ struct SimulateArgs {
     /// first submit on the same day and time of 2020; 2020-01-01T00:00:00Z without dates).
     #[arg(long, value_name = "FILE")]
     power_cap: Option<PathBuf>,
-    /// Replay only the first N jobs (by submit time).
+    /// Replay only the jobs submitted from this date on (UTC, YYYY-MM-DD or "YYYY-MM-DD
+    /// HH:MM:SS"; a trace with dates, i.e. Philly: 2017-09-04 .. 2017-12-22). A job belongs to
+    /// the part its submit falls in and runs to its end there. Tune on one part, report on
+    /// another (docs/results.md, "tuning split").
+    #[arg(long, value_name = "DATE")]
+    trace_from: Option<String>,
+    /// Replay only the jobs submitted before this date (UTC, as --trace-from).
+    #[arg(long, value_name = "DATE")]
+    trace_until: Option<String>,
+    /// Replay only one half of the trace's submit period, split at the midpoint between its
+    /// first and last submit: first-half or second-half (any trace; Philly: 2017-10-28 21:16).
+    #[arg(long, value_name = "PART", conflicts_with_all = ["trace_from", "trace_until"])]
+    trace_part: Option<String>,
+    /// Replay only the first N jobs (by submit time; of the part, with --trace-from,
+    /// --trace-until or --trace-part).
     #[arg(long)]
     jobs: Option<usize>,
     /// Seed for every random draw (job types, time limits, hints); with --seeds, the first seed.
@@ -450,8 +469,22 @@ fn simulate(a: SimulateArgs) -> Result<(), String> {
         s.cycle_interval_s = a.cycle_interval_s;
         s.early_separation = !a.no_early_separation;
     }
+    let window = TraceWindow {
+        from_unix_s: a.trace_from.as_deref().map(|d| parse_date("--trace-from", d)).transpose()?,
+        until_unix_s: a.trace_until.as_deref().map(|d| parse_date("--trace-until", d)).transpose()?,
+        part: a.trace_part.as_deref().map(TracePart::parse).transpose()?,
+    };
     let load_start = std::time::Instant::now();
-    let mut workload = Workload::load(spec, &data_dir, &trace_path, a.carbon.as_deref(), a.jobs, a.seed)?;
+    let mut trace = tools::trace::load_trace(&trace_path, None).map_err(|e| e.to_string())?;
+    let jobs_in_file = trace.jobs.len();
+    window.apply(&mut trace).map_err(|e| format!("{}: {e}", trace_path.display()))?;
+    if let Some(n) = a.jobs {
+        trace.jobs.truncate(n);
+    }
+    let mut workload = Workload::from_trace(spec, &data_dir, &trace_path, trace, a.carbon.as_deref(), a.seed)?;
+    if !window.is_whole() {
+        eprintln!("slurm-energy: replaying {} of the trace's {jobs_in_file} jobs, submitted from {} on", workload.trace.jobs.len(), workload.trace.start_unix_s.map_or_else(|| "its part's first submit".to_string(), |s| format!("unix time {s}")));
+    }
     if let Some(p) = &a.power_cap {
         workload.set_power_cap_file(p)?;
     }
@@ -494,6 +527,8 @@ fn simulate(a: SimulateArgs) -> Result<(), String> {
         let extra = serde_json::json!({
             "trace": trace_path.display().to_string(),
             "jobs_in_trace": workload.trace.jobs.len(),
+            "jobs_in_file": jobs_in_file,
+            "trace_start_unix_s": workload.trace.start_unix_s,
             "seeds": all.seeds,
             "nodes": nodes,
             "gpus_per_node": gpus_per_node,
@@ -537,6 +572,7 @@ fn main() -> ExitCode {
         Command::Replay(a) => tools::replay::cli::replay(a),
         Command::Whatif(a) => whatif(a),
         Command::Workload(a) => tools::replay::cli::workload(a),
+        Command::PaperSetup(a) => tools::sim::paper_setups::cli(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

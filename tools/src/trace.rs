@@ -439,7 +439,7 @@ fn parse_u32(field: &str) -> Option<u32> {
 }
 
 /// `YYYY-MM-DD HH:MM:SS` (UTC) to unix seconds; `None` unless it is a real date and time.
-fn parse_timestamp(s: &str) -> Option<i64> {
+pub fn parse_timestamp(s: &str) -> Option<i64> {
     let b = s.as_bytes();
     if b.len() != 19
         || b[4] != b'-'

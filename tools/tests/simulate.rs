@@ -375,3 +375,31 @@ fn the_tool_gives_the_oracles_share_and_energys_paired_differences() {
     assert!(v["energy_minus"]["slurm-powersave"]["mean_jct_s"]["mean"].is_number());
     assert!(v["energy_minus"]["energy"].is_null());
 }
+
+#[test]
+fn a_part_of_the_trace_period_replays_only_the_jobs_submitted_in_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = |name: &str| dir.path().join(name).to_str().expect("utf8").to_string();
+    let (first, second) = (path("first.json"), path("second.json"));
+    let run = |args: &[&str]| {
+        let out = simulate(args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    run(&["--trace-part", "first-half", "--jobs", "300", "--policies", "slurm", "--json", &first]);
+    run(&["--trace-from", "2017-11-15", "--trace-until", "2017-11-16", "--policies", "slurm", "--json", &second]);
+    let (a, b) = (json(std::path::Path::new(&first)), json(std::path::Path::new(&second)));
+    assert_eq!(a["run"]["jobs_in_file"].as_u64(), Some(82_247));
+    assert_eq!(a["run"]["jobs_in_trace"].as_u64(), Some(300));
+    // One day of mid-November: its jobs, none of the whole trace's others; the calendar starts
+    // with the day's first submit.
+    let day = b["run"]["jobs_in_trace"].as_u64().expect("jobs");
+    assert!(day > 0 && day < 2_000, "{day} jobs submitted on 2017-11-15");
+    let start = b["run"]["trace_start_unix_s"].as_i64().expect("a dated trace");
+    assert!((1_510_704_000..1_510_790_400).contains(&start), "{start}");
+    // Bad values are errors that name the option and what is allowed.
+    for (args, says) in [(vec!["--trace-part", "middle"], "first-half, second-half"), (vec!["--trace-from", "2017-11-31"], "YYYY-MM-DD"), (vec!["--trace-from", "2018-01-01"], "no job")] {
+        let out = simulate(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -109,6 +109,12 @@ fn level_at_most<T: PartialOrd + Copy>(levels: impl Iterator<Item = T>, want: T)
 }
 
 impl SynergyTable {
+    /// The table with only the models `keep` accepts (a fit that must not see a model, e.g.
+    /// leave-one-model-out).
+    pub fn retain_models(&self, keep: impl Fn(&str) -> bool) -> SynergyTable {
+        SynergyTable { tables: self.tables.iter().filter(|((m, _), _)| keep(m)).map(|(k, v)| (k.clone(), v.clone())).collect() }
+    }
+
     /// `(model, GPUs)` pairs in the file, sorted.
     pub fn models(&self) -> Vec<(String, u32)> {
         self.tables.keys().cloned().collect()

@@ -334,8 +334,9 @@ impl Daemon {
                     Some(grace) => {
                         self.signal_child(libc::SIGTERM);
                         if !self.wait_child(grace) {
+                            let threads = thread_dump(self.child.id());
                             self.signal_child(libc::SIGKILL);
-                            problems.push(format!("{} (pid {}) ignored SIGTERM for {grace:?}; killed", self.name, self.child.id()));
+                            problems.push(format!("{} (pid {}) ignored SIGTERM for {grace:?}; killed; its threads then:\n{threads}", self.name, self.child.id()));
                         }
                     }
                     None => self.signal_child(libc::SIGKILL),
@@ -458,19 +459,44 @@ fn adopt(pid: u32, watch: &SiteWatch) -> Result<MainProcess, String> {
 
 /// SIGTERM (when `grace` is given) then SIGKILL, through the pidfd, waiting for the end.
 fn end_process(name: &str, main: &MainProcess, grace: Option<Duration>) -> Result<(), String> {
+    let mut threads = String::new();
     if let Some(grace) = grace {
         pidfd_send_signal(&main.fd, libc::SIGTERM);
         if pidfd_wait_exit(&main.fd, grace) {
             return Ok(());
         }
+        threads = thread_dump(main.pid);
     }
     pidfd_send_signal(&main.fd, libc::SIGKILL);
     let killed = pidfd_wait_exit(&main.fd, Duration::from_secs(10));
     match (grace, killed) {
         (_, false) => Err(format!("{name} (pid {}) survived SIGKILL", main.pid)),
-        (Some(grace), true) => Err(format!("{name} (pid {}) ignored SIGTERM for {grace:?}; killed", main.pid)),
+        (Some(grace), true) => Err(format!("{name} (pid {}) ignored SIGTERM for {grace:?}; killed; its threads then:\n{threads}", main.pid)),
         (None, true) => Ok(()),
     }
+}
+
+/// What each thread of a daemon that ignored SIGTERM was doing, for the report: its name and
+/// kernel wait channel from /proc, then gdb's backtraces of every thread when gdb is installed
+/// (bounded by `timeout`, so a wedged process cannot hold the test).
+fn thread_dump(pid: u32) -> String {
+    let mut out = String::new();
+    if let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            let dir = task.path();
+            let read = |f: &str| fs::read_to_string(dir.join(f)).map(|s| s.trim().to_string()).unwrap_or_default();
+            out.push_str(&format!("  task {} {:?} wchan {}\n", task.file_name().to_string_lossy(), read("comm"), read("wchan")));
+        }
+    }
+    let gdb = Command::new("timeout")
+        .args(["60", "gdb", "-p", &pid.to_string(), "-batch", "-nx", "-ex", "set pagination off", "-ex", "thread apply all bt"])
+        .stdin(Stdio::null())
+        .output();
+    if let Ok(gdb) = gdb {
+        let text = String::from_utf8_lossy(&gdb.stdout);
+        out.extend(text.lines().filter(|l| l.starts_with("Thread ") || l.starts_with('#')).map(|l| format!("  {l}\n")));
+    }
+    out
 }
 
 fn lock(site: &Mutex<SiteState>) -> std::sync::MutexGuard<'_, SiteState> {

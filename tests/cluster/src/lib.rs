@@ -52,7 +52,10 @@ pub const KEEP_ENV: &str = "SLURM_TESTCLUSTER_KEEP";
 
 const POLL: Duration = Duration::from_millis(200);
 const START_TIMEOUT: Duration = Duration::from_secs(90);
-const STOP_GRACE: Duration = Duration::from_secs(30);
+/// SIGTERM to SIGKILL, as systemd's default TimeoutStopSec (90 s; Slurm's units set none):
+/// slurmctld alone may wait CONTROL_TIMEOUT (30 s) for RPCs still in flight before it saves
+/// its state, so a 30 s grace could kill it before that save.
+const STOP_GRACE: Duration = Duration::from_secs(90);
 /// The longest path a Unix socket address can hold (sun_path, less its NUL).
 const MAX_SOCKET_PATH: usize = 107;
 

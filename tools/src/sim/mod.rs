@@ -3,9 +3,12 @@
 pub mod elastic_report;
 pub mod engine;
 pub mod frontier;
+pub mod gpu_util;
 pub mod jobs;
+pub mod leave_one_out;
 pub mod metrics;
 pub mod oracle;
+pub mod paper_setups;
 pub mod policies;
 pub mod power_cap;
 pub mod report;
@@ -13,6 +16,7 @@ pub mod rng;
 pub mod spec;
 pub mod split;
 pub mod stats;
+pub mod trace_part;
 pub mod truth;
 
 use std::path::{Path, PathBuf};
@@ -58,8 +62,17 @@ fn carbon_offset_s(trace: &Trace, carbon_start_unix_s: i64) -> f64 {
 impl Workload {
     pub fn load(spec: ClusterSpec, data_dir: &Path, trace_path: &Path, carbon_path: Option<&Path>, max_jobs: Option<usize>, seed: u64) -> Result<Workload, String> {
         let trace = load_trace(trace_path, max_jobs).map_err(|e| e.to_string())?;
-        let truth = Truth::load(data_dir, &spec.cluster.gpu_type, spec.gpu.idle_power_w, spec.truth.colocation).map_err(|e| e.to_string())?;
-        let predictor = truth.planner_predictor(data_dir).map_err(|e| e.to_string())?;
+        Workload::from_trace(spec, data_dir, trace_path, trace, carbon_path, seed)
+    }
+
+    /// [`Workload::load`] of a trace already read (e.g. cut to a part of its period,
+    /// [`trace_part::TraceWindow`]); `trace_path` only names it.
+    pub fn from_trace(spec: ClusterSpec, data_dir: &Path, trace_path: &Path, trace: Trace, carbon_path: Option<&Path>, seed: u64) -> Result<Workload, String> {
+        let mut truth = Truth::load(data_dir, &spec.cluster.gpu_type, spec.gpu.idle_power_w, spec.truth.colocation).map_err(|e| e.to_string())?;
+        let mut predictor = truth.planner_predictor(data_dir).map_err(|e| e.to_string())?;
+        if spec.truth.gpu_utilisation == spec::GpuUtilisation::V100Logs {
+            gpu_util::switch_on(&mut truth, &mut predictor, data_dir)?;
+        }
         let scaling = truth.planner_scaling(data_dir).map_err(|e| e.to_string())?;
         let carbon_file = match carbon_path {
             Some(p) => Some(p.to_path_buf()),

@@ -200,11 +200,26 @@ pub struct TruthSection {
     /// Spread (standard deviation of a log-normal factor) of a job's own CPU sensitivity
     /// around its model's Synergy profile: the gain from extra CPUs differs per job.
     pub cpu_sensitivity_noise: f64,
+    /// Whether jobs use their GPU fully (`full`, the default) or as the V100 logs of five
+    /// single training jobs say (`v100-logs`: `tools/src/sim/gpu_util.rs`, opt-in).
+    pub gpu_utilisation: GpuUtilisation,
+}
+
+/// The truth's solo GPU utilisation of a job ([`TruthSection::gpu_utilisation`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+pub enum GpuUtilisation {
+    /// Every job keeps its GPU busy (as before issue 23).
+    #[default]
+    #[serde(rename = "full")]
+    Full,
+    /// Per job type from `v100-colocation/*_alone.csv` (`gpu_util.rs`).
+    #[serde(rename = "v100-logs")]
+    V100Logs,
 }
 
 impl Default for TruthSection {
     fn default() -> Self {
-        TruthSection { colocation: Colocation::Physical, observation_noise: 0.05, cpu_sensitivity_noise: 0.3 }
+        TruthSection { colocation: Colocation::Physical, observation_noise: 0.05, cpu_sensitivity_noise: 0.3, gpu_utilisation: GpuUtilisation::Full }
     }
 }
 

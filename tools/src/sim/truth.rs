@@ -11,6 +11,9 @@
 //! - power of a shared GPU: idle power plus each tenant's active power above idle, weighted by
 //!   its normalised throughput in the pair (which reproduces the V100 co-location logs: APS
 //!   102 W and LSTM 188 W alone, 139 W together, for a throughput split near 0.43/0.57);
+//! - optionally (`[truth] gpu_utilisation = "v100-logs"`), per-job-type GPU
+//!   under-utilisation from five V100 logs: lower power alone, little interference between two
+//!   jobs that together leave the GPU idle part of the time ([`super::gpu_util`]);
 //! - CPUs: Synergy's measured throughput at the job's CPU count, relative to the proportional
 //!   share, with the gain scaled by a factor of the job's own (drawn per job, unknown to the
 //!   planner, which reads the profile only);
@@ -42,6 +45,7 @@ use model::data::zeus::{ZeusPoint, ZeusSweep, load_zeus, zeus_sweeps};
 use model::data::DataError;
 use model::workloads::{synergy_model, zeus_network};
 
+use super::gpu_util::GpuUtilTruth;
 use super::rng::Rng;
 use super::spec::Colocation;
 use super::split::Split;
@@ -79,6 +83,9 @@ pub struct Truth {
     /// Median measured speedup (over one GPU) of the held-out types at 2, 4 and 8 GPUs, for
     /// types Gavel measured on one GPU only.
     median_speedup: [f64; 3],
+    /// Per-job-type GPU under-utilisation (opt-in, [`super::gpu_util`]); `None`: every job
+    /// uses its GPU fully.
+    gpu_util: Option<GpuUtilTruth>,
 }
 
 /// One model's CPU profiles read per GPU: for a job with 1 to [`PROFILE_GPUS`] GPUs on a node
@@ -158,7 +165,26 @@ impl Truth {
             }
         }
         let cpu_profiles = synergy.as_ref().map(per_gpu_profiles).unwrap_or_default();
-        Ok(Truth { gpu: gpu.to_string(), idle_gpu_w, sweeps, sweeps_by_network, gavel, gavel_types, truth_types, split, cpu_profiles, median_speedup })
+        Ok(Truth { gpu: gpu.to_string(), idle_gpu_w, sweeps, sweeps_by_network, gavel, gavel_types, truth_types, split, cpu_profiles, median_speedup, gpu_util: None })
+    }
+
+    /// Switch the per-job-type GPU under-utilisation truth on (`Some`) or off.
+    pub fn set_gpu_util(&mut self, gpu_util: Option<GpuUtilTruth>) {
+        self.gpu_util = gpu_util;
+    }
+
+    pub fn gpu_util(&self) -> Option<&GpuUtilTruth> {
+        self.gpu_util.as_ref()
+    }
+
+    /// Every job type Gavel measured on this GPU.
+    pub fn gavel_types(&self) -> &[String] {
+        &self.gavel_types
+    }
+
+    /// A job's solo GPU utilisation (0..1): 1.0 unless the under-utilisation truth is on.
+    pub fn solo_util(&self, jt: &JobTruth) -> f64 {
+        self.gpu_util.as_ref().map_or(1.0, |g| g.util(&jt.job_type))
     }
 
     /// The Zeus sweep that is a job's clock/power truth.
@@ -253,7 +279,10 @@ impl Truth {
     /// (runtime / runtime at the highest limit, average power in W) alone at `power_limit_w`.
     pub fn alone(&self, jt: &JobTruth, power_limit_w: f64) -> (f64, f64) {
         match self.point(jt.sweep, power_limit_w) {
-            Some((p, full)) => (p.time_per_epoch_s / full.time_per_epoch_s, p.average_power_w),
+            Some((p, full)) => {
+                let power_w = if self.gpu_util.is_some() { GpuUtilTruth::alone_power_w(self.idle_gpu_w, p.average_power_w, self.solo_util(jt)) } else { p.average_power_w };
+                (p.time_per_epoch_s / full.time_per_epoch_s, power_w)
+            }
             None => (1.0, self.idle_gpu_w),
         }
     }
@@ -261,14 +290,18 @@ impl Truth {
     /// Measured normalised throughputs (each relative to running alone) of two jobs sharing;
     /// `None` when they cannot share a GPU (Gavel could not run them together, or never did).
     pub fn pair(&self, a: &JobTruth, b: &JobTruth) -> Option<(f64, f64)> {
-        self.gavel.pair_normalised(&self.gpu, &a.job_type, &b.job_type).filter(|(na, nb)| *na > 0.0 && *nb > 0.0)
+        let n = self.gavel.pair_normalised(&self.gpu, &a.job_type, &b.job_type).filter(|(na, nb)| *na > 0.0 && *nb > 0.0)?;
+        Some(if self.gpu_util.is_some() { GpuUtilTruth::pair((self.solo_util(a), self.solo_util(b)), n) } else { n })
     }
 
     /// Power of a GPU shared by tenants with alone powers `p` and pair throughputs `n`, held
     /// under the GPU's power limit `limit_w` as the board's power controller does.
     pub fn shared_power_w(&self, p: (f64, f64), n: (f64, f64), limit_w: f64) -> f64 {
         let idle = self.idle_gpu_w;
-        (idle + n.0 * (p.0 - idle).max(0.0) + n.1 * (p.1 - idle).max(0.0)).min(limit_w.max(idle))
+        match &self.gpu_util {
+            Some(g) => (idle + g.shared_power_factor * (n.0 * (p.0 - idle).max(0.0) + n.1 * (p.1 - idle).max(0.0))).min(limit_w.max(idle)),
+            None => (idle + n.0 * (p.0 - idle).max(0.0) + n.1 * (p.1 - idle).max(0.0)).min(limit_w.max(idle)),
+        }
     }
 
     /// Synergy's measured throughput of `model` at `cores_per_gpu` CPUs per GPU on a node with
