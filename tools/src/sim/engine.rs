@@ -607,10 +607,16 @@ impl<'a> Engine<'a> {
         let free_by_node: Vec<u32> = (0..self.tenants.len())
             .map(|n| if self.view.nodes[n].node.available && self.node_power[n] == PowerState::On { (0..per_node).filter(|&g| self.tenants[n][g].is_empty()).count() as u32 } else { 0 })
             .collect();
+        // The running jobs holding a GPU, in job order (as a scan of `running`, which holds a
+        // slot per job of the trace, would find them: that scan at every event was most of a
+        // replay's time).
+        let mut on_gpus: Vec<usize> = self.tenants.iter().flatten().flatten().copied().collect();
+        on_gpus.sort_unstable();
+        on_gpus.dedup();
         let mut ids = Vec::new();
         let mut cands = Vec::new();
-        for (i, r) in self.running.iter().enumerate() {
-            let Some(r) = r.as_ref() else { continue };
+        for i in on_gpus {
+            let Some(r) = self.running.get(i).and_then(Option::as_ref) else { continue };
             let job = &self.jobs[i];
             let (shape, requested) = &self.elastic_jobs[i];
             let Some(level) = shape.choices.iter().position(|g| *g == r.gpus) else { continue };
