@@ -16,7 +16,9 @@
 //! by their `SLURM_JOB_ID`, as for the energy split, [`crate::share`]); without samples, the
 //! GPU's utilisation split equally among the jobs that have compute processes on it. A GPU on
 //! which the job has no process yet (it is still starting) is left out, so start-up does not
-//! read as idle use.
+//! read as idle use. The report also carries the GPU power the job's GPUs drew over the
+//! interval, from their energy counters, when no other job's process runs on them
+//! ([`job_power_w`]): the power cap charges a job's excess over its prediction to that job.
 //!
 //! slurmctld answers each report with the job's power directive (docs/power-cap.md): a clock
 //! ceiling, or none, and a sequence number. The answers arrive on the sockets the reports left
@@ -91,6 +93,41 @@ pub fn measure(
     })
 }
 
+/// The GPU power (W) the job's `gpus` drew over the last `interval_s`, all together, from their
+/// energy counters: `last_energy_mj` holds each GPU's counter at the previous poll and is
+/// updated here for every GPU, whatever the answer. `None` (the report then carries no power,
+/// and slurmctld judges the job by its node's reading) when one of the GPUs also runs a process
+/// that is not the job's (a shared GPU's draw cannot be told apart: the power cap must never
+/// charge one job with another's), or a counter could not be read, had no earlier reading or
+/// went backwards (a driver reload).
+pub fn job_power_w(
+    ctrl: &dyn GpuControl,
+    gpus: &[u32],
+    job: u32,
+    last_energy_mj: &mut [Option<u64>],
+    interval_s: f64,
+    job_of: &dyn Fn(u32) -> Option<u32>,
+) -> Option<f64> {
+    let mut total_mj: Option<u64> = Some(0);
+    for (&g, last) in gpus.iter().zip(last_energy_mj.iter_mut()) {
+        let now = ctrl.total_energy_mj(g).ok();
+        let delta = match (now, *last) {
+            (Some(now), Some(before)) => now.checked_sub(before),
+            _ => None,
+        };
+        *last = now;
+        let own_only = ctrl
+            .compute_processes(g)
+            .is_ok_and(|ps| ps.iter().all(|p| job_of(p.pid) == Some(job)));
+        total_mj = match (total_mj, delta) {
+            (Some(t), Some(d)) if own_only => t.checked_add(d),
+            _ => None,
+        };
+    }
+    let total_mj = total_mj.filter(|_| !gpus.is_empty() && interval_s > 0.0)?;
+    Some(total_mj as f64 / 1000.0 / interval_s)
+}
+
 /// `[learning] gpu_use_port` of the `energy.toml` beside `slurm_conf`: `Ok(None)` when the
 /// file or the setting is absent or 0 (reporting off).
 pub fn port_from_config(slurm_conf: &Path) -> Result<Option<u16>, String> {
@@ -127,6 +164,8 @@ pub struct UseReporter {
     targets: Targets,
     munge: Munge,
     last_unix_us: u64,
+    /// Each GPU's energy counter at the last poll (mJ; `None`: not read).
+    last_energy_mj: Vec<Option<u64>>,
     /// Decodes slurmctld's answers (no uid restriction: it only verifies).
     verifier: Munge,
     gate: DirectiveGate,
@@ -257,6 +296,7 @@ impl UseReporter {
         let munge = signer(munge_socket, slurm_user_id)?;
         let verifier = Munge::new(munge_socket).map_err(|e| e.to_string())?;
         let gate = DirectiveGate { job_id, node: node.clone(), slurm_user_id, last_seq: 0 };
+        let last_energy_mj = vec![None; gpus.len()];
         Ok(UseReporter {
             job_id,
             node,
@@ -264,6 +304,7 @@ impl UseReporter {
             targets,
             munge,
             last_unix_us: unix_now_us(),
+            last_energy_mj,
             verifier,
             gate,
         })
@@ -298,6 +339,9 @@ impl UseReporter {
             return Ok(None);
         }
         self.last_unix_us = now;
+        // Read before anything may return, so every counter's last reading is at `since`.
+        let interval_s = (now - since) as f64 / 1e6;
+        let power_w = job_power_w(ctrl, &self.gpus, self.job_id, &mut self.last_energy_mj, interval_s, &share::job_of_pid);
         let Some((util_pct, gpus)) =
             measure(ctrl, &self.gpus, self.job_id, since, &share::job_of_pid)
         else {
@@ -310,6 +354,7 @@ impl UseReporter {
             to_unix_s: now as f64 / 1e6,
             gpus,
             util_pct,
+            power_w,
         };
         send(&mut self.munge, &self.targets, &report)?;
         Ok(Some(report))
@@ -452,7 +497,7 @@ mod tests {
         let path = socket.display().to_string();
         let to = listener("127.0.0.1:0");
         let targets = Targets::new(vec![to.local_addr().expect("address")]).expect("targets");
-        let report = UseReport { job_id: 7, node: "n1".into(), from_unix_s: 1.0, to_unix_s: 2.0, gpus: 1, util_pct: 50.0 };
+        let report = UseReport { job_id: 7, node: "n1".into(), from_unix_s: 1.0, to_unix_s: 2.0, gpus: 1, util_pct: 50.0, power_w: None };
         // SlurmUser is root here: only root may decode.
         let mut munge = signer(Some(&path), 0).expect("signer");
         send(&mut munge, &targets, &report).expect("send");
@@ -535,6 +580,47 @@ mod tests {
         assert_eq!(measure(&fake, &[0, 1], 2, 0, &job_of), Some((60.0, 2)));
         assert_eq!(measure(&fake, &[0, 1], 1, 0, &job_of), Some((60.0, 1)));
         assert_eq!(measure(&fake, &[0, 1], 3, 0, &job_of), None);
+    }
+
+    // Issue 24: the job's own GPU power goes with its report, so that the power cap charges a
+    // job's excess to it alone; never when a GPU also runs another job's processes.
+    #[test]
+    fn a_jobs_power_is_its_gpus_energy_over_the_interval_and_only_on_gpus_of_its_own() {
+        let fake = FakeGpus::v100s(3);
+        let process = |pid: u32| GpuProcess { pid, used_memory_bytes: Some(1 << 30) };
+        let job_of = |pid: u32| Some(pid / 100);
+        let set = |gpu: u32, energy_mj: u64, pids: &[u32]| {
+            fake.with_gpu(gpu, |g| {
+                g.energy_mj = energy_mj;
+                g.processes = pids.iter().map(|&p| process(p)).collect();
+            })
+            .unwrap();
+        };
+        set(0, 1_000_000, &[100]);
+        set(1, 2_000_000, &[101]);
+        set(2, 5_000_000, &[200]);
+        let mut last = vec![None; 2];
+        assert_eq!(job_power_w(&fake, &[0, 1], 1, &mut last, 10.0, &job_of), None, "no earlier reading");
+        assert_eq!(last, vec![Some(1_000_000), Some(2_000_000)]);
+        // 10 s later: 1,500 J and 2,500 J more: 400 W together.
+        set(0, 2_500_000, &[100]);
+        set(1, 4_500_000, &[101]);
+        assert_eq!(job_power_w(&fake, &[0, 1], 1, &mut last, 10.0, &job_of), Some(400.0));
+        // Job 2 starts a process on GPU 1: that GPU's draw is no longer job 1's alone.
+        set(0, 3_500_000, &[100]);
+        set(1, 6_500_000, &[101, 201]);
+        assert_eq!(job_power_w(&fake, &[0, 1], 1, &mut last, 10.0, &job_of), None);
+        assert_eq!(last, vec![Some(3_500_000), Some(6_500_000)], "counters kept up to date anyway");
+        // Job 2 gone again: measured again from the readings kept.
+        set(0, 4_500_000, &[100]);
+        set(1, 7_500_000, &[101]);
+        assert_eq!(job_power_w(&fake, &[0, 1], 1, &mut last, 10.0, &job_of), Some(200.0));
+        // A counter that went backwards (driver reloaded) gives no figure, then counts again.
+        set(0, 1_000, &[100]);
+        assert_eq!(job_power_w(&fake, &[0, 1], 1, &mut last, 10.0, &job_of), None);
+        set(0, 1_001_000, &[100]);
+        set(1, 8_500_000, &[101]);
+        assert_eq!(job_power_w(&fake, &[0, 1], 1, &mut last, 10.0, &job_of), Some(200.0));
     }
 
     #[test]

@@ -7,8 +7,15 @@
 //! carried inside a munge credential (the node signs it, slurmctld checks who signed):
 //!
 //! ```text
-//! slurm-energy-use/1 job=1234 node=gpu07 from=1764064800.000 to=1764064830.000 gpus=2 util_pct=71.5
+//! slurm-energy-use/1 job=1234 node=gpu07 from=1764064800.000 to=1764064830.000 gpus=2 util_pct=71.5 power_w=412.0
 //! ```
+//!
+//! `power_w` (optional; a slurmctld that does not know it ignores it) is the GPU power the
+//! job's GPUs on the node drew over the interval: the increase of their energy counters over
+//! the interval's seconds, all of them together. The node leaves it out when one of those GPUs
+//! also runs another job's processes (a shared GPU's draw cannot be told apart) or a counter
+//! could not be read. It is what lets the power cap charge a job's excess over its prediction
+//! to that job alone (docs/power-cap.md), not to every job of its node.
 //!
 //! [`UseLog`] is slurmctld's side: the intervals each running job reported, from which the
 //! learning pass takes the mean utilisation over a window (the first minutes of a job, or of a
@@ -33,7 +40,14 @@ pub struct UseReport {
     pub gpus: u32,
     /// Mean SM utilisation of the job's processes over the interval and its GPUs (%).
     pub util_pct: f64,
+    /// GPU power of the job's GPUs on the node over the interval, all together (W); `None`
+    /// where the node cannot tell it apart (module docs).
+    pub power_w: Option<f64>,
 }
+
+/// The most a report may claim per GPU (W): above any GPU's power limit, so a plausible
+/// reading always passes and a corrupt one does not reach the power cap.
+pub const MAX_POWER_W_PER_GPU: f64 = 2_000.0;
 
 /// Why a report was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,8 +63,9 @@ impl std::error::Error for BadReport {}
 
 impl UseReport {
     pub fn to_wire(&self) -> String {
+        let power = self.power_w.map_or(String::new(), |w| format!(" power_w={w:.1}"));
         format!(
-            "{WIRE_VERSION} job={} node={} from={:.3} to={:.3} gpus={} util_pct={:.2}",
+            "{WIRE_VERSION} job={} node={} from={:.3} to={:.3} gpus={} util_pct={:.2}{power}",
             self.job_id, self.node, self.from_unix_s, self.to_unix_s, self.gpus, self.util_pct
         )
     }
@@ -91,6 +106,7 @@ impl UseReport {
             to_unix_s: num("to", get("to")?)?,
             gpus: num("gpus", get("gpus")?)?,
             util_pct: num("util_pct", get("util_pct")?)?,
+            power_w: fields.get("power_w").map(|v| num("power_w", v)).transpose()?,
         };
         if !(r.from_unix_s.is_finite() && r.to_unix_s.is_finite() && r.to_unix_s > r.from_unix_s) {
             return Err(BadReport(format!(
@@ -104,6 +120,14 @@ impl UseReport {
                 r.gpus, r.util_pct
             )));
         }
+        if let Some(w) = r.power_w
+            && !(w.is_finite() && (0.0..=MAX_POWER_W_PER_GPU * f64::from(r.gpus)).contains(&w))
+        {
+            return Err(BadReport(format!(
+                "power_w={w} (0..{} W per GPU, for its {} GPUs together)",
+                MAX_POWER_W_PER_GPU, r.gpus
+            )));
+        }
         Ok(r)
     }
 }
@@ -114,6 +138,7 @@ struct Interval {
     to_unix_s: f64,
     gpus: u32,
     util_pct: f64,
+    power_w: Option<f64>,
 }
 
 /// A job's measured use over a window.
@@ -123,6 +148,16 @@ pub struct MeasuredUse {
     pub util_pct: f64,
     /// Seconds of the window the reports cover (the longest of the job's nodes).
     pub covered_s: f64,
+}
+
+/// A job's own GPU power on one node, as its newest report with one measured it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MeasuredPower {
+    pub job_id: u32,
+    pub node: String,
+    pub from_unix_s: f64,
+    pub to_unix_s: f64,
+    pub power_w: f64,
 }
 
 /// The reports of running jobs, by job.
@@ -144,8 +179,26 @@ impl UseLog {
                 to_unix_s: r.to_unix_s,
                 gpus: r.gpus,
                 util_pct: r.util_pct,
+                power_w: r.power_w,
             },
         ));
+    }
+
+    /// Each running job's GPU power on each of its nodes in its newest report that measured it
+    /// and ended at `since_unix_s` or later (older ones are not read: the lists are in arrival
+    /// order, so a cycle's look stays short however long the jobs run).
+    pub fn latest_powers(&self, since_unix_s: f64) -> Vec<MeasuredPower> {
+        let mut out: Vec<MeasuredPower> = Vec::new();
+        for (&job_id, list) in &self.jobs {
+            let first = out.len();
+            for (node, iv) in list.iter().rev().take_while(|(_, iv)| iv.to_unix_s >= since_unix_s) {
+                let Some(power_w) = iv.power_w else { continue };
+                if !out[first..].iter().any(|m| m.node == *node) {
+                    out.push(MeasuredPower { job_id, node: node.clone(), from_unix_s: iv.from_unix_s, to_unix_s: iv.to_unix_s, power_w });
+                }
+            }
+        }
+        out
     }
 
     /// The job's mean utilisation over what was reported of the time since `since_unix_s`
@@ -203,6 +256,7 @@ mod tests {
             to_unix_s: to,
             gpus,
             util_pct: util,
+            power_w: None,
         }
     }
 
@@ -241,6 +295,52 @@ mod tests {
             let e = UseReport::parse(text).expect_err(text);
             assert!(e.to_string().contains(why), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn the_jobs_gpu_power_is_optional_on_the_wire_and_bounded() {
+        let mut r = report(9, "gpu01", 10.0, 40.0, 2, 55.0);
+        r.power_w = Some(412.25);
+        assert!(r.to_wire().ends_with(" util_pct=55.00 power_w=412.2"), "{}", r.to_wire());
+        let back = UseReport::parse(&r.to_wire()).expect("parses");
+        assert_eq!(back.power_w, Some(412.2));
+        // Without it (an older node): parsed, no power.
+        assert_eq!(UseReport::parse(&report(9, "gpu01", 10.0, 40.0, 2, 55.0).to_wire()).expect("parses").power_w, None);
+        for bad in ["power_w=x", "power_w=-1", "power_w=4000.5", "power_w=NaN", "power_w=inf"] {
+            let text = format!("slurm-energy-use/1 job=1 node=a from=1 to=2 gpus=2 util_pct=5 {bad}");
+            let e = UseReport::parse(&text).expect_err(&text);
+            assert!(e.to_string().contains("power_w="), "{text}: {e}");
+        }
+        // 2 GPUs may draw up to twice the per-GPU bound.
+        assert!(UseReport::parse("slurm-energy-use/1 job=1 node=a from=1 to=2 gpus=2 util_pct=5 power_w=3999").is_ok());
+    }
+
+    #[test]
+    fn the_newest_measured_power_of_a_node_is_kept_per_job() {
+        let mut log = UseLog::default();
+        assert_eq!(log.latest_powers(0.0), vec![]);
+        let mut r = report(3, "a", 0.0, 30.0, 1, 80.0);
+        r.power_w = Some(250.0);
+        log.add(r.clone());
+        r.from_unix_s = 30.0;
+        r.to_unix_s = 60.0;
+        r.power_w = Some(270.0);
+        log.add(r.clone());
+        // A later report without power (a GPU became shared) does not hide the last reading.
+        r.from_unix_s = 60.0;
+        r.to_unix_s = 90.0;
+        r.power_w = None;
+        log.add(r);
+        let mut other = report(3, "b", 0.0, 95.0, 1, 80.0);
+        other.power_w = Some(100.0);
+        log.add(other);
+        log.add(report(4, "a", 0.0, 95.0, 1, 80.0));
+        let mut got = log.latest_powers(0.0);
+        got.sort_by(|x, y| x.node.cmp(&y.node));
+        let m = |node: &str, from: f64, to: f64, w: f64| MeasuredPower { job_id: 3, node: node.into(), from_unix_s: from, to_unix_s: to, power_w: w };
+        assert_eq!(got, vec![m("a", 30.0, 60.0, 270.0), m("b", 0.0, 95.0, 100.0)]);
+        // Readings that ended before `since` are not read.
+        assert_eq!(log.latest_powers(70.0), vec![m("b", 0.0, 95.0, 100.0)]);
     }
 
     #[test]

@@ -161,7 +161,7 @@ mod tests {
     fn gpu_use_teaches_solo_use_then_pair_slowdowns() {
         let job = |id: u32, tag: &str, start: i64, shares_with: Vec<u32>| RunningJob { id, user: 1000, tag: Some(tag.into()), start_unix_s: start, shares_with, has_record: true };
         let mut uses = UseLog::default();
-        let mut report = |id: u32, from: f64, to: f64, util: f64| uses.add(UseReport { job_id: id, node: "n1".into(), from_unix_s: from, to_unix_s: to, gpus: 1, util_pct: util });
+        let mut report = |id: u32, from: f64, to: f64, util: f64| uses.add(UseReport { job_id: id, node: "n1".into(), from_unix_s: from, to_unix_s: to, gpus: 1, util_pct: util, power_w: None });
         report(1, 0.0, 10.0, 80.0);
         report(2, 0.0, 10.0, 60.0);
         report(3, 20.0, 30.0, 80.0);
@@ -199,8 +199,8 @@ mod tests {
     #[test]
     fn a_pair_without_tags_or_solo_use_is_not_learnt_but_not_retried() {
         let mut uses = UseLog::default();
-        uses.add(UseReport { job_id: 2, node: "n1".into(), from_unix_s: 0.0, to_unix_s: 20.0, gpus: 1, util_pct: 30.0 });
-        uses.add(UseReport { job_id: 1, node: "n1".into(), from_unix_s: 0.0, to_unix_s: 20.0, gpus: 1, util_pct: 30.0 });
+        uses.add(UseReport { job_id: 2, node: "n1".into(), from_unix_s: 0.0, to_unix_s: 20.0, gpus: 1, util_pct: 30.0, power_w: None });
+        uses.add(UseReport { job_id: 1, node: "n1".into(), from_unix_s: 0.0, to_unix_s: 20.0, gpus: 1, util_pct: 30.0, power_w: None });
         let running = vec![
             RunningJob { id: 1, user: 1000, tag: None, start_unix_s: -100, shares_with: vec![], has_record: true },
             RunningJob { id: 2, user: 1000, tag: Some("b".into()), start_unix_s: 0, shares_with: vec![1], has_record: true },
@@ -222,7 +222,7 @@ mod tests {
         let mut running = Vec::new();
         for user in [1000, 1001, 1002] {
             let id = |n: u32| 10 * (user - 999) + n;
-            let mut report = |n: u32, from: f64, to: f64, util: f64| uses.add(UseReport { job_id: id(n), node: "n1".into(), from_unix_s: from, to_unix_s: to, gpus: 1, util_pct: util });
+            let mut report = |n: u32, from: f64, to: f64, util: f64| uses.add(UseReport { job_id: id(n), node: "n1".into(), from_unix_s: from, to_unix_s: to, gpus: 1, util_pct: util, power_w: None });
             report(1, 0.0, 10.0, 80.0);
             report(2, 0.0, 10.0, 60.0);
             report(3, 30.0, 45.0, 40.0);

@@ -225,35 +225,85 @@ pub fn node_corrections(measured_w_by_node: &BTreeMap<u32, f64>, predicted_w_by_
         .collect()
 }
 
+/// The corrections the measurements make ([`corrections`]): per job measured by its own GPUs,
+/// and per node for the rest of the node.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Corrections {
+    /// Per node (snapshot index): what its reading leaves once the jobs that measured their own
+    /// GPUs are taken out, over the rest of its prediction (idle GPUs, jobs not directed, jobs
+    /// without a reading of their own). Absent: 1.
+    pub by_node: BTreeMap<u32, f64>,
+    /// Per job: its own GPUs' readings over its prediction on those nodes. Absent: the job is
+    /// judged by its nodes' corrections.
+    pub by_job: BTreeMap<JobId, f64>,
+}
+
+/// What the nodes measured, against the rule's prediction for the state they measured (the
+/// ceilings in force applied; [`DecidedByNode::raw_w_by_node`] and
+/// [`DecidedByNode::raw_w_by_job_node`] of the cycle that set them). `node_w`: each GPU node's
+/// reading; `job_node_w`: a job's own GPUs' reading on a node (its GPU-use report, sent only
+/// where no other job's process runs on those GPUs). Every ratio is [`measured_correction`]'s
+/// (bounded to [0.5, 2]); a pair with no prediction is left out.
+pub fn corrections(node_w: &BTreeMap<u32, f64>, job_node_w: &BTreeMap<(JobId, u32), f64>, predicted_node_w: &BTreeMap<u32, f64>, predicted_job_node_w: &BTreeMap<(JobId, u32), f64>) -> Corrections {
+    let mut per_job: BTreeMap<JobId, (f64, f64)> = BTreeMap::new();
+    let mut covered: BTreeMap<u32, (f64, f64)> = BTreeMap::new();
+    for (&(job, node), &m) in job_node_w {
+        let Some(&p) = predicted_job_node_w.get(&(job, node)) else { continue };
+        if !(m.is_finite() && m >= 0.0 && p.is_finite() && p > 0.0) {
+            continue;
+        }
+        let j = per_job.entry(job).or_default();
+        j.0 += m;
+        j.1 += p;
+        let n = covered.entry(node).or_default();
+        n.0 += m;
+        n.1 += p;
+    }
+    let by_job = per_job.into_iter().filter(|(_, (_, p))| *p > 1.0).map(|(job, (m, p))| (job, measured_correction(Some(m), p))).collect();
+    // The rest of each node: its reading and prediction without the jobs measured apart.
+    let rest = |w: &BTreeMap<u32, f64>, pick: fn(&(f64, f64)) -> f64| -> BTreeMap<u32, f64> { w.iter().map(|(n, v)| (*n, v - covered.get(n).map_or(0.0, pick))).collect() };
+    let by_node = node_corrections(&rest(node_w, |c| c.0), &rest(predicted_node_w, |c| c.1));
+    Corrections { by_node, by_job }
+}
+
 /// What [`decide_by_node`] found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DecidedByNode {
     /// The ceilings; `predicted_w` is the corrected cluster figure (what counts against the cap).
     pub decided: Decided,
     /// Each node's uncorrected prediction with those ceilings: what its next reading is set
-    /// against ([`node_corrections`]).
+    /// against ([`corrections`]).
     pub raw_w_by_node: BTreeMap<u32, f64>,
+    /// Each directed job's uncorrected prediction on each of its nodes with those ceilings: what
+    /// its next own reading there is set against.
+    pub raw_w_by_job_node: BTreeMap<(JobId, u32), f64>,
 }
 
-/// The rule with measured power, per node (docs/power-cap.md): each node's predicted power is
-/// scaled by its own correction (`correction_by_node`, absent: 1), and a job's by its nodes'
-/// (weighted by its GPUs on each). The corrected total counts against the cap, but one node's
-/// excess over its prediction does not move the slowing onto the jobs of other nodes:
-/// 1. the rule ([`decide`]) runs first as if no node drew more than predicted (corrections
+/// The rule with measured power (docs/power-cap.md): a job that measured its own GPUs is
+/// scaled by its own correction; any other job by its nodes' (weighted by its GPUs on each),
+/// and each node's remaining power (idle GPUs, jobs not directed) by its node's. The corrected
+/// total counts against the cap, but one job's excess over its prediction does not move the
+/// slowing onto others:
+/// 1. the rule ([`decide`]) runs first as if nothing drew more than predicted (corrections
 ///    above 1 taken as 1): what every job would be asked anyway;
-/// 2. then, while the corrected total exceeds the cap, only jobs on nodes reading above their
-///    prediction are lowered (cheapest first; performance jobs last among them);
+/// 2. then, while the corrected total exceeds the cap, only jobs reading above their
+///    prediction (their own reading, or their nodes' where they have none) are lowered
+///    (cheapest first; performance jobs last among them);
 /// 3. only when none of them can go lower are the other jobs lowered for the rest (the cap is
 ///    the facility's: the excess still counts against it).
 ///
-/// A node reading below its prediction gives its room to everyone (it moves nothing onto
-/// anyone). Jobs sharing a node with the one that draws more cannot be told apart from it
-/// (the readings are per node).
-pub fn decide_by_node(cap_w: Option<f64>, powers: &NodePowers, correction_by_node: &BTreeMap<u32, f64>) -> DecidedByNode {
-    let c = |n: &u32| correction_by_node.get(n).copied().filter(|c| c.is_finite() && *c > 0.0).unwrap_or(1.0);
+/// A reading below its prediction gives its room to everyone (it moves nothing onto anyone).
+/// Jobs without a reading of their own (a GPU shared with another job, a node that sends no
+/// reports) cannot be told apart from the other such jobs of their node.
+pub fn decide_by_node(cap_w: Option<f64>, powers: &NodePowers, corrections: &Corrections) -> DecidedByNode {
+    let c = |n: &u32| corrections.by_node.get(n).copied().filter(|c| c.is_finite() && *c > 0.0).unwrap_or(1.0);
+    let own = |j: &RunningPower| corrections.by_job.get(&j.job).copied().filter(|c| c.is_finite() && *c > 0.0);
     let jobs = &powers.jobs;
     let shares = |j: &RunningPower| powers.job_nodes.get(&j.job).map_or(&[][..], Vec::as_slice);
     let weighted = |j: &RunningPower, f: &dyn Fn(f64) -> f64| {
+        if let Some(mine) = own(j) {
+            return f(mine);
+        }
         let s = shares(j);
         if s.is_empty() { f(1.0) } else { s.iter().map(|(n, share)| share * f(c(n))).sum() }
     };
@@ -268,20 +318,22 @@ pub fn decide_by_node(cap_w: Option<f64>, powers: &NodePowers, correction_by_nod
     let mut at = start_steps(jobs);
     let mut unmet = false;
     if let Some(cap) = cap_w {
-        // 1. as if every node drew its prediction (or less);
+        // 1. as if everything drew its prediction (or less);
         lower_while_above(cap, jobs, &mut at, &power_clipped, |i| clipped[i], |_| true);
-        // 2. the excess: its own nodes' jobs first; 3. then everyone.
+        // 2. the excess: the jobs reading high first; 3. then everyone.
         if !lower_while_above(cap, jobs, &mut at, &power_full, |i| full[i], |i| heavy[i]) {
             unmet = !lower_while_above(cap, jobs, &mut at, &power_full, |i| full[i], |_| true);
         }
     }
     let mut raw_w_by_node = powers.base_w_by_node.clone();
+    let mut raw_w_by_job_node = BTreeMap::new();
     for (i, j) in jobs.iter().enumerate() {
         for (n, share) in shares(j) {
             *raw_w_by_node.entry(*n).or_default() += share * job_w(&at, i);
+            *raw_w_by_job_node.entry((j.job, *n)).or_default() += share * job_w(&at, i);
         }
     }
-    DecidedByNode { decided: finish(jobs, &at, power_full(&at), unmet), raw_w_by_node }
+    DecidedByNode { decided: finish(jobs, &at, power_full(&at), unmet), raw_w_by_node, raw_w_by_job_node }
 }
 
 /// A job's directive in force and its number.
@@ -634,12 +686,55 @@ mod tests {
         }
     }
 
+    /// Corrections from node readings only (no job measured its own GPUs).
+    fn node_only(measured: &BTreeMap<u32, f64>, predicted: &BTreeMap<u32, f64>) -> Corrections {
+        corrections(measured, &BTreeMap::new(), predicted, &BTreeMap::new())
+    }
+
+    /// Two jobs on one node: job 1 the cheaper to slow, job 2 (another user's) the one that
+    /// draws twice its prediction.
+    fn one_node() -> NodePowers {
+        let jobs = vec![job(1, EnergyPolicy::Balanced, 2.0, POWER, CHEAP), job(2, EnergyPolicy::Balanced, 2.0, POWER, DEAR)];
+        NodePowers { base_w_by_node: BTreeMap::from([(0, 0.0)]), jobs, job_nodes: BTreeMap::from([(JobId(1), vec![(0, 1.0)]), (JobId(2), vec![(0, 1.0)])]) }
+    }
+
+    // Issue 24, hostile users: a job that draws more than predicted (a user's power virus) must
+    // not get its neighbour on the same node slowed in its place.
+    #[test]
+    fn a_jobs_own_reading_charges_its_excess_to_it_not_to_its_neighbour_on_the_node() {
+        let powers = one_node();
+        // Predicted 300 W each, 600 W for the node; the node reads 900 W: job 2 draws 600 W.
+        let node_w = BTreeMap::from([(0, 900.0)]);
+        let predicted_node_w = BTreeMap::from([(0, 600.0)]);
+        // By the node alone both jobs look alike, and the cheaper one (job 1) pays.
+        let by_node = decide_by_node(Some(800.0), &powers, &node_only(&node_w, &predicted_node_w));
+        assert_eq!((ceiling_of(&by_node.decided, 1), ceiling_of(&by_node.decided, 2)), (Some(1100), None), "the node's rule slows the neighbour: {by_node:?}");
+        // With each job's own reading, job 2 pays for its own excess and job 1 runs untouched.
+        let job_node_w = BTreeMap::from([((JobId(1), 0), 300.0), ((JobId(2), 0), 600.0)]);
+        let predicted_job_node_w = BTreeMap::from([((JobId(1), 0), 300.0), ((JobId(2), 0), 300.0)]);
+        let c = corrections(&node_w, &job_node_w, &predicted_node_w, &predicted_job_node_w);
+        assert_eq!(c.by_job, BTreeMap::from([(JobId(1), 1.0), (JobId(2), 2.0)]));
+        assert_eq!(c.by_node, BTreeMap::new(), "nothing left on the node to correct");
+        let d = decide_by_node(Some(800.0), &powers, &c);
+        assert_eq!((ceiling_of(&d.decided, 1), ceiling_of(&d.decided, 2)), (None, Some(1300)), "{d:?}");
+        assert!((d.decided.predicted_w - 800.0).abs() < 1e-9 && !d.decided.unmet, "{d:?}");
+        assert_eq!(d.raw_w_by_job_node, BTreeMap::from([((JobId(1), 0), 300.0), ((JobId(2), 0), 250.0)]));
+        // Only one of them measured (the other shares a GPU): the rest of the node's reading
+        // corrects the rest of its prediction.
+        let c = corrections(&node_w, &BTreeMap::from([((JobId(2), 0), 600.0)]), &predicted_node_w, &predicted_job_node_w);
+        assert_eq!((c.by_job.get(&JobId(2)), c.by_node.get(&0)), (Some(&2.0), Some(&1.0)));
+        let d = decide_by_node(Some(800.0), &powers, &c);
+        assert_eq!((ceiling_of(&d.decided, 1), ceiling_of(&d.decided, 2)), (None, Some(1300)), "{d:?}");
+        // A reading without a prediction to set it against is left out.
+        assert_eq!(corrections(&BTreeMap::new(), &BTreeMap::from([((JobId(9), 0), 600.0)]), &BTreeMap::new(), &predicted_job_node_w), Corrections::default());
+    }
+
     #[test]
     fn one_nodes_excess_slows_its_own_job_first_not_the_others() {
         let powers = two_nodes(EnergyPolicy::Balanced);
         // Predicted 300 W each; node 1 measures 600 W. 800 W cap: 900 W drawn for real.
-        let corrections = node_corrections(&BTreeMap::from([(0, 300.0), (1, 600.0)]), &BTreeMap::from([(0, 300.0), (1, 300.0)]));
-        assert_eq!(corrections, BTreeMap::from([(0, 1.0), (1, 2.0)]));
+        let corrections = node_only(&BTreeMap::from([(0, 300.0), (1, 600.0)]), &BTreeMap::from([(0, 300.0), (1, 300.0)]));
+        assert_eq!(corrections.by_node, BTreeMap::from([(0, 1.0), (1, 2.0)]));
         let d = decide_by_node(Some(800.0), &powers, &corrections);
         assert_eq!((ceiling_of(&d.decided, 1), ceiling_of(&d.decided, 2)), (None, Some(1300)), "the heavy job pays its own excess: {d:?}");
         assert!((d.decided.predicted_w - 800.0).abs() < 1e-9 && !d.decided.unmet, "{d:?}");
@@ -648,14 +743,14 @@ mod tests {
         let d = decide_by_node(Some(800.0), &two_nodes(EnergyPolicy::Performance), &corrections);
         assert_eq!((ceiling_of(&d.decided, 1), ceiling_of(&d.decided, 2)), (None, Some(1300)), "{d:?}");
         // Without excess the rule is decide's: the cheaper job first.
-        let plain = decide_by_node(Some(500.0), &powers, &BTreeMap::new());
+        let plain = decide_by_node(Some(500.0), &powers, &Corrections::default());
         assert_eq!(plain.decided, decide(Some(500.0), 0.0, &powers.jobs));
         // Only once the heavy job is at its floor does the rest fall on the others (the cap holds).
         let d = decide_by_node(Some(500.0), &powers, &corrections);
         assert_eq!((ceiling_of(&d.decided, 1), ceiling_of(&d.decided, 2)), (Some(1100), Some(900)), "{d:?}");
         assert!(d.decided.predicted_w <= 500.0 + 1e-9 && !d.decided.unmet, "{d:?}");
         // A node reading low gives its room to everyone.
-        let low = node_corrections(&BTreeMap::from([(0, 300.0), (1, 150.0)]), &BTreeMap::from([(0, 300.0), (1, 300.0)]));
+        let low = node_only(&BTreeMap::from([(0, 300.0), (1, 150.0)]), &BTreeMap::from([(0, 300.0), (1, 300.0)]));
         assert_eq!(ceiling_of(&decide_by_node(Some(500.0), &powers, &low).decided, 1), None);
     }
 

@@ -88,6 +88,9 @@ pub struct Learnt {
     /// The nodes' last power readings (acct_gather_energy: node -> W, poll time): they correct
     /// the power directives' prediction, node by node (model::power_directive::decide_by_node).
     pub node_power: HashMap<String, (f64, i64)>,
+    /// The running jobs' own GPUs' power in their last GPU-use reports: they correct the power
+    /// directives' prediction job by job (model::power_directive::corrections).
+    pub job_power: Vec<model::gpu_use::MeasuredPower>,
 }
 
 /// How many cycles a refused (job, node) pair stays out of the job's plans.
@@ -199,7 +202,7 @@ fn run_pass(cfg: &Config, predictor: &Predictor, learnt: &mut Learnt) -> Result<
     let plan_start = Instant::now();
     let outcome = plan(&built, cfg, predictor);
     // Running jobs' clock ceilings under the cap (answered to their nodes' GPU-use reports).
-    let extensions = crate::power_directives::update(&built.snapshot, cfg.planner.power_cap_w, predictor, &built.limit_cap_end_s, &built.node_names, &learnt.node_power, now_s);
+    let extensions = crate::power_directives::update(&built.snapshot, cfg.planner.power_cap_w, predictor, &built.limit_cap_end_s, &built.node_names, &learnt.node_power, &learnt.job_power, now_s);
     let plan_time = plan_start.elapsed();
 
     let mut stats = CycleStats {
@@ -639,7 +642,7 @@ pub mod fault {
     }
 }
 
-fn unix_now_s() -> f64 {
+pub(crate) fn unix_now_s() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 

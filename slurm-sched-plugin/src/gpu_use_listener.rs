@@ -392,7 +392,7 @@ mod tests {
     }
 
     fn report(node: &str, job_id: u32) -> String {
-        model::gpu_use::UseReport { job_id, node: node.into(), from_unix_s: 10.0, to_unix_s: 20.0, gpus: 1, util_pct: 60.0 }.to_wire()
+        model::gpu_use::UseReport { job_id, node: node.into(), from_unix_s: 10.0, to_unix_s: 20.0, gpus: 1, util_pct: 60.0, power_w: None }.to_wire()
     }
 
     fn uid_of(user: &str) -> u32 {

@@ -441,8 +441,8 @@ mod tests {
         use model::gpu_use::UseReport;
         let job = |id: u32, start: i64, shares_with: Vec<u32>| RunningJob { id, user: 1000, tag: Some("a".into()), start_unix_s: start, shares_with, has_record: true };
         let mut uses = UseLog::default();
-        uses.add(UseReport { job_id: 1, node: "n1".into(), from_unix_s: 0.0, to_unix_s: 30.0, gpus: 1, util_pct: 40.0 });
-        uses.add(UseReport { job_id: 2, node: "n1".into(), from_unix_s: 0.0, to_unix_s: 30.0, gpus: 1, util_pct: 40.0 });
+        uses.add(UseReport { job_id: 1, node: "n1".into(), from_unix_s: 0.0, to_unix_s: 30.0, gpus: 1, util_pct: 40.0, power_w: None });
+        uses.add(UseReport { job_id: 2, node: "n1".into(), from_unix_s: 0.0, to_unix_s: 30.0, gpus: 1, util_pct: 40.0, power_w: None });
         let running = vec![job(1, 0, vec![]), job(2, 0, vec![1])];
         let cfg = |early_after_s| Config { learning: crate::config::LearningSettings { early_after_s, ..Default::default() }, ..Config::default() };
         let (mut l, mut history, mut interference) = (Learning::default(), History::default(), InterferenceModel::default());

@@ -292,6 +292,7 @@ fn scheduler_thread(shared: Arc<Shared>, path: PathBuf, mut cfg: Config, mut pre
             &capped
         };
         learnt.node_power = observer.accounting.node_power();
+        learnt.job_power = observer.gpu_use.as_ref().map(|l| l.reports().latest_powers(cycle::unix_now_s() - 120.0)).unwrap_or_default();
         let outcome = catch_unwind(AssertUnwindSafe(|| cycle::run(cycle_cfg, &predictor, &mut learnt)));
         match outcome {
             Ok(Ok(stats)) => {

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
+use model::gpu_use::MeasuredPower;
 use model::power_directive::{self, DirectiveReply, DirectiveTable};
 use model::predictor::Predictor;
 use model::types::{JobId, Snapshot};
@@ -27,6 +28,11 @@ struct Table {
     corrections: BTreeMap<String, f64>,
     /// Each node's uncorrected prediction for the ceilings in force, by name.
     raw_w_by_node: BTreeMap<String, f64>,
+    /// Each directed job's uncorrected prediction on each of its nodes (by name) for the
+    /// ceilings in force: what its own GPUs' reading there is set against.
+    raw_w_by_job_node: BTreeMap<(JobId, String), f64>,
+    /// Each job's correction from its own GPUs' readings, as last logged.
+    job_corrections: BTreeMap<JobId, f64>,
     /// When the ceilings last changed (Unix ms): readings from before that (plus the time the
     /// nodes take to apply them) do not measure them.
     changed_ms: u64,
@@ -37,7 +43,7 @@ const APPLY_MS: u64 = 5_000;
 
 impl Table {
     fn new() -> Table {
-        Table { directives: DirectiveTable::default(), limit_bounds: Default::default(), unmet_logged: false, corrections: BTreeMap::new(), raw_w_by_node: BTreeMap::new(), changed_ms: 0 }
+        Table { directives: DirectiveTable::default(), limit_bounds: Default::default(), unmet_logged: false, corrections: BTreeMap::new(), raw_w_by_node: BTreeMap::new(), raw_w_by_job_node: BTreeMap::new(), job_corrections: BTreeMap::new(), changed_ms: 0 }
     }
 }
 
@@ -65,9 +71,11 @@ const READING_MAX_AGE_S: i64 = 60;
 /// (`cap_w` 0: none), and Slurm's caps on the running jobs' limits. Changes are logged.
 /// Returns the time limits to extend for jobs whose ceiling was set or lowered.
 /// `readings`: the nodes' last power readings (name -> W, poll time Unix s; `node_names` names
-/// the snapshot's nodes): each GPU node's reading taken once the ceilings in force applied
-/// corrects that node's prediction (model::power_directive::decide_by_node).
-pub fn update(snapshot: &Snapshot, cap_w: f64, pred: &Predictor, limit_cap_end_s: &BTreeMap<JobId, f64>, node_names: &[String], readings: &HashMap<String, (f64, i64)>, now_s: f64) -> Vec<Extension> {
+/// the snapshot's nodes) and `job_readings`: the running jobs' own GPUs' power in their GPU-use
+/// reports. A reading taken once the ceilings in force applied corrects the prediction: a job's
+/// own for that job, a node's for the rest of that node (model::power_directive::corrections).
+#[allow(clippy::too_many_arguments)]
+pub fn update(snapshot: &Snapshot, cap_w: f64, pred: &Predictor, limit_cap_end_s: &BTreeMap<JobId, f64>, node_names: &[String], readings: &HashMap<String, (f64, i64)>, job_readings: &[MeasuredPower], now_s: f64) -> Vec<Extension> {
     let cap = (cap_w > 0.0).then_some(cap_w);
     let mut guard = table();
     let t = guard.get_or_insert_with(Table::new);
@@ -85,18 +93,51 @@ pub fn update(snapshot: &Snapshot, cap_w: f64, pred: &Predictor, limit_cap_end_s
             predicted.insert(i as u32, raw_w);
         }
     }
-    for (i, c) in power_directive::node_corrections(&measured, &predicted) {
+    // Each job's own GPUs' reading on a node, taken wholly after the ceilings in force applied.
+    let index: HashMap<&str, u32> = node_names.iter().enumerate().map(|(i, n)| (n.as_str(), i as u32)).collect();
+    let mut job_measured = BTreeMap::new();
+    let mut job_predicted = BTreeMap::new();
+    for m in job_readings {
+        let (Some(&i), Some(&raw_w)) = (index.get(m.node.as_str()), t.raw_w_by_job_node.get(&(JobId(m.job_id), m.node.clone()))) else { continue };
+        let fresh = now_s - m.to_unix_s <= READING_MAX_AGE_S as f64;
+        let after_change = m.from_unix_s * 1000.0 >= (t.changed_ms + APPLY_MS) as f64;
+        if fresh && after_change && cap.is_some() {
+            job_measured.insert((JobId(m.job_id), i), m.power_w);
+            job_predicted.insert((JobId(m.job_id), i), raw_w);
+        }
+    }
+    // A job measured before but not in this look (its interval straddles a change) stands at
+    // its last correction, so that its excess is not read as the rest of its node's.
+    for ((job, node), &raw_w) in &t.raw_w_by_job_node {
+        let (Some(&c), Some(&i)) = (t.job_corrections.get(job), index.get(node.as_str())) else { continue };
+        job_predicted.entry((*job, i)).or_insert(raw_w);
+        job_measured.entry((*job, i)).or_insert(raw_w * c);
+    }
+    let found = power_directive::corrections(&measured, &job_measured, &predicted, &job_predicted);
+    for (i, c) in found.by_node {
         let Some(name) = node_names.get(i as usize) else { continue };
         let before = t.corrections.get(name).copied().unwrap_or(1.0);
         if (c - before).abs() > 0.02 {
-            slurm_log!(LOG, info, "power cap: node {name} measured GPU power {:.0} W against {:.0} W predicted: its predictions corrected by x{c:.2}", measured[&i], predicted[&i]);
+            slurm_log!(LOG, info, "power cap: node {name} measured GPU power {:.0} W against {:.0} W predicted: what its jobs' own readings do not cover corrected by x{c:.2}", measured.get(&i).copied().unwrap_or(f64::NAN), predicted.get(&i).copied().unwrap_or(f64::NAN));
         }
         t.corrections.insert(name.clone(), c);
     }
+    for (job, c) in found.by_job {
+        let before = t.job_corrections.get(&job).copied().unwrap_or(1.0);
+        if (c - before).abs() > 0.02 {
+            let (w, p): (f64, f64) = job_measured.iter().filter(|((j, _), _)| *j == job).fold((0.0, 0.0), |(w, p), (k, m)| (w + m, p + job_predicted.get(k).copied().unwrap_or(0.0)));
+            slurm_log!(LOG, info, "power cap: JobId={} measured GPU power {w:.0} W on its own GPUs against {p:.0} W predicted: its prediction corrected by x{c:.2}", job.0);
+        }
+        t.job_corrections.insert(job, c);
+    }
+    let running: std::collections::HashSet<JobId> = snapshot.running.iter().map(|r| r.id).collect();
+    t.job_corrections.retain(|job, _| running.contains(job));
     let names: std::collections::HashSet<&String> = node_names.iter().collect();
     t.corrections.retain(|name, _| names.contains(name));
-    let by_index: BTreeMap<u32, f64> = node_names.iter().enumerate().filter_map(|(i, name)| Some((i as u32, *t.corrections.get(name)?))).collect();
-    let power_directive::DecidedByNode { decided, raw_w_by_node } = power_directive::decide_by_node(cap, &powers, &by_index);
+    let by_node: BTreeMap<u32, f64> = node_names.iter().enumerate().filter_map(|(i, name)| Some((i as u32, *t.corrections.get(name)?))).collect();
+    let kept = power_directive::Corrections { by_node, by_job: t.job_corrections.clone() };
+    let power_directive::DecidedByNode { decided, raw_w_by_node, raw_w_by_job_node } = power_directive::decide_by_node(cap, &powers, &kept);
+    t.raw_w_by_job_node = raw_w_by_job_node.into_iter().filter_map(|((j, i), w)| Some(((j, node_names.get(i as usize)?.clone()), w))).collect();
     t.raw_w_by_node = raw_w_by_node.into_iter().filter_map(|(i, w)| Some((node_names.get(i as usize)?.clone(), w))).collect();
     // Limits grow by the change of the worst-case slowdown only, once per change (never
     // compounded per cycle).

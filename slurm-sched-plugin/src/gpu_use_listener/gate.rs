@@ -197,7 +197,7 @@ mod tests {
     }
 
     fn report(node: &str) -> Vec<u8> {
-        UseReport { job_id: 5, node: node.into(), from_unix_s: 1.0, to_unix_s: 2.0, gpus: 1, util_pct: 40.0 }.to_wire().into_bytes()
+        UseReport { job_id: 5, node: node.into(), from_unix_s: 1.0, to_unix_s: 2.0, gpus: 1, util_pct: 40.0, power_w: None }.to_wire().into_bytes()
     }
 
     fn gate(uid: u32, payload: Vec<u8>, origin: Option<&str>) -> Gate<FakeMunge> {

@@ -16,7 +16,7 @@ use model::decision::{Decision, StartDecision};
 use model::elastic::{ElasticJob, Resize, RunningElastic, ScalingModel, allocate, choices, reallocate};
 use model::interference::keep_sharing;
 use model::planner::plan;
-use model::power_directive::{Ceiling, DecidedByNode, decide_by_node, extension_factor, node_corrections, running_powers_by_node};
+use model::power_directive::{Ceiling, Corrections, DecidedByNode, decide_by_node, extension_factor, running_powers_by_node};
 use model::predictor::Predictor;
 use model::state::ClusterView;
 use model::types::{EnergyPolicy, GpuType, Hints, JobId, Node, NodeAllocation, NodeIdx, PendingJob, PowerState, Request, RunningJob, Snapshot};
@@ -815,7 +815,8 @@ impl<'a> Engine<'a> {
     /// sched/energy's power directives (`slurm-sched-plugin/src/power_directives.rs`), through
     /// the same model code: the running jobs' ladders per node ([`running_powers_by_node`]),
     /// each node's measured GPU power (here the truth's, as the node's counters measure it)
-    /// against its prediction for the ceilings in force ([`node_corrections`]), the rule
+    /// and each job's own GPUs' against their prediction for the ceilings in force
+    /// ([`model::power_directive::corrections`]), the rule
     /// ([`decide_by_node`]), and the time limits of slowed jobs extended by their worst-case
     /// slowdown ([`extension_factor`] of `Decided::limit_bounds`). A ceiling takes effect at once: the job's power limit, speed and
     /// power change, and its end is rescheduled. No job is killed for the cap.
@@ -836,21 +837,32 @@ impl<'a> Engine<'a> {
         let snap = self.snapshot();
         let bounds = self.cap.as_ref().map(|c| c.limit_bounds.clone()).unwrap_or_default();
         let powers = running_powers_by_node(&snap, &self.pred, &BTreeMap::new(), &bounds);
-        // Each node's prediction for the state measured (each job at its ceiling's step, else
-        // its own) and its measured GPU power; read only under a cap, as the plugin does.
-        let mut corrections = BTreeMap::new();
+        // Each node's and each job's prediction for the state measured (each job at its
+        // ceiling's step, else its own), against the node's measured GPU power and the job's own
+        // GPUs' (a job that shares a GPU has no reading of its own, as on a real node); read
+        // only under a cap, as the plugin does.
+        let mut corrections = Corrections::default();
         if cap_w > 0.0 {
             let mut predicted_w = powers.base_w_by_node.clone();
+            let mut predicted_job_w = BTreeMap::new();
+            let mut measured_job_w = BTreeMap::new();
             for j in &powers.jobs {
-                let ceiling = self.running[j.job.0 as usize - 1].as_ref().and_then(|r| r.ceiling);
-                let step = ceiling.and_then(|c| j.steps.iter().position(|s| s.clock_mhz == c.clock_mhz)).unwrap_or(j.start_step);
+                let Some(r) = self.running[j.job.0 as usize - 1].as_ref() else { continue };
+                let step = r.ceiling.and_then(|c| j.steps.iter().position(|s| s.clock_mhz == c.clock_mhz)).unwrap_or(j.start_step);
                 let job_w = j.steps.get(step).map_or(0.0, |s| s.power_w);
                 for (n, share) in powers.job_nodes.get(&j.job).map_or(&[][..], Vec::as_slice) {
                     *predicted_w.entry(*n).or_default() += share * job_w;
+                    predicted_job_w.insert((j.job, *n), share * job_w);
+                }
+                if r.partner.is_none() {
+                    for a in &r.allocations {
+                        let own_w: f64 = a.gpu_indices.iter().filter_map(|g| self.gpu_power_w.get(a.node.0 as usize)?.get(*g as usize)).sum();
+                        measured_job_w.insert((j.job, a.node.0), own_w);
+                    }
                 }
             }
             let measured_w: BTreeMap<u32, f64> = self.gpu_power_w.iter().enumerate().map(|(n, gpus)| (n as u32, gpus.iter().sum())).collect();
-            corrections = node_corrections(&measured_w, &predicted_w);
+            corrections = model::power_directive::corrections(&measured_w, &measured_job_w, &predicted_w, &predicted_job_w);
         }
         let DecidedByNode { decided, .. } = decide_by_node((cap_w > 0.0).then_some(cap_w), &powers, &corrections);
         let running: Vec<usize> = (0..self.running.len()).filter(|&i| self.running[i].is_some()).collect();
