@@ -102,6 +102,8 @@ struct Running {
     rate_own: f64,
     /// Work it would have done by now without its ceilings (s of work at full speed).
     ceiling_lost_work_s: f64,
+    /// How much its time limit grew for its ceilings (s): without them it would not have had it.
+    cap_extended_s: f64,
     /// Speed from the job's CPUs (1.0 at the proportional share), which its GPU power follows.
     cpu_speed: f64,
     /// Cores the job keeps busy now, on all its nodes ([`Truth::busy_cores`]), charged
@@ -899,6 +901,7 @@ impl<'a> Engine<'a> {
             if factor > 1.0 && end_s > now_s {
                 let new_end_s = now_s + (end_s - now_s) * factor;
                 r.time_limit_s = new_end_s - r.ready_s;
+                r.cap_extended_s += new_end_s - end_s;
                 extensions += 1;
                 let held_s = r.allocations.first().and_then(|a| self.view.nodes.get(a.node.0 as usize)).and_then(|n| n.releases.iter().find(|x| x.job == id)).map_or(new_end_s, |x| x.at_s);
                 if new_end_s > held_s {
@@ -972,6 +975,7 @@ impl<'a> Engine<'a> {
             rate: 1.0,
             rate_own: 1.0,
             ceiling_lost_work_s: 0.0,
+            cap_extended_s: 0.0,
             cpu_speed: 1.0,
             busy_cores: 0.0,
             last_s: ready_s,
@@ -1120,7 +1124,11 @@ impl<'a> Engine<'a> {
         if let (Some(c), true) = (self.cap.as_mut(), r.was_capped) {
             c.stats.killed_after_ceiling += 1;
             // Without its ceilings it would have done its remaining work by now.
-            if r.remaining_work_s <= r.ceiling_lost_work_s + 1e-6 {
+            // Without its ceilings it would have done the work they cost it, but its limit would
+            // not have grown for them either: killed for the cap only if, at its own speed, it
+            // would have finished within the limit it had without them.
+            let left_without_cap_s = r.remaining_work_s - r.ceiling_lost_work_s + r.rate_own * r.cap_extended_s;
+            if left_without_cap_s <= 1e-6 {
                 c.stats.killed_for_cap += 1;
             }
         }

@@ -98,10 +98,12 @@ pub struct CapStats {
     pub limit_extensions: u64,
     /// Jobs killed at their (extended) time limit that ran under a ceiling at some time.
     pub killed_after_ceiling: u64,
-    /// Of those, the jobs whose ceilings cost them at least the work they had left when killed
-    /// (without the ceilings they would have done it by then): killed for the cap. The others
-    /// ran longer than their limit allowed at their own clock (a planned slowdown the truth
-    /// made larger than predicted, too few CPUs, a user's short limit).
+    /// Of those, the jobs that without their ceilings would have ended within the limit they
+    /// had without them (the work the ceilings cost them is at least the work they had left
+    /// plus what their own speed does in the time their limit grew for the ceilings): killed
+    /// for the cap. The others ran longer than their limit allowed at their own clock (a
+    /// planned slowdown the truth made larger than predicted, too few CPUs, a user's short
+    /// limit).
     pub killed_for_cap: u64,
     /// Every run of the directives, in time order.
     pub timeline: Vec<CapSample>,
