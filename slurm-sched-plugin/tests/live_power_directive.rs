@@ -35,7 +35,7 @@ use model::decision::{recorded_clock_mhz, recorded_field};
 use slurm_testcluster::{ClusterConfig, LocalCluster, skip_live_test};
 
 mod common;
-use common::{admin_comment, data_dir, fake_gpu_node, free_udp_port, plugin_dir, spank_plugin, squeue_field, wait_running_on};
+use common::{FakeGpuNode, admin_comment, data_dir, fake_gpu_node, free_udp_port, plugin_dir, spank_plugin, squeue_field, wait_running_on};
 
 const NAME: &str = "a_lowered_cap_slows_running_jobs_and_a_lifted_one_restores_them";
 const DEFAULT_CLOCK_MHZ: u32 = 1312;
@@ -72,6 +72,63 @@ fn start(cluster: &LocalCluster, name: &str) -> Job {
         assert!(Instant::now() < deadline, "{name} printed no PID");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// What every test here runs on.
+struct CappedCluster {
+    cluster: LocalCluster,
+    node: FakeGpuNode,
+    cap_file: PathBuf,
+    /// With more than one node: each node's fake GPU state is `<states>/<node name>`.
+    states: PathBuf,
+}
+
+/// The SPANK plugin and the measured data, or `None` once the test is reported skipped.
+fn prerequisites(name: &str) -> Option<(PathBuf, PathBuf)> {
+    let Some(spank) = spank_plugin() else {
+        slurm_testcluster::skip_for(name, "libspank_energy.so not built (run `cargo test -p spank-energy -p slurm-sched-plugin`)");
+        return None;
+    };
+    let Some(data) = data_dir() else {
+        slurm_testcluster::skip_for(name, "measured data not found (set SLURM_ENERGY_DATA)");
+        return None;
+    };
+    Some((spank, data))
+}
+
+/// A sched/energy cluster of `nodes` nodes of `gpus` fake GPUs each (the fake configured by
+/// `fake_conf`) under `work`: `[power_cap] file` re-read every second, GPU-use reports (and
+/// their answers, the directives) from every job's extern step, and the nodes' GPU power
+/// readings every 2 s. With more than one node each slurmd has GPU state of its own, as on
+/// separate machines (`FAKE_NVML_STATE_DIR=<states>/%n`).
+fn capped_cluster(work: &Path, plugins: &Path, spank: &Path, data: &Path, nodes: u32, gpus: u32, fake_conf: &str) -> CappedCluster {
+    let node = fake_gpu_node(work, plugins, gpus, fake_conf);
+    let cap_file = work.join("power-cap");
+    let port = free_udp_port();
+    let toml = format!(
+        "[sched]\ninterval_s = 1\ndebug = true\ndata_dir = \"{}\"\n\n[learning]\ngpu_use_port = {port}\n\n[gpu_types.\"{}\"]\nmodel = \"v100\"\n\n[power_cap]\nfile = \"{}\"\nrefresh_s = 1\n",
+        data.display(),
+        node.gpu_type,
+        cap_file.display()
+    );
+    let mut config = ClusterConfig { with_accounting: false, nodes, cpus_per_node: gpus.max(4), ..node.cluster(plugins, toml, spank) };
+    let states = work.join("state");
+    if nodes > 1 {
+        for dir in [states.clone(), work.join("ledgers")] {
+            std::fs::create_dir_all(&dir).expect("state and ledger dirs");
+        }
+        config.daemon_env.retain(|(k, _)| k != "SLURM_ENERGY_CLOCK_LEDGER");
+        config.daemon_env.push(("FAKE_NVML_CONFIG".into(), node.nvml_dir.join("fake-nvml.conf").display().to_string()));
+        config.daemon_env.push(("FAKE_NVML_STATE_DIR".into(), format!("{}/%n", states.display())));
+        config.daemon_env.push(("SLURM_ENERGY_CLOCK_LEDGER".into(), format!("{}/%n", work.join("ledgers").display())));
+    }
+    // The extern step's energy polls (which send the reports and read the answers) run in
+    // jobacct_gather's sampling thread.
+    config.extra_slurm_conf.push("JobAcctGatherType=jobacct_gather/linux".into());
+    // The nodes' GPU power reaches slurmctld every 2 s: it corrects the prediction.
+    config.extra_slurm_conf.push("AcctGatherNodeFreq=2".into());
+    let cluster = LocalCluster::start(config).unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+    CappedCluster { cluster, node, cap_file, states }
 }
 
 /// The NVML index of the job's GPU (`scontrol -d show job`: `GRES=gpu:1(IDX:0)`).
@@ -125,31 +182,11 @@ fn a_lowered_cap_slows_running_jobs_and_a_lifted_one_restores_them() {
     if skip_live_test(NAME) {
         return;
     }
-    let Some(spank) = spank_plugin() else {
-        return slurm_testcluster::skip_for(NAME, "libspank_energy.so not built (run `cargo test -p spank-energy -p slurm-sched-plugin`)");
-    };
-    let Some(data) = data_dir() else {
-        return slurm_testcluster::skip_for(NAME, "measured data not found (set SLURM_ENERGY_DATA)");
-    };
+    let Some((spank, data)) = prerequisites(NAME) else { return };
     let t0 = Instant::now();
     let plugins = plugin_dir();
     let work = tempfile::Builder::new().prefix("power-directive-live-").tempdir().expect("temp dir");
-    let node = fake_gpu_node(work.path(), plugins.path(), GPUS, "cpu_count = 2\nnuma_nodes = 1\n");
-    let cap_file = work.path().join("power-cap");
-    let port = free_udp_port();
-    let toml = format!(
-        "[sched]\ninterval_s = 1\ndebug = true\ndata_dir = \"{}\"\n\n[learning]\ngpu_use_port = {port}\n\n[gpu_types.\"{}\"]\nmodel = \"v100\"\n\n[power_cap]\nfile = \"{}\"\nrefresh_s = 1\n",
-        data.display(),
-        node.gpu_type,
-        cap_file.display()
-    );
-    let mut config = ClusterConfig { with_accounting: false, ..node.cluster(plugins.path(), toml, &spank) };
-    // The extern step's energy polls (which send the reports and read the answers) run in
-    // jobacct_gather's sampling thread.
-    config.extra_slurm_conf.push("JobAcctGatherType=jobacct_gather/linux".into());
-    // The node's GPU power reaches slurmctld every 2 s: it corrects the prediction.
-    config.extra_slurm_conf.push("AcctGatherNodeFreq=2".into());
-    let cluster = LocalCluster::start(config).unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+    let CappedCluster { cluster, node, cap_file, .. } = capped_cluster(work.path(), plugins.path(), &spank, &data, 1, GPUS, "cpu_count = 2\nnuma_nodes = 1\n");
 
     // 1. Two busy jobs at the default clock.
     let a = start(&cluster, "A");
@@ -227,28 +264,11 @@ fn a_job_drawing_more_than_predicted_is_slowed_and_not_its_neighbour_on_the_node
     if skip_live_test(NEIGHBOUR) {
         return;
     }
-    let Some(spank) = spank_plugin() else {
-        return slurm_testcluster::skip_for(NEIGHBOUR, "libspank_energy.so not built (run `cargo test -p spank-energy -p slurm-sched-plugin`)");
-    };
-    let Some(data) = data_dir() else {
-        return slurm_testcluster::skip_for(NEIGHBOUR, "measured data not found (set SLURM_ENERGY_DATA)");
-    };
+    let Some((spank, data)) = prerequisites(NEIGHBOUR) else { return };
     let t0 = Instant::now();
     let plugins = plugin_dir();
     let work = tempfile::Builder::new().prefix("power-neighbour-live-").tempdir().expect("temp dir");
-    let node = fake_gpu_node(work.path(), plugins.path(), GPUS, "cpu_count = 2\nnuma_nodes = 1\n");
-    let cap_file = work.path().join("power-cap");
-    let port = free_udp_port();
-    let toml = format!(
-        "[sched]\ninterval_s = 1\ndebug = true\ndata_dir = \"{}\"\n\n[learning]\ngpu_use_port = {port}\n\n[gpu_types.\"{}\"]\nmodel = \"v100\"\n\n[power_cap]\nfile = \"{}\"\nrefresh_s = 1\n",
-        data.display(),
-        node.gpu_type,
-        cap_file.display()
-    );
-    let mut config = ClusterConfig { with_accounting: false, ..node.cluster(plugins.path(), toml, &spank) };
-    config.extra_slurm_conf.push("JobAcctGatherType=jobacct_gather/linux".into());
-    config.extra_slurm_conf.push("AcctGatherNodeFreq=2".into());
-    let cluster = LocalCluster::start(config).unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+    let CappedCluster { cluster, node, cap_file, .. } = capped_cluster(work.path(), plugins.path(), &spank, &data, 1, GPUS, "cpu_count = 2\nnuma_nodes = 1\n");
 
     let a = start(&cluster, "A");
     let b = start(&cluster, "B");
@@ -329,37 +349,11 @@ fn a_demo_cluster_under_steady_load_meets_a_cap_30_percent_lower_and_recovers() 
     if skip_live_test(CLUSTER) {
         return;
     }
-    let Some(spank) = spank_plugin() else {
-        return slurm_testcluster::skip_for(CLUSTER, "libspank_energy.so not built (run `cargo test -p spank-energy -p slurm-sched-plugin`)");
-    };
-    let Some(data) = data_dir() else {
-        return slurm_testcluster::skip_for(CLUSTER, "measured data not found (set SLURM_ENERGY_DATA)");
-    };
+    let Some((spank, data)) = prerequisites(CLUSTER) else { return };
     let t0 = Instant::now();
     let plugins = plugin_dir();
     let work = tempfile::Builder::new().prefix("power-cluster-live-").tempdir().expect("temp dir");
-    let node = fake_gpu_node(work.path(), plugins.path(), CLUSTER_GPUS_PER_NODE, "cpu_count = 4\nnuma_nodes = 1\n");
-    let cap_file = work.path().join("power-cap");
-    let port = free_udp_port();
-    let toml = format!(
-        "[sched]\ninterval_s = 1\ndebug = true\ndata_dir = \"{}\"\n\n[learning]\ngpu_use_port = {port}\n\n[gpu_types.\"{}\"]\nmodel = \"v100\"\n\n[power_cap]\nfile = \"{}\"\nrefresh_s = 1\n",
-        data.display(),
-        node.gpu_type,
-        cap_file.display()
-    );
-    // Each slurmd has GPUs of its own, as on separate machines (`%n`: its node name).
-    let states = work.path().join("state");
-    for dir in [states.clone(), work.path().join("ledgers")] {
-        std::fs::create_dir_all(&dir).expect("state and ledger dirs");
-    }
-    let mut config = ClusterConfig { with_accounting: false, nodes: CLUSTER_NODES, cpus_per_node: CLUSTER_GPUS_PER_NODE, ..node.cluster(plugins.path(), toml, &spank) };
-    config.daemon_env.retain(|(k, _)| k != "SLURM_ENERGY_CLOCK_LEDGER");
-    config.daemon_env.push(("FAKE_NVML_CONFIG".into(), node.nvml_dir.join("fake-nvml.conf").display().to_string()));
-    config.daemon_env.push(("FAKE_NVML_STATE_DIR".into(), format!("{}/%n", states.display())));
-    config.daemon_env.push(("SLURM_ENERGY_CLOCK_LEDGER".into(), format!("{}/%n", work.path().join("ledgers").display())));
-    config.extra_slurm_conf.push("JobAcctGatherType=jobacct_gather/linux".into());
-    config.extra_slurm_conf.push("AcctGatherNodeFreq=2".into());
-    let cluster = LocalCluster::start(config).unwrap_or_else(|e| panic!("cluster did not start: {e}"));
+    let CappedCluster { cluster, node, cap_file, states } = capped_cluster(work.path(), plugins.path(), &spank, &data, CLUSTER_NODES, CLUSTER_GPUS_PER_NODE, "cpu_count = 4\nnuma_nodes = 1\n");
     let fakes: Vec<(String, fake_nvml::FakeNvml)> = (1..=CLUSTER_NODES).map(|i| (format!("n{i}"), fake_nvml::FakeNvml::new(node.fake.config.clone(), states.join(format!("n{i}"))))).collect();
     let fake_of = |name: &str| &fakes.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("no node {name}")).1;
     let cluster_w = || fakes.iter().map(|(_, f)| measured_w(f)).sum::<f64>();
