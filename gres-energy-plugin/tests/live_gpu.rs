@@ -42,16 +42,6 @@ fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     text.split_whitespace().find_map(|w| w.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
 }
 
-/// pid of the slurmstepd whose title is `slurmstepd: [<step>]`.
-fn stepd_pid(step: &str) -> Option<u32> {
-    let want = format!("slurmstepd: [{step}]");
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-        String::from_utf8_lossy(&cmdline).trim_end_matches('\0').starts_with(&want).then_some(pid)
-    })
-}
-
 /// `KEY=value` line of a job's output.
 fn output_value(out: &str, key: &str) -> Option<String> {
     out.lines().find_map(|l| l.strip_prefix(&format!("{key}=")).map(|v| v.trim().to_string()))
@@ -274,7 +264,7 @@ fn gpu_plugins_in_a_live_cluster() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let gpu = gpu.unwrap_or_else(|| panic!("no GPU at {low_mhz} MHz:\n{}", cluster.slurmd_log("n1")));
-    let stepd = stepd_pid(&format!("{job}.0")).expect("slurmstepd of the step");
+    let stepd = cluster.stepd_pid(&format!("{job}.0")).expect("slurmstepd of the step");
     // SAFETY: kill(2) of the one slurmstepd this test's cluster started for this step.
     assert_eq!(unsafe { libc::kill(stepd as i32, libc::SIGKILL) }, 0, "kill slurmstepd {stepd}");
     let _ = cluster.command("scancel").arg(job.to_string()).status();

@@ -45,16 +45,6 @@ fn mknod_gpus(dir: &Path) {
     }
 }
 
-/// pid of the slurmstepd whose title is `slurmstepd: [<step>]`.
-fn stepd_pid(step: &str) -> Option<u32> {
-    let want = format!("slurmstepd: [{step}]");
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-        String::from_utf8_lossy(&cmdline).trim_end_matches('\0').starts_with(&want).then_some(pid)
-    })
-}
-
 /// What the test reads of one GPU: (application graphics clock, locked range, power limit).
 type Seen = (u32, Option<(u32, u32)>, u32);
 
@@ -158,7 +148,7 @@ fn v100_a100_h100_each_get_their_control_and_get_it_back() {
     ];
     let low = wait_for(&fake, "low", Duration::from_secs(60), &low_want);
     assert_eq!(low, low_want, "--gpu-freq=low through each control:\n{}", cluster.slurmd_log("n1"));
-    let stepd = stepd_pid(&format!("{job}.0")).expect("slurmstepd of the step");
+    let stepd = cluster.stepd_pid(&format!("{job}.0")).expect("slurmstepd of the step");
     // SAFETY: kill(2) of the one slurmstepd this test's cluster started for this step.
     assert_eq!(unsafe { libc::kill(stepd as i32, libc::SIGKILL) }, 0, "kill slurmstepd {stepd}");
     let _ = cluster.command("scancel").arg(job.to_string()).status();

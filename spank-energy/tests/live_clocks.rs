@@ -177,17 +177,6 @@ fn expected_policy_clock(rig: &Rig, hint_values: &[(&str, &str)]) -> AppClocksMh
     clocks::policy_clocks(&gpu, 0, model.clock_mhz(&hints, &gt, 1)).expect("policy clocks")
 }
 
-/// slurmstepd of `job`'s batch step (its title is `slurmstepd: [<job>.batch]`).
-fn batch_stepd_pid(job: u32) -> Option<u32> {
-    let title = format!("[{job}.batch]");
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-        let cmdline = String::from_utf8_lossy(&cmdline);
-        (cmdline.starts_with("slurmstepd") && cmdline.contains(&title)).then_some(pid)
-    })
-}
-
 #[test]
 fn clocks_for_batch_and_srun_steps() {
     if skip("clocks_for_batch_and_srun_steps") {
@@ -253,7 +242,7 @@ fn clocks_for_batch_and_srun_steps() {
     let killed = rig.sbatch(&[hints[0], hints[1], "--gres=gpu:1", "--wrap", "sleep 20"]);
     let low = rig.wait_clocks("job to be killed at the policy clock", |c| c.contains(&eff.graphics_mhz));
     let gpu_index = low.iter().position(|&m| m == eff.graphics_mhz).expect("low GPU");
-    let stepd = batch_stepd_pid(killed).expect("slurmstepd of the batch step");
+    let stepd = rig.cluster().stepd_pid(&format!("{killed}.batch")).expect("slurmstepd of the batch step");
     println!("  SIGKILL slurmstepd {stepd} of job {killed}");
     // SAFETY: kill(2) on the one pid found for this job's batch step.
     assert_eq!(unsafe { libc::kill(stepd as i32, libc::SIGKILL) }, 0);
@@ -295,7 +284,7 @@ fn clocks_for_batch_and_srun_steps() {
     let killed = rig.sbatch(&[hints[0], hints[1], "--gres=gpu:1", "--wrap", "sleep 20"]);
     let low = rig.wait_clocks("job to be killed at the policy clock", |c| c.contains(&eff.graphics_mhz));
     let gpu_index = low.iter().position(|&m| m == eff.graphics_mhz).expect("low GPU");
-    let stepd = batch_stepd_pid(killed).expect("slurmstepd of the batch step");
+    let stepd = rig.cluster().stepd_pid(&format!("{killed}.batch")).expect("slurmstepd of the batch step");
     println!("  SIGKILL slurmstepd {stepd} of job {killed}, then restart slurmd");
     // SAFETY: kill(2) on the one pid found for this job's batch step.
     assert_eq!(unsafe { libc::kill(stepd as i32, libc::SIGKILL) }, 0);

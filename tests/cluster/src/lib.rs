@@ -621,6 +621,25 @@ impl LocalCluster {
         self.layout.slurm_conf()
     }
 
+    /// The pid of this cluster's slurmstepd of `step` (`<job>.<step>`: `4.batch`, `7.0`): the
+    /// process titled `slurmstepd: [<step>]` with `SLURM_CONF=<this cluster's slurm.conf>` in
+    /// its environment. The clusters of other tests on the host number their jobs from 1 too,
+    /// so the title alone can name another cluster's step (a test once SIGKILLed another
+    /// test's job that way).
+    pub fn stepd_pid(&self, step: &str) -> Option<u32> {
+        let title = format!("slurmstepd: [{step}]");
+        let mark = format!("SLURM_CONF={}", self.conf_path().display());
+        fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = fs::read(e.path().join("cmdline")).ok()?;
+            if !String::from_utf8_lossy(&cmdline).trim_end_matches('\0').starts_with(&title) {
+                return None;
+            }
+            let environ = fs::read(e.path().join("environ")).ok()?;
+            environ.split(|&b| b == 0).any(|v| v == mark.as_bytes()).then_some(pid)
+        })
+    }
+
     pub fn conf_dir(&self) -> &Path {
         &self.layout.etc
     }
