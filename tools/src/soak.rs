@@ -951,7 +951,13 @@ impl Soak<'_> {
                         let state = s[s.len() - 1].clone();
                         if !is_final(&state) {
                             self.report.problems.push(format!("job {id}: {state} in sacct even after `sacctmgr show runawayjobs`"));
-                        } else if self.first_start_s(id).is_some_and(|t| self.crashes_unix_s.iter().any(|&c| c >= t && c <= t + f64::from(JOB_TIME_LIMIT_MIN) * 60.0 + 60.0)) {
+                        } else if self.first_start_s(id).is_some_and(|t| self.crashes_unix_s.iter().any(|&c| c >= t && c <= t + f64::from(JOB_TIME_LIMIT_MIN) * 60.0 + 60.0))
+                            // A job whose id the SIGKILLed slurmctld had handed out before and the
+                            // new one handed out again (its row is the lost submission's, named
+                            // as that one's array task, [`reissued_plain_job_of`]): the record
+                            // left running is the lost submission's.
+                            || self.report.unnamed_after_crash.iter().any(|(job, _)| job == id)
+                        {
                             self.report.runaway_after_crash.push(id.clone());
                         } else {
                             self.report.problems.push(format!("job {id}: left running in slurmdbd, but no slurmctld SIGKILL struck while it could run"));
